@@ -1,0 +1,122 @@
+//! Every idgen setting: one private static each, defined in [`init`], read through typed getters.
+//! Nothing else touches the statics (the model is pg_search's `gucs.rs`).
+//!
+//! Settings that uniqueness depends on are `postmaster` context: they are read from
+//! `postgresql.conf` at server start, cannot be changed by `SET` (SQLSTATE 55P02), and are the
+//! same in every backend of the server.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::str::FromStr;
+
+use pgrx::datetime::TimestampWithTimeZone;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+
+/// `idgen.worker_id`: this server's Snowflake worker id, `0..=1023`. The default `-1` means
+/// "not set": `snowflake_nextval()` fails (SQLSTATE 55000) until the DBA picks one. There is
+/// deliberately no valid default, as in pgEdge snowflake: two servers sharing a worker id issue
+/// duplicate ids, the field's most common production failure.
+static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(-1);
+
+/// The text of the default epoch.
+const DEFAULT_EPOCH: &CStr = c"2024-01-01 00:00:00+00";
+
+/// `idgen.epoch`: the instant at which Snowflake tick 0 starts, as a `timestamptz` literal.
+/// Default `2024-01-01 00:00:00+00`, good until 2093 with 41 time bits of 1 ms. Changing it on a
+/// server that has issued ids moves every later id's time field: it is fixed at server start.
+static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
+
+/// Defines every setting and reserves the `idgen.` prefix. Called once from `_PG_init`, in the
+/// postmaster (the library is preloaded), before any backend exists.
+pub fn init() {
+    GucRegistry::define_int_guc(
+        c"idgen.worker_id",
+        c"Snowflake worker id of this server, unique among all servers sharing an id space.",
+        c"Between 0 and 1023. -1 (the default) means unset: snowflake_nextval() fails until it is set.",
+        &WORKER_ID,
+        -1,
+        1023,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+
+    // pgrx offers no string GUC with a check hook, hence the direct call.
+    // SAFETY: called once in _PG_init; the name, descriptions and boot value are 'static C
+    // strings and EPOCH's storage is a 'static cell that PostgreSQL owns from here on.
+    unsafe {
+        pg_sys::DefineCustomStringVariable(
+            c"idgen.epoch".as_ptr(),
+            c"Instant at which Snowflake tick 0 starts (a timestamptz literal).".as_ptr(),
+            c"Fixed at server start; must not be in the future. Give an explicit UTC offset.".as_ptr(),
+            EPOCH.as_ptr(),
+            DEFAULT_EPOCH.as_ptr(),
+            pg_sys::GucContext::PGC_POSTMASTER,
+            0,
+            Some(check_epoch),
+            None,
+            None,
+        );
+        pg_sys::MarkGUCPrefixReserved(c"idgen".as_ptr());
+    }
+}
+
+/// `idgen.worker_id`, or `None` while it is unset (`-1`).
+pub fn worker_id() -> Option<u64> {
+    u64::try_from(WORKER_ID.get()).ok()
+}
+
+/// `idgen.epoch` in Unix milliseconds. The check hook has already accepted the text, so a parse
+/// failure here cannot happen.
+pub fn epoch_unix_ms() -> i64 {
+    let text = EPOCH.get().expect("idgen.epoch has a boot value");
+    let text = text.to_str().expect("idgen.epoch passed its check hook");
+    parse_epoch(text).expect("idgen.epoch passed its check hook")
+}
+
+/// Parses a `timestamptz` literal with PostgreSQL's own input function and returns Unix ms.
+/// `Err` carries the detail for the "invalid value for parameter" message.
+fn parse_epoch(text: &str) -> Result<i64, String> {
+    let ts = TimestampWithTimeZone::from_str(text)
+        .map_err(|e| format!("\"{text}\" is not a timestamptz: {e}"))?;
+    if !ts.is_finite() {
+        return Err("the epoch must be a finite time".into());
+    }
+    Ok(crate::snowflake::timestamptz_to_unix_ms(ts))
+}
+
+/// GUC check hook for `idgen.epoch`: the text must parse and must not be in the future (a
+/// future epoch would make every current tick negative). Runs at server start and for
+/// `ALTER SYSTEM`, so a bad value is refused before it can take effect.
+#[pg_guard]
+unsafe extern "C-unwind" fn check_epoch(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer to the candidate value (a C string or NULL).
+    let raw = unsafe { *newval };
+    if raw.is_null() {
+        return fail_check("idgen.epoch must be set to a timestamptz literal");
+    }
+    // SAFETY: non-null, NUL-terminated string owned by the GUC machinery for this call.
+    let text = unsafe { CStr::from_ptr(raw) }.to_string_lossy();
+    match parse_epoch(&text) {
+        Ok(ms) if ms > crate::snowflake::wall_clock_unix_ms() => {
+            fail_check(&format!("The epoch \"{text}\" is in the future."))
+        }
+        Ok(_) => true,
+        Err(detail) => fail_check(&detail),
+    }
+}
+
+/// Sets the detail of a GUC check failure and returns `false` (PostgreSQL's GUC_check_errdetail).
+fn fail_check(detail: &str) -> bool {
+    let detail = CString::new(detail.replace('\0', "")).expect("NUL bytes were removed");
+    // SAFETY: the GUC machinery reads and frees this palloc'd copy after the hook returns.
+    unsafe {
+        pg_sys::GUC_check_errcode(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as i32);
+        pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr());
+    }
+    false
+}

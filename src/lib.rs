@@ -1,0 +1,61 @@
+//! idgen: unique 64-bit ids generated inside PostgreSQL.
+//!
+//! * Snowflake (`snowflake_nextval()`): time | worker id | sequence, one lock-free generator per
+//!   server in shared memory ([`snowflake`]).
+//!
+//! `_PG_init` only orchestrates: refuse to load unless preloaded, then each subsystem's `init`.
+//! See `DESIGN.md` for the guarantees and `README.md` for operation.
+
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+pub mod error;
+pub mod guc;
+pub mod shmem;
+pub mod snowflake;
+
+pgrx::pg_module_magic!();
+
+pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
+
+/// Library entry point, run once per process that loads idgen. idgen keeps its generator in
+/// shared memory and its settings are postmaster-level, so it must be loaded by the postmaster
+/// through `shared_preload_libraries`; anywhere else it refuses with SQLSTATE 55000 and the
+/// exact line to add as hint (as VectorChord does), before defining any setting.
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    // SAFETY: a plain global flag PostgreSQL sets while it loads shared_preload_libraries.
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        error::Error::NotPreloaded { line: preload_line() }.report();
+    }
+    guc::init();
+    shmem::init();
+    snowflake::server::init();
+}
+
+/// The `shared_preload_libraries` line that loads idgen besides whatever is preloaded now.
+fn preload_line() -> String {
+    // SAFETY: GetConfigOption returns a pointer into GUC storage (or NULL), valid for this call.
+    let current = unsafe {
+        let raw = pg_sys::GetConfigOption(c"shared_preload_libraries".as_ptr(), true, false);
+        (!raw.is_null()).then(|| CStr::from_ptr(raw).to_string_lossy().into_owned())
+    };
+    match current.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()) {
+        Some(libs) => format!("shared_preload_libraries = '{libs},idgen'"),
+        None => "shared_preload_libraries = 'idgen'".to_owned(),
+    }
+}
+
+/// Required by `cargo pgrx test`: the settings of its test server.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    /// idgen must be preloaded and needs a worker id to generate.
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec!["shared_preload_libraries = 'idgen'", "idgen.worker_id = 42"]
+    }
+}

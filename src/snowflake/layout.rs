@@ -1,0 +1,370 @@
+//! Snowflake bit layout: pure arithmetic, no pgrx.
+//!
+//! An id is a positive `i64`:
+//!
+//! ```text
+//!   0 | time: 63 - worker_bits - sequence_bits | worker: worker_bits | sequence: sequence_bits
+//! ```
+//!
+//! Twitter's layout (the default) is `0 | 41 | 10 | 12` with 1 ms ticks; Sonyflake's is 10 ms ticks
+//! with a 16-bit machine id and an 8-bit sequence; seed 001 describes the 5+5
+//! datacenter/machine split of the 10 worker bits. Time is counted in *ticks* of `time_unit_ms`
+//! milliseconds since the epoch.
+//!
+//! The generator works on a *state word*, the id without its worker bits:
+//! `tick << sequence_bits | sequence`. Adding one to a state word whose sequence is at its maximum
+//! carries into the tick, which is how a sequence overflow "borrows" the next tick (DESIGN.md §1).
+
+use thiserror::Error;
+
+/// The fewest time bits a layout may leave (2^32 ms is about 50 days; anything less is a typo).
+pub const MIN_TIME_BITS: u32 = 32;
+
+/// Unix milliseconds of the default epoch, `2024-01-01 00:00:00+00`.
+pub const DEFAULT_EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
+
+/// Failures of the pure layout arithmetic. `error.rs` maps each to a SQLSTATE.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LayoutError {
+    /// The widths leave fewer than [`MIN_TIME_BITS`] for time, or the unit is zero.
+    #[error("invalid snowflake layout: {0}")]
+    Invalid(String),
+    /// A negative `bigint` is never a Snowflake id (the sign bit is always 0).
+    #[error("snowflake id {0} is negative")]
+    NegativeId(i64),
+    /// A worker id that does not fit in `worker_bits`.
+    #[error("worker id {worker} is out of range 0..{max}")]
+    WorkerOutOfRange { worker: i64, max: u64 },
+    /// A sequence that does not fit in `sequence_bits`.
+    #[error("sequence {sequence} is out of range 0..{max}")]
+    SequenceOutOfRange { sequence: i64, max: u64 },
+    /// A time before the epoch: ticks are unsigned.
+    #[error("time is {ms} ms before the epoch")]
+    BeforeEpoch { ms: i64 },
+    /// A tick that does not fit in the time bits: the layout has run out of time.
+    #[error("tick {tick} exceeds the largest tick {max} of the layout")]
+    TimeExhausted { tick: u64, max: u64 },
+}
+
+/// A Snowflake layout: the epoch and the widths of the three fields. Fixed at server start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    epoch_unix_ms: i64,
+    worker_bits: u32,
+    sequence_bits: u32,
+    time_unit_ms: u32,
+}
+
+/// The parts of an id, as `snowflake_decode` shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    /// Ticks since the epoch.
+    pub tick: u64,
+    /// The worker id, `0..=max_worker()`.
+    pub worker: u64,
+    /// The sequence within the tick, `0..=max_sequence()`.
+    pub sequence: u64,
+}
+
+impl Default for Layout {
+    /// Twitter's layout: 41 time bits of 1 ms, 10 worker bits, 12 sequence bits, epoch 2024-01-01.
+    fn default() -> Self {
+        Layout {
+            epoch_unix_ms: DEFAULT_EPOCH_UNIX_MS,
+            worker_bits: 10,
+            sequence_bits: 12,
+            time_unit_ms: 1,
+        }
+    }
+}
+
+impl Layout {
+    /// A layout with the given epoch (Unix ms), widths (bits) and tick length (ms).
+    ///
+    /// Errors with [`LayoutError::Invalid`] when the time field would be narrower than
+    /// [`MIN_TIME_BITS`] or the tick length is zero.
+    pub fn new(
+        epoch_unix_ms: i64,
+        worker_bits: u32,
+        sequence_bits: u32,
+        time_unit_ms: u32,
+    ) -> Result<Self, LayoutError> {
+        if time_unit_ms == 0 {
+            return Err(LayoutError::Invalid("time unit must be at least 1 ms".into()));
+        }
+        let used = worker_bits.saturating_add(sequence_bits);
+        if used > 63 - MIN_TIME_BITS {
+            return Err(LayoutError::Invalid(format!(
+                "{worker_bits} worker bits and {sequence_bits} sequence bits leave {} time bits, fewer than {MIN_TIME_BITS}",
+                63i64 - used as i64
+            )));
+        }
+        Ok(Layout { epoch_unix_ms, worker_bits, sequence_bits, time_unit_ms })
+    }
+
+    /// Epoch in Unix milliseconds.
+    pub fn epoch_unix_ms(&self) -> i64 {
+        self.epoch_unix_ms
+    }
+    /// Width of the worker field, in bits.
+    pub fn worker_bits(&self) -> u32 {
+        self.worker_bits
+    }
+    /// Width of the sequence field, in bits.
+    pub fn sequence_bits(&self) -> u32 {
+        self.sequence_bits
+    }
+    /// Width of the time field, in bits: the rest of 63.
+    pub fn time_bits(&self) -> u32 {
+        63 - self.worker_bits - self.sequence_bits
+    }
+    /// Length of one tick, in milliseconds.
+    pub fn time_unit_ms(&self) -> u32 {
+        self.time_unit_ms
+    }
+    /// Largest worker id (1023 by default).
+    pub fn max_worker(&self) -> u64 {
+        (1u64 << self.worker_bits) - 1
+    }
+    /// Largest sequence within a tick (4095 by default).
+    pub fn max_sequence(&self) -> u64 {
+        (1u64 << self.sequence_bits) - 1
+    }
+    /// Largest tick the time field holds.
+    pub fn max_tick(&self) -> u64 {
+        (1u64 << self.time_bits()) - 1
+    }
+    /// How many ids one worker can issue per second of wall clock without borrowing ticks.
+    pub fn ids_per_second(&self) -> u64 {
+        (1000 / self.time_unit_ms as u64).max(1) << self.sequence_bits
+    }
+
+    /// The state word of (tick, sequence): `tick << sequence_bits | sequence`.
+    pub fn state(&self, tick: u64, sequence: u64) -> u64 {
+        (tick << self.sequence_bits) | (sequence & self.max_sequence())
+    }
+    /// The tick of a state word.
+    pub fn state_tick(&self, state: u64) -> u64 {
+        state >> self.sequence_bits
+    }
+
+    /// The id for a state word and a worker id. The caller guarantees `worker <= max_worker()`.
+    ///
+    /// Errors with [`LayoutError::TimeExhausted`] when the state's tick does not fit: an id is
+    /// never wrapped and never negative.
+    pub fn id_from_state(&self, state: u64, worker: u64) -> Result<i64, LayoutError> {
+        let tick = self.state_tick(state);
+        if tick > self.max_tick() {
+            return Err(LayoutError::TimeExhausted { tick, max: self.max_tick() });
+        }
+        let sequence = state & self.max_sequence();
+        Ok(self.pack(tick, worker, sequence))
+    }
+
+    fn pack(&self, tick: u64, worker: u64, sequence: u64) -> i64 {
+        let id = (tick << (self.worker_bits + self.sequence_bits))
+            | (worker << self.sequence_bits)
+            | sequence;
+        debug_assert!(id <= i64::MAX as u64);
+        id as i64
+    }
+
+    /// The id of (tick, worker, sequence), each range-checked: the inverse of [`Layout::decode`].
+    pub fn compose(&self, tick: u64, worker: i64, sequence: i64) -> Result<i64, LayoutError> {
+        if worker < 0 || worker as u64 > self.max_worker() {
+            return Err(LayoutError::WorkerOutOfRange { worker, max: self.max_worker() });
+        }
+        if sequence < 0 || sequence as u64 > self.max_sequence() {
+            return Err(LayoutError::SequenceOutOfRange { sequence, max: self.max_sequence() });
+        }
+        if tick > self.max_tick() {
+            return Err(LayoutError::TimeExhausted { tick, max: self.max_tick() });
+        }
+        Ok(self.pack(tick, worker as u64, sequence as u64))
+    }
+
+    /// The parts of an id. Errors with [`LayoutError::NegativeId`] for a negative value.
+    pub fn decode(&self, id: i64) -> Result<Parts, LayoutError> {
+        if id < 0 {
+            return Err(LayoutError::NegativeId(id));
+        }
+        let id = id as u64;
+        Ok(Parts {
+            tick: id >> (self.worker_bits + self.sequence_bits),
+            worker: (id >> self.sequence_bits) & self.max_worker(),
+            sequence: id & self.max_sequence(),
+        })
+    }
+
+    /// The tick containing Unix time `unix_ms` (rounded down to the tick).
+    ///
+    /// Errors with [`LayoutError::BeforeEpoch`] before the epoch and
+    /// [`LayoutError::TimeExhausted`] past the last tick.
+    pub fn tick_at(&self, unix_ms: i64) -> Result<u64, LayoutError> {
+        let since = unix_ms as i128 - self.epoch_unix_ms as i128;
+        if since < 0 {
+            return Err(LayoutError::BeforeEpoch { ms: (-since).min(i64::MAX as i128) as i64 });
+        }
+        let tick = (since / self.time_unit_ms as i128).min(u64::MAX as i128) as u64;
+        if tick > self.max_tick() {
+            return Err(LayoutError::TimeExhausted { tick, max: self.max_tick() });
+        }
+        Ok(tick)
+    }
+
+    /// Unix milliseconds at which `tick` starts. Saturates rather than overflowing `i64`.
+    pub fn unix_ms_of_tick(&self, tick: u64) -> i64 {
+        let ms = self.epoch_unix_ms as i128 + tick as i128 * self.time_unit_ms as i128;
+        ms.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
+
+    /// Unix milliseconds at which the layout runs out (the start of the tick after the last).
+    pub fn exhausted_at_unix_ms(&self) -> i64 {
+        self.unix_ms_of_tick(self.max_tick()).saturating_add(self.time_unit_ms as i64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn twitter() -> Layout {
+        Layout::default()
+    }
+
+    #[test]
+    fn default_is_twitter_41_10_12() {
+        let l = twitter();
+        assert_eq!((l.time_bits(), l.worker_bits(), l.sequence_bits()), (41, 10, 12));
+        assert_eq!(l.max_worker(), 1023);
+        assert_eq!(l.max_sequence(), 4095);
+        assert_eq!(l.max_tick(), (1 << 41) - 1);
+        assert_eq!(l.ids_per_second(), 4_096_000);
+    }
+
+    #[test]
+    fn default_layout_lasts_until_2093() {
+        // 2^41 ms after 2024-01-01 is 2093-09-06.
+        let end_ms = twitter().exhausted_at_unix_ms();
+        assert_eq!(end_ms, DEFAULT_EPOCH_UNIX_MS + (1i64 << 41));
+        let years = (end_ms - DEFAULT_EPOCH_UNIX_MS) as f64 / (365.2425 * 86_400_000.0);
+        assert!((69.0..70.0).contains(&years), "{years}");
+    }
+
+    #[test]
+    fn compose_places_fields_at_their_bits() {
+        let l = twitter();
+        assert_eq!(l.compose(0, 0, 0).unwrap(), 0);
+        assert_eq!(l.compose(0, 0, 1).unwrap(), 1);
+        assert_eq!(l.compose(0, 1, 0).unwrap(), 1 << 12);
+        assert_eq!(l.compose(1, 0, 0).unwrap(), 1 << 22);
+        assert_eq!(l.compose(3, 7, 5).unwrap(), (3 << 22) | (7 << 12) | 5);
+    }
+
+    #[test]
+    fn largest_representable_id_is_i64_max() {
+        let l = twitter();
+        let id = l.compose(l.max_tick(), l.max_worker() as i64, l.max_sequence() as i64).unwrap();
+        assert_eq!(id, i64::MAX);
+        let p = l.decode(id).unwrap();
+        assert_eq!((p.tick, p.worker, p.sequence), (l.max_tick(), 1023, 4095));
+    }
+
+    #[test]
+    fn compose_rejects_out_of_range_fields() {
+        let l = twitter();
+        assert_eq!(l.compose(0, 1024, 0), Err(LayoutError::WorkerOutOfRange { worker: 1024, max: 1023 }));
+        assert_eq!(l.compose(0, -1, 0), Err(LayoutError::WorkerOutOfRange { worker: -1, max: 1023 }));
+        assert_eq!(l.compose(0, 0, 4096), Err(LayoutError::SequenceOutOfRange { sequence: 4096, max: 4095 }));
+        assert_eq!(l.compose(0, 0, -1), Err(LayoutError::SequenceOutOfRange { sequence: -1, max: 4095 }));
+        assert_eq!(
+            l.compose(l.max_tick() + 1, 0, 0),
+            Err(LayoutError::TimeExhausted { tick: l.max_tick() + 1, max: l.max_tick() })
+        );
+    }
+
+    #[test]
+    fn decode_rejects_negative_ids() {
+        assert_eq!(twitter().decode(-1), Err(LayoutError::NegativeId(-1)));
+        assert_eq!(twitter().decode(i64::MIN), Err(LayoutError::NegativeId(i64::MIN)));
+    }
+
+    #[test]
+    fn sequence_overflow_carries_into_the_next_tick() {
+        let l = twitter();
+        let last_of_tick = l.state(41, l.max_sequence());
+        let next = last_of_tick + 1;
+        assert_eq!(l.state_tick(next), 42);
+        assert_eq!(next & l.max_sequence(), 0);
+        let (a, b) = (l.id_from_state(last_of_tick, 9).unwrap(), l.id_from_state(next, 9).unwrap());
+        assert!(b > a);
+        assert_eq!(l.decode(b).unwrap(), Parts { tick: 42, worker: 9, sequence: 0 });
+    }
+
+    #[test]
+    fn state_past_the_last_tick_is_exhausted_not_wrapped() {
+        let l = twitter();
+        let last = l.state(l.max_tick(), l.max_sequence());
+        assert_eq!(l.id_from_state(last, 1023).unwrap(), i64::MAX);
+        assert!(matches!(l.id_from_state(last + 1, 0), Err(LayoutError::TimeExhausted { .. })));
+    }
+
+    #[test]
+    fn layouts_that_leave_too_few_time_bits_are_invalid() {
+        assert!(Layout::new(0, 16, 15, 1).is_ok()); // exactly 32 time bits
+        assert!(matches!(Layout::new(0, 16, 16, 1), Err(LayoutError::Invalid(_))));
+        assert!(matches!(Layout::new(0, 10, 12, 0), Err(LayoutError::Invalid(_))));
+        assert!(matches!(Layout::new(0, u32::MAX, 1, 1), Err(LayoutError::Invalid(_))));
+    }
+
+    #[test]
+    fn sonyflake_layout_counts_ten_ms_ticks() {
+        // Sonyflake: 39 bits of 10 ms, 16-bit machine id, 8-bit sequence.
+        let l = Layout::new(DEFAULT_EPOCH_UNIX_MS, 16, 8, 10).unwrap();
+        assert_eq!(l.time_bits(), 39);
+        assert_eq!(l.tick_at(DEFAULT_EPOCH_UNIX_MS + 25).unwrap(), 2);
+        assert_eq!(l.unix_ms_of_tick(2), DEFAULT_EPOCH_UNIX_MS + 20);
+        assert_eq!(l.ids_per_second(), 100 * 256);
+    }
+
+    #[test]
+    fn tick_at_rejects_times_before_the_epoch_and_past_the_end() {
+        let l = twitter();
+        assert_eq!(l.tick_at(DEFAULT_EPOCH_UNIX_MS - 5), Err(LayoutError::BeforeEpoch { ms: 5 }));
+        assert_eq!(l.tick_at(DEFAULT_EPOCH_UNIX_MS).unwrap(), 0);
+        let end = l.exhausted_at_unix_ms();
+        assert_eq!(l.tick_at(end - 1).unwrap(), l.max_tick());
+        assert!(matches!(l.tick_at(end), Err(LayoutError::TimeExhausted { .. })));
+        assert!(matches!(l.tick_at(i64::MAX), Err(LayoutError::TimeExhausted { .. })));
+        assert!(matches!(l.tick_at(i64::MIN), Err(LayoutError::BeforeEpoch { .. })));
+    }
+
+    proptest! {
+        #[test]
+        fn compose_decode_round_trip(
+            wb in 0u32..=16, sb in 0u32..=15, unit in 1u32..=1000,
+            tick in any::<u64>(), worker in any::<u64>(), seq in any::<u64>(),
+        ) {
+            let l = Layout::new(DEFAULT_EPOCH_UNIX_MS, wb, sb, unit).unwrap();
+            let (tick, worker, seq) = (tick % (l.max_tick() + 1), worker & l.max_worker(), seq & l.max_sequence());
+            let id = l.compose(tick, worker as i64, seq as i64).unwrap();
+            prop_assert!(id >= 0);
+            prop_assert_eq!(l.decode(id).unwrap(), Parts { tick, worker, sequence: seq });
+            prop_assert_eq!(l.id_from_state(l.state(tick, seq), worker).unwrap(), id);
+        }
+
+        #[test]
+        fn ids_order_like_their_state_words(a in 0u64..(1 << 53), b in 0u64..(1 << 53), worker in 0u64..1024) {
+            let l = twitter();
+            let (ia, ib) = (l.id_from_state(a, worker).unwrap(), l.id_from_state(b, worker).unwrap());
+            prop_assert_eq!(a.cmp(&b), ia.cmp(&ib));
+        }
+
+        #[test]
+        fn tick_round_trips_through_unix_ms(tick in 0u64..(1 << 41)) {
+            let l = twitter();
+            prop_assert_eq!(l.tick_at(l.unix_ms_of_tick(tick)).unwrap(), tick);
+        }
+    }
+}

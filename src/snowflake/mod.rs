@@ -1,0 +1,276 @@
+//! Snowflake ids: the SQL surface (DESIGN.md §1). The arithmetic is in [`layout`], the
+//! lock-free generator in [`generator`], the server glue in [`server`], time conversions in
+//! [`decode`].
+
+pub mod decode;
+pub mod generator;
+pub mod layout;
+pub mod server;
+
+use pgrx::datetime::TimestampWithTimeZone;
+use pgrx::prelude::*;
+
+use crate::error::{Error, OrReport};
+pub use decode::timestamptz_to_unix_ms;
+pub use server::wall_clock_unix_ms;
+
+/// The next Snowflake id of this server: `bigint`, positive, strictly greater than every id
+/// this server issued before, in any backend or database.
+///
+/// Lock-free: one compare-and-swap on the shared state word. Errors: 55000 until
+/// `idgen.worker_id` is set; 25006 on a standby; 2200H when the layout has run out of time.
+#[pg_extern(volatile, parallel_restricted)]
+fn snowflake_nextval() -> i64 {
+    let (r, worker) = server::reserve(1).or_report();
+    server::layout().id_from_state(r.first, worker).or_report()
+}
+
+/// `count` consecutive Snowflake ids from one reservation (one CAS), in increasing order.
+///
+/// `count` is `1..=` the ids the layout issues per second (4,096,000 by default): a larger batch
+/// would run the generator far ahead of the clock. Errors: 22004 for NULL, 22023 out of range,
+/// and those of [`snowflake_nextval`]. `snowflake_currval()` becomes the last id.
+#[pg_extern(volatile, parallel_restricted)]
+fn snowflake_nextvals(count: Option<i32>) -> SetOfIterator<'static, i64> {
+    let count = count.ok_or(Error::NullArgument { argument: "count" }).or_report();
+    let layout = server::layout();
+    let max = layout.ids_per_second();
+    if count < 1 || count as u64 > max {
+        Error::CountOutOfRange { count: count.into(), max }.report();
+    }
+    let (r, worker) = server::reserve(count as u64).or_report();
+    SetOfIterator::new((r.first..=r.last).map(move |state| {
+        layout.id_from_state(state, worker).expect("the reservation was checked against the layout")
+    }))
+}
+
+/// The id most recently returned by `snowflake_nextval()`/`snowflake_nextvals()` in this session,
+/// as `currval` is for sequences. Errors with 55000 before the first one.
+#[pg_extern(volatile, parallel_restricted)]
+fn snowflake_currval() -> i64 {
+    server::currval().or_report()
+}
+
+/// The parts of a Snowflake id under this server's layout: the start of its tick, its worker id
+/// and its sequence. One row. Errors with 22023 for a negative id.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_decode(
+    id: i64,
+) -> TableIterator<'static, (name!(ts, TimestampWithTimeZone), name!(worker_id, i32), name!(sequence, i32))> {
+    let (ts, parts) = decode::decode(server::layout(), id).or_report();
+    TableIterator::once((ts, parts.worker as i32, parts.sequence as i32))
+}
+
+/// The start of the tick in which a Snowflake id was issued. Errors with 22023 for a negative id.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
+    decode::decode(server::layout(), id).or_report().0
+}
+
+/// The lowest id at time `ts` for `worker_id` and `sequence` (both default 0): bounds for range
+/// scans and partitions, e.g. `WHERE id >= snowflake_compose('2026-01-01')`.
+///
+/// Errors: 22008 when `ts` is before `idgen.epoch`, past the layout's end, or infinite; 22003
+/// when the worker id or sequence does not fit the layout.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_compose(ts: TimestampWithTimeZone, worker_id: default!(i32, 0), sequence: default!(i32, 0)) -> i64 {
+    decode::compose(server::layout(), ts, worker_id.into(), sequence.into()).or_report()
+}
+
+/// One row describing this server's generator: worker id (NULL while unset), layout (bits per
+/// field, tick length in ms), epoch and the time the layout runs out, the last id issued (NULL
+/// before the first) and its tick's time, drift (ms the last tick is ahead of the wall clock,
+/// 0 when behind), and the number of ticks borrowed ahead of the clock since start.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_status() -> TableIterator<
+    'static,
+    (
+        name!(worker_id, Option<i32>),
+        name!(time_bits, i32),
+        name!(worker_bits, i32),
+        name!(sequence_bits, i32),
+        name!(time_unit_ms, i32),
+        name!(epoch, TimestampWithTimeZone),
+        name!(exhausted_at, Option<TimestampWithTimeZone>),
+        name!(last_id, Option<i64>),
+        name!(last_tick_at, Option<TimestampWithTimeZone>),
+        name!(drift_ms, i64),
+        name!(borrowed_ticks, i64),
+    ),
+> {
+    let layout = server::layout();
+    let worker = crate::guc::worker_id();
+    let snap = server::snapshot();
+    let issued = snap.last_state != 0;
+    let last_tick = layout.state_tick(snap.last_state);
+    let last_id = worker.filter(|_| issued).and_then(|w| layout.id_from_state(snap.last_state, w).ok());
+    let last_tick_ms = layout.unix_ms_of_tick(last_tick);
+    let drift_ms = if issued { (last_tick_ms - layout.tick_at(snap.now_unix_ms).map_or(snap.now_unix_ms, |t| layout.unix_ms_of_tick(t))).max(0) } else { 0 };
+    TableIterator::once((
+        worker.map(|w| w as i32),
+        layout.time_bits() as i32,
+        layout.worker_bits() as i32,
+        layout.sequence_bits() as i32,
+        layout.time_unit_ms() as i32,
+        decode::unix_ms_to_timestamptz(layout.epoch_unix_ms()).or_report(),
+        decode::unix_ms_to_timestamptz(layout.exhausted_at_unix_ms()).ok(),
+        last_id,
+        issued.then(|| decode::tick_start(layout, last_tick).ok()).flatten(),
+        drift_ms,
+        snap.borrowed_ticks as i64,
+    ))
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    /// Runs `sql` and asserts that it fails with SQLSTATE `code`: a PL/pgSQL handler catches
+    /// exactly that code, so another code, or no error at all, fails the test.
+    fn assert_sqlstate(sql: &str, code: &str) {
+        let block = format!(
+            "DO $do$ BEGIN EXECUTE $q${sql}$q$; RAISE EXCEPTION 'no error' USING ERRCODE = 'XX001'; \
+             EXCEPTION WHEN SQLSTATE '{code}' THEN NULL; END $do$"
+        );
+        Spi::run(&block).unwrap_or_else(|e| panic!("{sql}: expected SQLSTATE {code}, got {e}"));
+    }
+
+    fn one_i64(sql: &str) -> i64 {
+        Spi::get_one::<i64>(sql).unwrap().unwrap()
+    }
+
+    #[pg_test]
+    fn nextval_increases_and_carries_the_worker_id() {
+        let a = one_i64("SELECT snowflake_nextval()");
+        let b = one_i64("SELECT snowflake_nextval()");
+        assert!(a > 0 && b > a, "{a} then {b}");
+        assert_eq!((b >> 12) & 1023, 42, "worker id bits of {b}");
+        assert_eq!(one_i64("SELECT snowflake_currval()"), b);
+        let worker = Spi::get_one::<i32>(&format!("SELECT worker_id FROM snowflake_decode({b})")).unwrap();
+        assert_eq!(worker, Some(42));
+    }
+
+    #[pg_test]
+    fn nextvals_returns_consecutive_increasing_ids_and_sets_currval() {
+        let ids: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT snowflake_nextvals(5000)", None, &[])
+                .unwrap()
+                .map(|row| row.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        assert_eq!(ids.len(), 5000);
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        // 5000 ids need at least two ticks: the batch borrows rather than repeating a sequence.
+        let distinct_ticks: std::collections::BTreeSet<i64> = ids.iter().map(|id| id >> 22).collect();
+        assert!(distinct_ticks.len() >= 2);
+        assert_eq!(one_i64("SELECT snowflake_currval()"), *ids.last().unwrap());
+        assert!(one_i64("SELECT snowflake_nextval()") > *ids.last().unwrap());
+    }
+
+    #[pg_test]
+    fn compose_and_decode_are_inverse() {
+        let id = one_i64("SELECT snowflake_compose('2026-05-04 03:02:01.123+00', 42, 7)");
+        let row = Spi::get_three::<bool, i32, i32>(&format!(
+            "SELECT ts = '2026-05-04 03:02:01.123+00', worker_id, sequence FROM snowflake_decode({id})"
+        ))
+        .unwrap();
+        assert_eq!(row, (Some(true), Some(42), Some(7)));
+        let same_ts = Spi::get_one::<bool>(&format!(
+            "SELECT snowflake_timestamp({id}) = '2026-05-04 03:02:01.123+00'"
+        ))
+        .unwrap();
+        assert_eq!(same_ts, Some(true));
+        // Defaults give the lowest id at that millisecond; sub-millisecond digits are truncated.
+        let low = one_i64("SELECT snowflake_compose('2026-05-04 03:02:01.1239+00')");
+        assert_eq!(low, id & !((1 << 22) - 1));
+        // The epoch itself is id 0.
+        assert_eq!(one_i64("SELECT snowflake_compose('2024-01-01 00:00:00+00')"), 0);
+    }
+
+    #[pg_test]
+    fn generated_ids_decode_to_now() {
+        let ok = Spi::get_one::<bool>(
+            "SELECT snowflake_timestamp(snowflake_nextval()) BETWEEN now() - interval '1 minute' AND clock_timestamp() + interval '2 seconds'",
+        )
+        .unwrap();
+        assert_eq!(ok, Some(true));
+    }
+
+    #[pg_test]
+    fn compose_bounds_select_ids_by_time() {
+        let id = one_i64("SELECT snowflake_nextval()");
+        let inside = Spi::get_one::<bool>(&format!(
+            "SELECT {id} >= snowflake_compose(snowflake_timestamp({id})) \
+             AND {id} < snowflake_compose(snowflake_timestamp({id}) + interval '1 millisecond')"
+        ))
+        .unwrap();
+        assert_eq!(inside, Some(true));
+    }
+
+    #[pg_test]
+    fn status_reports_the_worker_layout_and_last_id() {
+        let id = one_i64("SELECT snowflake_nextval()");
+        let (worker, bits, last) = Spi::get_three::<i32, i32, i64>(
+            "SELECT worker_id, time_bits + worker_bits + sequence_bits, last_id FROM snowflake_status()",
+        )
+        .unwrap();
+        assert_eq!(worker, Some(42));
+        assert_eq!(bits, Some(63));
+        assert!(last.unwrap() >= id);
+        let epoch_ok = Spi::get_one::<bool>(
+            "SELECT epoch = '2024-01-01 00:00:00+00' AND exhausted_at > '2093-01-01' AND drift_ms >= 0 FROM snowflake_status()",
+        )
+        .unwrap();
+        assert_eq!(epoch_ok, Some(true));
+    }
+
+    #[pg_test]
+    fn bad_counts_fail_with_their_sqlstates() {
+        assert_sqlstate("SELECT snowflake_nextvals(NULL)", "22004");
+        assert_sqlstate("SELECT snowflake_nextvals(0)", "22023");
+        assert_sqlstate("SELECT snowflake_nextvals(-1)", "22023");
+        assert_sqlstate("SELECT snowflake_nextvals(2147483647)", "22023");
+    }
+
+    #[pg_test]
+    fn bad_ids_fail_with_their_sqlstates() {
+        assert_sqlstate("SELECT snowflake_decode(-1)", "22023");
+        assert_sqlstate("SELECT snowflake_timestamp(-9223372036854775808)", "22023");
+    }
+
+    #[pg_test]
+    fn bad_compose_arguments_fail_with_their_sqlstates() {
+        assert_sqlstate("SELECT snowflake_compose(now(), 1024)", "22003");
+        assert_sqlstate("SELECT snowflake_compose(now(), -1)", "22003");
+        assert_sqlstate("SELECT snowflake_compose(now(), 0, 4096)", "22003");
+        assert_sqlstate("SELECT snowflake_compose(now(), 0, -1)", "22003");
+        assert_sqlstate("SELECT snowflake_compose('2023-12-31 23:59:59.999+00')", "22008");
+        assert_sqlstate("SELECT snowflake_compose('2100-01-01+00')", "22008");
+        assert_sqlstate("SELECT snowflake_compose('infinity')", "22008");
+        assert_sqlstate("SELECT snowflake_compose('-infinity')", "22008");
+    }
+
+    #[pg_test]
+    fn worker_id_cannot_be_changed_in_a_session() {
+        assert_sqlstate("SET idgen.worker_id = 3", "55P02");
+        assert_sqlstate("SET idgen.epoch = '2025-01-01+00'", "55P02");
+        assert_sqlstate("SET idgen.no_such_setting = 1", "42602"); // the prefix is reserved
+    }
+
+    #[pg_test]
+    fn decoders_are_immutable_strict_and_parallel_safe() {
+        let n = Spi::get_one::<i64>(
+            "SELECT count(*) FROM pg_proc WHERE proname IN ('snowflake_decode', 'snowflake_timestamp', 'snowflake_compose') \
+             AND provolatile = 'i' AND proisstrict AND proparallel = 's'",
+        )
+        .unwrap();
+        assert_eq!(n, Some(3));
+        let generators = Spi::get_one::<i64>(
+            "SELECT count(*) FROM pg_proc WHERE proname IN ('snowflake_nextval', 'snowflake_nextvals', 'snowflake_currval') \
+             AND provolatile = 'v' AND proparallel = 'r'",
+        )
+        .unwrap();
+        assert_eq!(generators, Some(3));
+    }
+}

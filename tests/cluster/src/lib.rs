@@ -1,0 +1,190 @@
+//! Throwaway PostgreSQL 15 servers for idgen's multi-connection, restart and start-up tests.
+//!
+//! A [`Cluster`] is a fresh `initdb` in its own directory under the system temp dir, owned by
+//! the `postgres` user when the tests run as root (PostgreSQL refuses to run as root), listening
+//! only on 127.0.0.1 at a free port. It is stopped (`-m immediate`) and removed on drop.
+
+use std::fs;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Directory of the PostgreSQL 15 server programs (Debian's layout).
+pub const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// One throwaway server.
+pub struct Cluster {
+    dir: PathBuf,
+    port: u16,
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { geteuid() == 0 }
+}
+
+extern "C" {
+    fn geteuid() -> u32;
+}
+
+/// A command run as the `postgres` user when we are root, as ourselves otherwise.
+fn as_postgres(program: &str) -> Command {
+    let path = format!("{PG_BIN}/{program}");
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", &path]);
+        c
+    } else {
+        Command::new(path)
+    }
+}
+
+fn run(mut cmd: Command, what: &str) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
+    out
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("bind 127.0.0.1:0").port()
+}
+
+fn unique_dir(tag: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
+    let dir = std::env::temp_dir().join(format!(
+        "idgen-{tag}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    fs::create_dir_all(&dir).expect("create cluster dir");
+    if is_root() {
+        let ok = Command::new("chown").args(["postgres:postgres", dir.to_str().unwrap()]).status();
+        assert!(ok.map(|s| s.success()).unwrap_or(false), "chown postgres {dir:?}");
+    }
+    dir
+}
+
+impl Cluster {
+    /// initdb and start a server with `settings` (lines of postgresql.conf) appended.
+    /// Panics with the server log if it does not start.
+    pub fn start(tag: &str, settings: &[&str]) -> Cluster {
+        let c = Cluster::init(tag, settings);
+        let out = c.pg_ctl_start();
+        assert!(out.status.success(), "server did not start:\n{}", c.log());
+        c
+    }
+
+    /// initdb only; `settings` are written to postgresql.conf. Start with [`Cluster::pg_ctl_start`].
+    pub fn init(tag: &str, settings: &[&str]) -> Cluster {
+        let dir = unique_dir(tag);
+        let c = Cluster { dir, port: free_port() };
+        let mut initdb = as_postgres("initdb");
+        initdb.args(["-D", c.data().to_str().unwrap(), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"]);
+        let out = run(initdb, "initdb");
+        assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
+        let mut conf = fs::OpenOptions::new().append(true).open(c.data().join("postgresql.conf")).unwrap();
+        writeln!(conf, "\n# idgen test cluster").unwrap();
+        writeln!(conf, "listen_addresses = '127.0.0.1'\nport = {}", c.port).unwrap();
+        writeln!(conf, "unix_socket_directories = '{}'", c.dir.display()).unwrap();
+        writeln!(conf, "fsync = off\nmax_connections = 40\nlog_min_messages = warning").unwrap();
+        for s in settings {
+            writeln!(conf, "{s}").unwrap();
+        }
+        c
+    }
+
+    /// `pg_ctl start -w`; returns its output (the server log has the reasons for a failure).
+    pub fn pg_ctl_start(&self) -> Output {
+        let mut cmd = as_postgres("pg_ctl");
+        cmd.args(["-D", self.data().to_str().unwrap(), "-l", self.log_path().to_str().unwrap(), "-w", "-t", "60", "start"]);
+        run(cmd, "pg_ctl start")
+    }
+
+    /// `pg_ctl stop -m <mode>` (smart, fast, immediate).
+    pub fn stop(&self, mode: &str) {
+        let mut cmd = as_postgres("pg_ctl");
+        cmd.args(["-D", self.data().to_str().unwrap(), "-m", mode, "-w", "stop"]);
+        let _ = run(cmd, "pg_ctl stop");
+    }
+
+    /// The data directory.
+    pub fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
+    /// The server log so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A libpq-style connection string for `db`.
+    pub fn conninfo(&self, db: &str) -> String {
+        format!("host=127.0.0.1 port={} user=postgres dbname={db} application_name=idgen-tests", self.port)
+    }
+
+    /// A new connection to database `db` as the superuser `postgres`.
+    pub fn connect(&self, db: &str) -> postgres::Client {
+        postgres::Client::connect(&self.conninfo(db), postgres::NoTls)
+            .unwrap_or_else(|e| panic!("connect to {db} on port {}: {e}\n{}", self.port, self.log()))
+    }
+
+    /// Creates database `db` and `CREATE EXTENSION idgen` in it.
+    pub fn create_db_with_idgen(&self, db: &str) {
+        if db != "postgres" {
+            self.connect("postgres").batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+        }
+        self.connect(db).batch_execute("CREATE EXTENSION idgen").unwrap();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop("immediate");
+        if std::env::var_os("IDGEN_KEEP_CLUSTERS").is_none() {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The SQLSTATE of a failed statement, e.g. `"55000"`. Panics when it succeeded.
+pub fn sqlstate<T: std::fmt::Debug>(result: Result<T, postgres::Error>) -> String {
+    match result {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e.code().map(|c| c.code().to_owned()).unwrap_or_else(|| panic!("no SQLSTATE: {e}")),
+    }
+}
+
+/// The `DbError` of a failed statement (message, detail, hint). Panics when it succeeded.
+pub fn db_error<T: std::fmt::Debug>(result: Result<T, postgres::Error>) -> postgres::error::DbError {
+    match result {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e.as_db_error().cloned().unwrap_or_else(|| panic!("not a server error: {e}")),
+    }
+}
+
+/// `pg_config --pkglibdir`-relative path of pg_regress (from postgresql-server-dev-15).
+pub fn pg_regress_path() -> PathBuf {
+    let out = Command::new(format!("{PG_BIN}/pg_config")).arg("--pkglibdir").output().expect("pg_config");
+    let libdir = String::from_utf8(out.stdout).unwrap();
+    Path::new(libdir.trim()).join("pgxs/src/test/regress/pg_regress")
+}
+
+/// Snowflake default layout helpers, computed independently of the extension.
+pub mod twitter {
+    /// Worker id bits of an id in the default layout.
+    pub fn worker_of(id: i64) -> i64 {
+        (id >> 12) & 1023
+    }
+}
