@@ -27,7 +27,7 @@ tier() {  # tier NAME COMMAND...: runs a tier, keeps its output for the summary
 tier pgrx cargo pgrx test pg15 --runas postgres --pgdata "$PGRX_DATA"
 # cargo pgrx test leaves its test build installed: install the real one.
 tier install idgen_install_release
-tier cluster bash -c 'cd tests/cluster && cargo test --release -- --test-threads=2'
+tier cluster bash -c 'cd tests/cluster && cargo test --release --no-fail-fast -- --test-threads=2'
 
 passed=0; failed=0
 while read -r p f; do

@@ -14,3 +14,7 @@ COMMENT ON FUNCTION snowflake_compose(timestamptz, integer, integer) IS
   'Lowest Snowflake id at a time for a worker id and sequence: bounds for range scans and partitions.';
 COMMENT ON FUNCTION snowflake_status() IS
   'This server''s Snowflake generator: worker id, layout, epoch, last id, drift and borrowed ticks.';
+
+-- One row each: tell the planner (a set-returning function is estimated at 1000 rows).
+ALTER FUNCTION snowflake_decode(bigint) ROWS 1;
+ALTER FUNCTION snowflake_status() ROWS 1;

@@ -49,6 +49,9 @@ pub enum Error {
     /// The wall clock reads before `idgen.epoch` (22008).
     #[error("the system clock is {ms} ms before idgen.epoch")]
     ClockBeforeEpoch { ms: i64 },
+    /// A setting in `postgresql.conf` that did not take effect; raised at server start (22023).
+    #[error("invalid value for parameter \"{name}\": \"{value}\"")]
+    InvalidSetting { name: String, value: String, detail: String },
     /// The configured layout is unusable (22023); raised at server start.
     #[error("invalid snowflake layout")]
     InvalidLayout { detail: String },
@@ -67,7 +70,10 @@ impl Error {
             }
             Error::InRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             Error::NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
-            Error::CountOutOfRange { .. } | Error::NegativeId { .. } | Error::InvalidLayout { .. } => {
+            Error::CountOutOfRange { .. }
+            | Error::NegativeId { .. }
+            | Error::InvalidLayout { .. }
+            | Error::InvalidSetting { .. } => {
                 ERRCODE_INVALID_PARAMETER_VALUE
             }
             Error::WorkerOutOfRange { .. } | Error::SequenceOutOfRange { .. } => {
@@ -87,7 +93,8 @@ impl Error {
             Error::SequenceOutOfRange { max, .. } => Some(format!("The layout allows sequences 0 to {max}.")),
             Error::TimestampOutOfRange { detail }
             | Error::TimeExhausted { detail }
-            | Error::InvalidLayout { detail } => Some(detail.clone()),
+            | Error::InvalidLayout { detail }
+            | Error::InvalidSetting { detail, .. } => Some(detail.clone()),
             Error::InRecovery => Some(
                 "A standby usually carries its primary's idgen.worker_id; ids drawn here could repeat the primary's."
                     .into(),
@@ -100,6 +107,9 @@ impl Error {
     pub fn hint(&self) -> Option<String> {
         match self {
             Error::NotPreloaded { line } => Some(format!("Add {line} to postgresql.conf and restart the server.")),
+            Error::InvalidSetting { name, .. } => {
+                Some(format!("Correct {name} in postgresql.conf (or postgresql.auto.conf) and start the server again."))
+            }
             Error::WorkerIdNotSet => Some(
                 "Set idgen.worker_id in postgresql.conf to a number from 0 to 1023 that no other server uses, then restart the server."
                     .into(),

@@ -29,7 +29,15 @@ static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(S
 
 /// Defines every setting and reserves the `idgen.` prefix. Called once from `_PG_init`, in the
 /// postmaster (the library is preloaded), before any backend exists.
+///
+/// PostgreSQL only warns when `postgresql.conf` gives a custom setting a value its definition
+/// rejects, and keeps the default: for a uniqueness-critical setting that would be a silent
+/// change of identity. So each setting's text is read before it is defined, and if it did not
+/// take effect the server refuses to start (22023, naming the setting).
 pub fn init() {
+    let worker_id_text = configured_text(c"idgen.worker_id");
+    let epoch_text = configured_text(c"idgen.epoch");
+
     GucRegistry::define_int_guc(
         c"idgen.worker_id",
         c"Snowflake worker id of this server, unique among all servers sharing an id space.",
@@ -59,6 +67,33 @@ pub fn init() {
         );
         pg_sys::MarkGUCPrefixReserved(c"idgen".as_ptr());
     }
+
+    if let Some(text) = worker_id_text {
+        if text.trim().parse::<i64>().ok() != Some(WORKER_ID.get().into()) {
+            rejected("idgen.worker_id", &text, "It must be an integer from 0 to 1023, or -1 for unset.");
+        }
+    }
+    if let Some(text) = epoch_text {
+        let applied = EPOCH.get().map(|c| c.to_string_lossy().into_owned());
+        if applied.as_deref() != Some(text.as_str()) {
+            let detail = parse_epoch(&text).err().unwrap_or_else(|| "The epoch is in the future.".into());
+            rejected("idgen.epoch", &text, &detail);
+        }
+    }
+}
+
+/// The text a setting has before it is defined (a placeholder from `postgresql.conf` or the
+/// command line), if any.
+fn configured_text(name: &CStr) -> Option<String> {
+    // SAFETY: GetConfigOption with missing_ok returns NULL or a string valid for this call.
+    unsafe {
+        let raw = pg_sys::GetConfigOption(name.as_ptr(), true, false);
+        (!raw.is_null()).then(|| CStr::from_ptr(raw).to_string_lossy().into_owned())
+    }
+}
+
+fn rejected(name: &str, value: &str, detail: &str) -> ! {
+    crate::error::Error::InvalidSetting { name: name.into(), value: value.into(), detail: detail.into() }.report()
 }
 
 /// `idgen.worker_id`, or `None` while it is unset (`-1`).

@@ -67,6 +67,7 @@ fn invalid_settings_stop_the_server_from_starting() {
         ("idgen.epoch = '2999-01-01 00:00:00+00'", "idgen.epoch"),
         ("idgen.worker_id = 1024", "idgen.worker_id"),
         ("idgen.worker_id = -2", "idgen.worker_id"),
+        ("idgen.worker_id = 'seven'", "idgen.worker_id"),
     ] {
         let c = Cluster::init("badconf", &["shared_preload_libraries = 'idgen'", setting]);
         let out = c.pg_ctl_start();
@@ -74,4 +75,32 @@ fn invalid_settings_stop_the_server_from_starting() {
         let log = c.log();
         assert!(log.contains(name), "log for {setting} does not name {name}:\n{log}");
     }
+}
+
+/// The positive control of the refusals above: a valid epoch other than the default starts the
+/// server and is the time of id 0.
+#[test]
+fn a_custom_epoch_is_used() {
+    let c = Cluster::start(
+        "epoch",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 1", "idgen.epoch = '2020-02-03 04:05:06.789+00'"],
+    );
+    c.create_db_with_idgen("postgres");
+    let mut client = c.connect("postgres");
+    let zero: i64 = client.query_one("SELECT snowflake_compose('2020-02-03 04:05:06.789+00')", &[]).unwrap().get(0);
+    assert_eq!(zero, 0);
+    let at_epoch: bool = client
+        .query_one("SELECT epoch = '2020-02-03 04:05:06.789+00' FROM snowflake_status()", &[])
+        .unwrap()
+        .get(0);
+    assert!(at_epoch);
+    // An id drawn now is about (now - epoch) ms << 22.
+    let ok: bool = client
+        .query_one(
+            "SELECT abs(extract(epoch FROM snowflake_timestamp(snowflake_nextval()) - clock_timestamp())) < 60",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(ok);
 }

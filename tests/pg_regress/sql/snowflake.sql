@@ -2,15 +2,17 @@
 -- relations between ids, decode/compose/timestamp round trips, and every argument error with
 -- its message, detail and hint. Server: idgen preloaded, idgen.worker_id = 5, default layout.
 -- Ids depend on the clock, so only their relations are printed.
+SET timezone = 'UTC';
 CREATE EXTENSION idgen;
 
 -- The public API, as psql describes it.
 SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args,
-       pg_get_function_result(p.oid) AS result,
-       p.provolatile, p.proparallel, p.proisstrict, obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
+       p.provolatile AS vol, p.proparallel AS par, p.proisstrict AS strict, p.prorows AS rows,
+       obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idgen'
 ORDER BY 1;
+SELECT pg_get_function_result('snowflake_decode'::regproc) AS decode_result;
 
 -- currval before the first nextval of the session, as for sequences.
 SELECT snowflake_currval();
@@ -41,9 +43,9 @@ SELECT snowflake_compose('2026-05-04 03:02:01.1239+00') = snowflake_compose('202
 SELECT snowflake_compose(snowflake_timestamp(:b)) <= :b
    AND :b < snowflake_compose(snowflake_timestamp(:b) + interval '1 ms') AS within_its_millisecond;
 
--- Pure functions are strict: NULL in, NULL out.
-SELECT snowflake_decode(NULL) IS NULL AS decode_null, snowflake_timestamp(NULL) IS NULL AS ts_null,
-       snowflake_compose(NULL) IS NULL AS compose_null;
+-- Pure functions are strict: NULL in, NULL out (decode: no row).
+SELECT snowflake_timestamp(NULL) IS NULL AS ts_null, snowflake_compose(NULL) IS NULL AS compose_null,
+       (SELECT count(*) FROM snowflake_decode(NULL)) AS decode_rows;
 
 -- status: one row describing this server's generator.
 SELECT worker_id, time_bits, worker_bits, sequence_bits, time_unit_ms, epoch, exhausted_at,
