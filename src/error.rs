@@ -51,7 +51,11 @@ pub enum Error {
     ClockBeforeEpoch { ms: i64 },
     /// A setting in `postgresql.conf` that did not take effect; raised at server start (22023).
     #[error("invalid value for parameter \"{name}\": \"{value}\"")]
-    InvalidSetting { name: String, value: String, detail: String },
+    InvalidSetting {
+        name: String,
+        value: String,
+        detail: String,
+    },
     /// The configured layout is unusable (22023); raised at server start.
     #[error("invalid snowflake layout")]
     InvalidLayout { detail: String },
@@ -73,9 +77,7 @@ impl Error {
             Error::CountOutOfRange { .. }
             | Error::NegativeId { .. }
             | Error::InvalidLayout { .. }
-            | Error::InvalidSetting { .. } => {
-                ERRCODE_INVALID_PARAMETER_VALUE
-            }
+            | Error::InvalidSetting { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
             Error::WorkerOutOfRange { .. } | Error::SequenceOutOfRange { .. } => {
                 ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE
             }
@@ -148,11 +150,15 @@ impl From<LayoutError> for Error {
     fn from(e: LayoutError) -> Self {
         match e {
             LayoutError::NegativeId(id) => Error::NegativeId { id },
-            LayoutError::WorkerOutOfRange { worker, max } => Error::WorkerOutOfRange { worker, max },
-            LayoutError::SequenceOutOfRange { sequence, max } => Error::SequenceOutOfRange { sequence, max },
-            LayoutError::BeforeEpoch { ms } => {
-                Error::TimestampOutOfRange { detail: format!("It is {ms} ms before idgen.epoch.") }
+            LayoutError::WorkerOutOfRange { worker, max } => {
+                Error::WorkerOutOfRange { worker, max }
             }
+            LayoutError::SequenceOutOfRange { sequence, max } => {
+                Error::SequenceOutOfRange { sequence, max }
+            }
+            LayoutError::BeforeEpoch { ms } => Error::TimestampOutOfRange {
+                detail: format!("It is {ms} ms before idgen.epoch."),
+            },
             LayoutError::TimeExhausted { tick, max } => Error::TimestampOutOfRange {
                 detail: format!("Tick {tick} is past the last tick {max} of the layout."),
             },

@@ -56,7 +56,8 @@ pub fn init() {
         pg_sys::DefineCustomStringVariable(
             c"idgen.epoch".as_ptr(),
             c"Instant at which Snowflake tick 0 starts (a timestamptz literal).".as_ptr(),
-            c"Fixed at server start; must not be in the future. Give an explicit UTC offset.".as_ptr(),
+            c"Fixed at server start; must not be in the future. Give an explicit UTC offset."
+                .as_ptr(),
             EPOCH.as_ptr(),
             DEFAULT_EPOCH.as_ptr(),
             pg_sys::GucContext::PGC_POSTMASTER,
@@ -70,13 +71,19 @@ pub fn init() {
 
     if let Some(text) = worker_id_text {
         if text.trim().parse::<i64>().ok() != Some(WORKER_ID.get().into()) {
-            rejected("idgen.worker_id", &text, "It must be an integer from 0 to 1023, or -1 for unset.");
+            rejected(
+                "idgen.worker_id",
+                &text,
+                "It must be an integer from 0 to 1023, or -1 for unset.",
+            );
         }
     }
     if let Some(text) = epoch_text {
         let applied = EPOCH.get().map(|c| c.to_string_lossy().into_owned());
         if applied.as_deref() != Some(text.as_str()) {
-            let detail = parse_epoch(&text).err().unwrap_or_else(|| "The epoch is in the future.".into());
+            let detail = parse_epoch(&text)
+                .err()
+                .unwrap_or_else(|| "The epoch is in the future.".into());
             rejected("idgen.epoch", &text, &detail);
         }
     }
@@ -93,7 +100,12 @@ fn configured_text(name: &CStr) -> Option<String> {
 }
 
 fn rejected(name: &str, value: &str, detail: &str) -> ! {
-    crate::error::Error::InvalidSetting { name: name.into(), value: value.into(), detail: detail.into() }.report()
+    crate::error::Error::InvalidSetting {
+        name: name.into(),
+        value: value.into(),
+        detail: detail.into(),
+    }
+    .report()
 }
 
 /// `idgen.worker_id`, or `None` while it is unset (`-1`).

@@ -28,7 +28,10 @@ pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
 pub extern "C-unwind" fn _PG_init() {
     // SAFETY: a plain global flag PostgreSQL sets while it loads shared_preload_libraries.
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        error::Error::NotPreloaded { line: preload_line() }.report();
+        error::Error::NotPreloaded {
+            line: preload_line(),
+        }
+        .report();
     }
     guc::init();
     shmem::init();
@@ -42,7 +45,10 @@ fn preload_line() -> String {
         let raw = pg_sys::GetConfigOption(c"shared_preload_libraries".as_ptr(), true, false);
         (!raw.is_null()).then(|| CStr::from_ptr(raw).to_string_lossy().into_owned())
     };
-    match current.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()) {
+    match current
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+    {
         Some(libs) => format!("shared_preload_libraries = '{libs},idgen'"),
         None => "shared_preload_libraries = 'idgen'".to_owned(),
     }

@@ -23,7 +23,9 @@ pub fn unix_ms_to_timestamptz(ms: i64) -> Result<TimestampWithTimeZone, Error> {
     i64::try_from(micros)
         .ok()
         .and_then(|m| TimestampWithTimeZone::try_from(m).ok())
-        .ok_or_else(|| Error::TimestampOutOfRange { detail: format!("Unix time {ms} ms is outside timestamptz.") })
+        .ok_or_else(|| Error::TimestampOutOfRange {
+            detail: format!("Unix time {ms} ms is outside timestamptz."),
+        })
 }
 
 /// The time at which `tick` starts.
@@ -40,9 +42,16 @@ pub fn decode(layout: &Layout, id: i64) -> Result<(TimestampWithTimeZone, Parts)
 /// The id for (time, worker, sequence): the lowest id at `ts` for that worker and sequence.
 /// Errors with 22008 for a time outside the layout (or infinite), 22003 for a worker id or
 /// sequence that does not fit.
-pub fn compose(layout: &Layout, ts: TimestampWithTimeZone, worker: i64, sequence: i64) -> Result<i64, Error> {
+pub fn compose(
+    layout: &Layout,
+    ts: TimestampWithTimeZone,
+    worker: i64,
+    sequence: i64,
+) -> Result<i64, Error> {
     if !ts.is_finite() {
-        return Err(Error::TimestampOutOfRange { detail: "An infinite timestamp has no snowflake id.".into() });
+        return Err(Error::TimestampOutOfRange {
+            detail: "An infinite timestamp has no snowflake id.".into(),
+        });
     }
     let tick = layout.tick_at(timestamptz_to_unix_ms(ts))?;
     Ok(layout.compose(tick, worker, sequence)?)

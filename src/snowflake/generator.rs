@@ -33,22 +33,39 @@ pub struct Reservation {
 ///
 /// Errors with [`LayoutError::TimeExhausted`] when the reservation would pass the layout's last
 /// tick; nothing is reserved then.
-pub fn plan(layout: &Layout, last: u64, now_tick: u64, count: u64) -> Result<Reservation, LayoutError> {
+pub fn plan(
+    layout: &Layout,
+    last: u64,
+    now_tick: u64,
+    count: u64,
+) -> Result<Reservation, LayoutError> {
     debug_assert!(count >= 1);
     let max_tick = layout.max_tick();
     if now_tick > max_tick {
-        return Err(LayoutError::TimeExhausted { tick: now_tick, max: max_tick });
+        return Err(LayoutError::TimeExhausted {
+            tick: now_tick,
+            max: max_tick,
+        });
     }
     let first = (now_tick << layout.sequence_bits()).max(last.saturating_add(1));
-    let end = first.checked_add(count - 1).filter(|end| layout.state_tick(*end) <= max_tick);
+    let end = first
+        .checked_add(count - 1)
+        .filter(|end| layout.state_tick(*end) <= max_tick);
     let Some(end) = end else {
         let tick = layout.state_tick(first.saturating_add(count - 1));
-        return Err(LayoutError::TimeExhausted { tick: tick.max(max_tick + 1), max: max_tick });
+        return Err(LayoutError::TimeExhausted {
+            tick: tick.max(max_tick + 1),
+            max: max_tick,
+        });
     };
     // Ticks newly entered by this reservation that are ahead of the wall clock.
     let end_tick = layout.state_tick(end);
     let already = layout.state_tick(last).max(now_tick);
-    Ok(Reservation { first, last: end, borrowed_ticks: end_tick.saturating_sub(already) })
+    Ok(Reservation {
+        first,
+        last: end,
+        borrowed_ticks: end_tick.saturating_sub(already),
+    })
 }
 
 /// Reserves `count >= 1` consecutive state words from the shared `word`: lock-free, one CAS in
@@ -56,7 +73,12 @@ pub fn plan(layout: &Layout, last: u64, now_tick: u64, count: u64) -> Result<Res
 ///
 /// The wall-clock tick is read once, before the loop: a caller that loses the race only ever
 /// moves further ahead of it, so there is no need to read the clock again.
-pub fn reserve(layout: &Layout, word: &AtomicU64, now_tick: u64, count: u64) -> Result<Reservation, LayoutError> {
+pub fn reserve(
+    layout: &Layout,
+    word: &AtomicU64,
+    now_tick: u64,
+    count: u64,
+) -> Result<Reservation, LayoutError> {
     let mut last = word.load(Ordering::Relaxed);
     loop {
         let r = plan(layout, last, now_tick, count)?;
@@ -66,6 +88,12 @@ pub fn reserve(layout: &Layout, word: &AtomicU64, now_tick: u64, count: u64) -> 
             Err(seen) => last = seen,
         }
     }
+}
+
+/// Drift, in ticks: how far the generator's last tick is ahead of the wall-clock tick (0 when it
+/// is behind, i.e. idle). `last` is the shared state word, `now_tick` the wall clock's tick.
+pub fn drift_ticks(layout: &Layout, last: u64, now_tick: u64) -> u64 {
+    layout.state_tick(last).saturating_sub(now_tick)
 }
 
 #[cfg(test)]
@@ -126,13 +154,34 @@ mod tests {
         let max = l().max_tick();
         let last = l().state(max, 4094);
         assert_eq!(plan(&l(), last, max, 1).unwrap().last, l().state(max, 4095));
-        assert!(matches!(plan(&l(), last, max, 2), Err(LayoutError::TimeExhausted { .. })));
-        assert!(matches!(plan(&l(), 0, max + 1, 1), Err(LayoutError::TimeExhausted { .. })));
-        assert!(matches!(plan(&l(), u64::MAX - 1, 0, 5), Err(LayoutError::TimeExhausted { .. })));
+        assert!(matches!(
+            plan(&l(), last, max, 2),
+            Err(LayoutError::TimeExhausted { .. })
+        ));
+        assert!(matches!(
+            plan(&l(), 0, max + 1, 1),
+            Err(LayoutError::TimeExhausted { .. })
+        ));
+        assert!(matches!(
+            plan(&l(), u64::MAX - 1, 0, 5),
+            Err(LayoutError::TimeExhausted { .. })
+        ));
 
         let word = AtomicU64::new(last);
         assert!(reserve(&l(), &word, max, 2).is_err());
-        assert_eq!(word.load(Ordering::Relaxed), last, "a failed reservation must not move the word");
+        assert_eq!(
+            word.load(Ordering::Relaxed),
+            last,
+            "a failed reservation must not move the word"
+        );
+    }
+
+    #[test]
+    fn drift_counts_ticks_ahead_of_the_clock_only() {
+        let last = l().state(1_000, 17);
+        assert_eq!(drift_ticks(&l(), last, 990), 10);
+        assert_eq!(drift_ticks(&l(), last, 1_000), 0);
+        assert_eq!(drift_ticks(&l(), last, 5_000), 0);
     }
 
     #[test]
@@ -174,7 +223,10 @@ mod tests {
         let mut total = 0u64;
         for h in handles {
             let ids = h.join().unwrap();
-            assert!(ids.windows(2).all(|w| w[0] < w[1]), "a thread's ids must increase");
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "a thread's ids must increase"
+            );
             total += ids.len() as u64;
             all.extend(ids);
         }

@@ -90,7 +90,9 @@ impl Layout {
         time_unit_ms: u32,
     ) -> Result<Self, LayoutError> {
         if time_unit_ms == 0 {
-            return Err(LayoutError::Invalid("time unit must be at least 1 ms".into()));
+            return Err(LayoutError::Invalid(
+                "time unit must be at least 1 ms".into(),
+            ));
         }
         let used = worker_bits.saturating_add(sequence_bits);
         if used > 63 - MIN_TIME_BITS {
@@ -99,7 +101,12 @@ impl Layout {
                 63i64 - used as i64
             )));
         }
-        Ok(Layout { epoch_unix_ms, worker_bits, sequence_bits, time_unit_ms })
+        Ok(Layout {
+            epoch_unix_ms,
+            worker_bits,
+            sequence_bits,
+            time_unit_ms,
+        })
     }
 
     /// Epoch in Unix milliseconds.
@@ -155,7 +162,10 @@ impl Layout {
     pub fn id_from_state(&self, state: u64, worker: u64) -> Result<i64, LayoutError> {
         let tick = self.state_tick(state);
         if tick > self.max_tick() {
-            return Err(LayoutError::TimeExhausted { tick, max: self.max_tick() });
+            return Err(LayoutError::TimeExhausted {
+                tick,
+                max: self.max_tick(),
+            });
         }
         let sequence = state & self.max_sequence();
         Ok(self.pack(tick, worker, sequence))
@@ -172,13 +182,22 @@ impl Layout {
     /// The id of (tick, worker, sequence), each range-checked: the inverse of [`Layout::decode`].
     pub fn compose(&self, tick: u64, worker: i64, sequence: i64) -> Result<i64, LayoutError> {
         if worker < 0 || worker as u64 > self.max_worker() {
-            return Err(LayoutError::WorkerOutOfRange { worker, max: self.max_worker() });
+            return Err(LayoutError::WorkerOutOfRange {
+                worker,
+                max: self.max_worker(),
+            });
         }
         if sequence < 0 || sequence as u64 > self.max_sequence() {
-            return Err(LayoutError::SequenceOutOfRange { sequence, max: self.max_sequence() });
+            return Err(LayoutError::SequenceOutOfRange {
+                sequence,
+                max: self.max_sequence(),
+            });
         }
         if tick > self.max_tick() {
-            return Err(LayoutError::TimeExhausted { tick, max: self.max_tick() });
+            return Err(LayoutError::TimeExhausted {
+                tick,
+                max: self.max_tick(),
+            });
         }
         Ok(self.pack(tick, worker as u64, sequence as u64))
     }
@@ -203,11 +222,16 @@ impl Layout {
     pub fn tick_at(&self, unix_ms: i64) -> Result<u64, LayoutError> {
         let since = unix_ms as i128 - self.epoch_unix_ms as i128;
         if since < 0 {
-            return Err(LayoutError::BeforeEpoch { ms: (-since).min(i64::MAX as i128) as i64 });
+            return Err(LayoutError::BeforeEpoch {
+                ms: (-since).min(i64::MAX as i128) as i64,
+            });
         }
         let tick = (since / self.time_unit_ms as i128).min(u64::MAX as i128) as u64;
         if tick > self.max_tick() {
-            return Err(LayoutError::TimeExhausted { tick, max: self.max_tick() });
+            return Err(LayoutError::TimeExhausted {
+                tick,
+                max: self.max_tick(),
+            });
         }
         Ok(tick)
     }
@@ -220,7 +244,8 @@ impl Layout {
 
     /// Unix milliseconds at which the layout runs out (the start of the tick after the last).
     pub fn exhausted_at_unix_ms(&self) -> i64 {
-        self.unix_ms_of_tick(self.max_tick()).saturating_add(self.time_unit_ms as i64)
+        self.unix_ms_of_tick(self.max_tick())
+            .saturating_add(self.time_unit_ms as i64)
     }
 }
 
@@ -236,7 +261,10 @@ mod tests {
     #[test]
     fn default_is_twitter_41_10_12() {
         let l = twitter();
-        assert_eq!((l.time_bits(), l.worker_bits(), l.sequence_bits()), (41, 10, 12));
+        assert_eq!(
+            (l.time_bits(), l.worker_bits(), l.sequence_bits()),
+            (41, 10, 12)
+        );
         assert_eq!(l.max_worker(), 1023);
         assert_eq!(l.max_sequence(), 4095);
         assert_eq!(l.max_tick(), (1 << 41) - 1);
@@ -265,7 +293,9 @@ mod tests {
     #[test]
     fn largest_representable_id_is_i64_max() {
         let l = twitter();
-        let id = l.compose(l.max_tick(), l.max_worker() as i64, l.max_sequence() as i64).unwrap();
+        let id = l
+            .compose(l.max_tick(), l.max_worker() as i64, l.max_sequence() as i64)
+            .unwrap();
         assert_eq!(id, i64::MAX);
         let p = l.decode(id).unwrap();
         assert_eq!((p.tick, p.worker, p.sequence), (l.max_tick(), 1023, 4095));
@@ -274,20 +304,50 @@ mod tests {
     #[test]
     fn compose_rejects_out_of_range_fields() {
         let l = twitter();
-        assert_eq!(l.compose(0, 1024, 0), Err(LayoutError::WorkerOutOfRange { worker: 1024, max: 1023 }));
-        assert_eq!(l.compose(0, -1, 0), Err(LayoutError::WorkerOutOfRange { worker: -1, max: 1023 }));
-        assert_eq!(l.compose(0, 0, 4096), Err(LayoutError::SequenceOutOfRange { sequence: 4096, max: 4095 }));
-        assert_eq!(l.compose(0, 0, -1), Err(LayoutError::SequenceOutOfRange { sequence: -1, max: 4095 }));
+        assert_eq!(
+            l.compose(0, 1024, 0),
+            Err(LayoutError::WorkerOutOfRange {
+                worker: 1024,
+                max: 1023
+            })
+        );
+        assert_eq!(
+            l.compose(0, -1, 0),
+            Err(LayoutError::WorkerOutOfRange {
+                worker: -1,
+                max: 1023
+            })
+        );
+        assert_eq!(
+            l.compose(0, 0, 4096),
+            Err(LayoutError::SequenceOutOfRange {
+                sequence: 4096,
+                max: 4095
+            })
+        );
+        assert_eq!(
+            l.compose(0, 0, -1),
+            Err(LayoutError::SequenceOutOfRange {
+                sequence: -1,
+                max: 4095
+            })
+        );
         assert_eq!(
             l.compose(l.max_tick() + 1, 0, 0),
-            Err(LayoutError::TimeExhausted { tick: l.max_tick() + 1, max: l.max_tick() })
+            Err(LayoutError::TimeExhausted {
+                tick: l.max_tick() + 1,
+                max: l.max_tick()
+            })
         );
     }
 
     #[test]
     fn decode_rejects_negative_ids() {
         assert_eq!(twitter().decode(-1), Err(LayoutError::NegativeId(-1)));
-        assert_eq!(twitter().decode(i64::MIN), Err(LayoutError::NegativeId(i64::MIN)));
+        assert_eq!(
+            twitter().decode(i64::MIN),
+            Err(LayoutError::NegativeId(i64::MIN))
+        );
     }
 
     #[test]
@@ -297,9 +357,19 @@ mod tests {
         let next = last_of_tick + 1;
         assert_eq!(l.state_tick(next), 42);
         assert_eq!(next & l.max_sequence(), 0);
-        let (a, b) = (l.id_from_state(last_of_tick, 9).unwrap(), l.id_from_state(next, 9).unwrap());
+        let (a, b) = (
+            l.id_from_state(last_of_tick, 9).unwrap(),
+            l.id_from_state(next, 9).unwrap(),
+        );
         assert!(b > a);
-        assert_eq!(l.decode(b).unwrap(), Parts { tick: 42, worker: 9, sequence: 0 });
+        assert_eq!(
+            l.decode(b).unwrap(),
+            Parts {
+                tick: 42,
+                worker: 9,
+                sequence: 0
+            }
+        );
     }
 
     #[test]
@@ -307,15 +377,27 @@ mod tests {
         let l = twitter();
         let last = l.state(l.max_tick(), l.max_sequence());
         assert_eq!(l.id_from_state(last, 1023).unwrap(), i64::MAX);
-        assert!(matches!(l.id_from_state(last + 1, 0), Err(LayoutError::TimeExhausted { .. })));
+        assert!(matches!(
+            l.id_from_state(last + 1, 0),
+            Err(LayoutError::TimeExhausted { .. })
+        ));
     }
 
     #[test]
     fn layouts_that_leave_too_few_time_bits_are_invalid() {
         assert!(Layout::new(0, 16, 15, 1).is_ok()); // exactly 32 time bits
-        assert!(matches!(Layout::new(0, 16, 16, 1), Err(LayoutError::Invalid(_))));
-        assert!(matches!(Layout::new(0, 10, 12, 0), Err(LayoutError::Invalid(_))));
-        assert!(matches!(Layout::new(0, u32::MAX, 1, 1), Err(LayoutError::Invalid(_))));
+        assert!(matches!(
+            Layout::new(0, 16, 16, 1),
+            Err(LayoutError::Invalid(_))
+        ));
+        assert!(matches!(
+            Layout::new(0, 10, 12, 0),
+            Err(LayoutError::Invalid(_))
+        ));
+        assert!(matches!(
+            Layout::new(0, u32::MAX, 1, 1),
+            Err(LayoutError::Invalid(_))
+        ));
     }
 
     #[test]
@@ -331,13 +413,25 @@ mod tests {
     #[test]
     fn tick_at_rejects_times_before_the_epoch_and_past_the_end() {
         let l = twitter();
-        assert_eq!(l.tick_at(DEFAULT_EPOCH_UNIX_MS - 5), Err(LayoutError::BeforeEpoch { ms: 5 }));
+        assert_eq!(
+            l.tick_at(DEFAULT_EPOCH_UNIX_MS - 5),
+            Err(LayoutError::BeforeEpoch { ms: 5 })
+        );
         assert_eq!(l.tick_at(DEFAULT_EPOCH_UNIX_MS).unwrap(), 0);
         let end = l.exhausted_at_unix_ms();
         assert_eq!(l.tick_at(end - 1).unwrap(), l.max_tick());
-        assert!(matches!(l.tick_at(end), Err(LayoutError::TimeExhausted { .. })));
-        assert!(matches!(l.tick_at(i64::MAX), Err(LayoutError::TimeExhausted { .. })));
-        assert!(matches!(l.tick_at(i64::MIN), Err(LayoutError::BeforeEpoch { .. })));
+        assert!(matches!(
+            l.tick_at(end),
+            Err(LayoutError::TimeExhausted { .. })
+        ));
+        assert!(matches!(
+            l.tick_at(i64::MAX),
+            Err(LayoutError::TimeExhausted { .. })
+        ));
+        assert!(matches!(
+            l.tick_at(i64::MIN),
+            Err(LayoutError::BeforeEpoch { .. })
+        ));
     }
 
     proptest! {

@@ -32,15 +32,23 @@ fn snowflake_nextval() -> i64 {
 /// and those of [`snowflake_nextval`]. `snowflake_currval()` becomes the last id.
 #[pg_extern(volatile, parallel_restricted)]
 fn snowflake_nextvals(count: Option<i32>) -> SetOfIterator<'static, i64> {
-    let count = count.ok_or(Error::NullArgument { argument: "count" }).or_report();
+    let count = count
+        .ok_or(Error::NullArgument { argument: "count" })
+        .or_report();
     let layout = server::layout();
     let max = layout.ids_per_second();
     if count < 1 || count as u64 > max {
-        Error::CountOutOfRange { count: count.into(), max }.report();
+        Error::CountOutOfRange {
+            count: count.into(),
+            max,
+        }
+        .report();
     }
     let (r, worker) = server::reserve(count as u64).or_report();
     SetOfIterator::new((r.first..=r.last).map(move |state| {
-        layout.id_from_state(state, worker).expect("the reservation was checked against the layout")
+        layout
+            .id_from_state(state, worker)
+            .expect("the reservation was checked against the layout")
     }))
 }
 
@@ -56,7 +64,14 @@ fn snowflake_currval() -> i64 {
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_decode(
     id: i64,
-) -> TableIterator<'static, (name!(ts, TimestampWithTimeZone), name!(worker_id, i32), name!(sequence, i32))> {
+) -> TableIterator<
+    'static,
+    (
+        name!(ts, TimestampWithTimeZone),
+        name!(worker_id, i32),
+        name!(sequence, i32),
+    ),
+> {
     let (ts, parts) = decode::decode(server::layout(), id).or_report();
     TableIterator::once((ts, parts.worker as i32, parts.sequence as i32))
 }
@@ -73,7 +88,11 @@ fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
 /// Errors: 22008 when `ts` is before `idgen.epoch`, past the layout's end, or infinite; 22003
 /// when the worker id or sequence does not fit the layout.
 #[pg_extern(immutable, strict, parallel_safe)]
-fn snowflake_compose(ts: TimestampWithTimeZone, worker_id: default!(i32, 0), sequence: default!(i32, 0)) -> i64 {
+fn snowflake_compose(
+    ts: TimestampWithTimeZone,
+    worker_id: default!(i32, 0),
+    sequence: default!(i32, 0),
+) -> i64 {
     decode::compose(server::layout(), ts, worker_id.into(), sequence.into()).or_report()
 }
 
@@ -103,9 +122,15 @@ fn snowflake_status() -> TableIterator<
     let snap = server::snapshot();
     let issued = snap.last_state != 0;
     let last_tick = layout.state_tick(snap.last_state);
-    let last_id = worker.filter(|_| issued).and_then(|w| layout.id_from_state(snap.last_state, w).ok());
-    let last_tick_ms = layout.unix_ms_of_tick(last_tick);
-    let drift_ms = if issued { (last_tick_ms - layout.tick_at(snap.now_unix_ms).map_or(snap.now_unix_ms, |t| layout.unix_ms_of_tick(t))).max(0) } else { 0 };
+    let last_id = worker
+        .filter(|_| issued)
+        .and_then(|w| layout.id_from_state(snap.last_state, w).ok());
+    let drift_ms = match layout.tick_at(snap.now_unix_ms) {
+        Ok(now_tick) => {
+            generator::drift_ticks(layout, snap.last_state, now_tick) * layout.time_unit_ms() as u64
+        }
+        Err(_) => 0, // the clock is outside the layout: nextval reports that itself
+    };
     TableIterator::once((
         worker.map(|w| w as i32),
         layout.time_bits() as i32,
@@ -115,8 +140,10 @@ fn snowflake_status() -> TableIterator<
         decode::unix_ms_to_timestamptz(layout.epoch_unix_ms()).or_report(),
         decode::unix_ms_to_timestamptz(layout.exhausted_at_unix_ms()).ok(),
         last_id,
-        issued.then(|| decode::tick_start(layout, last_tick).ok()).flatten(),
-        drift_ms,
+        issued
+            .then(|| decode::tick_start(layout, last_tick).ok())
+            .flatten(),
+        drift_ms as i64,
         snap.borrowed_ticks as i64,
     ))
 }
@@ -147,7 +174,8 @@ mod tests {
         assert!(a > 0 && b > a, "{a} then {b}");
         assert_eq!((b >> 12) & 1023, 42, "worker id bits of {b}");
         assert_eq!(one_i64("SELECT snowflake_currval()"), b);
-        let worker = Spi::get_one::<i32>(&format!("SELECT worker_id FROM snowflake_decode({b})")).unwrap();
+        let worker =
+            Spi::get_one::<i32>(&format!("SELECT worker_id FROM snowflake_decode({b})")).unwrap();
         assert_eq!(worker, Some(42));
     }
 
@@ -162,7 +190,8 @@ mod tests {
         assert_eq!(ids.len(), 5000);
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
         // 5000 ids need at least two ticks: the batch borrows rather than repeating a sequence.
-        let distinct_ticks: std::collections::BTreeSet<i64> = ids.iter().map(|id| id >> 22).collect();
+        let distinct_ticks: std::collections::BTreeSet<i64> =
+            ids.iter().map(|id| id >> 22).collect();
         assert!(distinct_ticks.len() >= 2);
         assert_eq!(one_i64("SELECT snowflake_currval()"), *ids.last().unwrap());
         assert!(one_i64("SELECT snowflake_nextval()") > *ids.last().unwrap());
@@ -185,7 +214,10 @@ mod tests {
         let low = one_i64("SELECT snowflake_compose('2026-05-04 03:02:01.1239+00')");
         assert_eq!(low, id & !((1 << 22) - 1));
         // The epoch itself is id 0.
-        assert_eq!(one_i64("SELECT snowflake_compose('2024-01-01 00:00:00+00')"), 0);
+        assert_eq!(
+            one_i64("SELECT snowflake_compose('2024-01-01 00:00:00+00')"),
+            0
+        );
     }
 
     #[pg_test]
@@ -245,7 +277,10 @@ mod tests {
         assert_sqlstate("SELECT snowflake_compose(now(), -1)", "22003");
         assert_sqlstate("SELECT snowflake_compose(now(), 0, 4096)", "22003");
         assert_sqlstate("SELECT snowflake_compose(now(), 0, -1)", "22003");
-        assert_sqlstate("SELECT snowflake_compose('2023-12-31 23:59:59.999+00')", "22008");
+        assert_sqlstate(
+            "SELECT snowflake_compose('2023-12-31 23:59:59.999+00')",
+            "22008",
+        );
         assert_sqlstate("SELECT snowflake_compose('2100-01-01+00')", "22008");
         assert_sqlstate("SELECT snowflake_compose('infinity')", "22008");
         assert_sqlstate("SELECT snowflake_compose('-infinity')", "22008");

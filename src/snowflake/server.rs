@@ -33,7 +33,12 @@ pub fn init() {
 /// The layout the settings describe: `idgen.epoch` with Twitter's widths (41 | 10 | 12, 1 ms).
 fn configured() -> Result<Layout, LayoutError> {
     let twitter = Layout::default();
-    Layout::new(guc::epoch_unix_ms(), twitter.worker_bits(), twitter.sequence_bits(), twitter.time_unit_ms())
+    Layout::new(
+        guc::epoch_unix_ms(),
+        twitter.worker_bits(),
+        twitter.sequence_bits(),
+        twitter.time_unit_ms(),
+    )
 }
 
 /// The server's layout.
@@ -68,11 +73,17 @@ pub fn reserve(count: u64) -> Result<(Reservation, u64), Error> {
         Err(e) => return Err(exhausted(layout, e)),
     };
     let shared = shmem::snowflake();
-    let r = generator::reserve(layout, &shared.state.0, now_tick, count).map_err(|e| exhausted(layout, e))?;
+    let r = generator::reserve(layout, &shared.state.0, now_tick, count)
+        .map_err(|e| exhausted(layout, e))?;
     if r.borrowed_ticks > 0 {
-        shared.borrowed_ticks.0.fetch_add(r.borrowed_ticks, Ordering::Relaxed);
+        shared
+            .borrowed_ticks
+            .0
+            .fetch_add(r.borrowed_ticks, Ordering::Relaxed);
     }
-    let last = layout.id_from_state(r.last, worker).map_err(|e| exhausted(layout, e))?;
+    let last = layout
+        .id_from_state(r.last, worker)
+        .map_err(|e| exhausted(layout, e))?;
     *CURRVAL.lock() = Some(last);
     Ok((r, worker))
 }

@@ -43,17 +43,25 @@ fn as_postgres(program: &str) -> Command {
 }
 
 fn run(mut cmd: Command, what: &str) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
     out
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("bind 127.0.0.1:0").port()
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
 }
 
 fn unique_dir(tag: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
     let dir = std::env::temp_dir().join(format!(
         "idgen-{tag}-{}-{}-{nanos}",
         std::process::id(),
@@ -61,8 +69,13 @@ fn unique_dir(tag: &str) -> PathBuf {
     ));
     fs::create_dir_all(&dir).expect("create cluster dir");
     if is_root() {
-        let ok = Command::new("chown").args(["postgres:postgres", dir.to_str().unwrap()]).status();
-        assert!(ok.map(|s| s.success()).unwrap_or(false), "chown postgres {dir:?}");
+        let ok = Command::new("chown")
+            .args(["postgres:postgres", dir.to_str().unwrap()])
+            .status();
+        assert!(
+            ok.map(|s| s.success()).unwrap_or(false),
+            "chown postgres {dir:?}"
+        );
     }
     dir
 }
@@ -80,16 +93,41 @@ impl Cluster {
     /// initdb only; `settings` are written to postgresql.conf. Start with [`Cluster::pg_ctl_start`].
     pub fn init(tag: &str, settings: &[&str]) -> Cluster {
         let dir = unique_dir(tag);
-        let c = Cluster { dir, port: free_port() };
+        let c = Cluster {
+            dir,
+            port: free_port(),
+        };
         let mut initdb = as_postgres("initdb");
-        initdb.args(["-D", c.data().to_str().unwrap(), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"]);
+        initdb.args([
+            "-D",
+            c.data().to_str().unwrap(),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ]);
         let out = run(initdb, "initdb");
-        assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
-        let mut conf = fs::OpenOptions::new().append(true).open(c.data().join("postgresql.conf")).unwrap();
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut conf = fs::OpenOptions::new()
+            .append(true)
+            .open(c.data().join("postgresql.conf"))
+            .unwrap();
         writeln!(conf, "\n# idgen test cluster").unwrap();
         writeln!(conf, "listen_addresses = '127.0.0.1'\nport = {}", c.port).unwrap();
         writeln!(conf, "unix_socket_directories = '{}'", c.dir.display()).unwrap();
-        writeln!(conf, "fsync = off\nmax_connections = 40\nlog_min_messages = warning").unwrap();
+        writeln!(
+            conf,
+            "fsync = off\nmax_connections = 40\nlog_min_messages = warning"
+        )
+        .unwrap();
         for s in settings {
             writeln!(conf, "{s}").unwrap();
         }
@@ -99,14 +137,30 @@ impl Cluster {
     /// `pg_ctl start -w`; returns its output (the server log has the reasons for a failure).
     pub fn pg_ctl_start(&self) -> Output {
         let mut cmd = as_postgres("pg_ctl");
-        cmd.args(["-D", self.data().to_str().unwrap(), "-l", self.log_path().to_str().unwrap(), "-w", "-t", "60", "start"]);
+        cmd.args([
+            "-D",
+            self.data().to_str().unwrap(),
+            "-l",
+            self.log_path().to_str().unwrap(),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ]);
         run(cmd, "pg_ctl start")
     }
 
     /// `pg_ctl stop -m <mode>` (smart, fast, immediate).
     pub fn stop(&self, mode: &str) {
         let mut cmd = as_postgres("pg_ctl");
-        cmd.args(["-D", self.data().to_str().unwrap(), "-m", mode, "-w", "stop"]);
+        cmd.args([
+            "-D",
+            self.data().to_str().unwrap(),
+            "-m",
+            mode,
+            "-w",
+            "stop",
+        ]);
         let _ = run(cmd, "pg_ctl stop");
     }
 
@@ -131,21 +185,29 @@ impl Cluster {
 
     /// A libpq-style connection string for `db`.
     pub fn conninfo(&self, db: &str) -> String {
-        format!("host=127.0.0.1 port={} user=postgres dbname={db} application_name=idgen-tests", self.port)
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname={db} application_name=idgen-tests",
+            self.port
+        )
     }
 
     /// A new connection to database `db` as the superuser `postgres`.
     pub fn connect(&self, db: &str) -> postgres::Client {
-        postgres::Client::connect(&self.conninfo(db), postgres::NoTls)
-            .unwrap_or_else(|e| panic!("connect to {db} on port {}: {e}\n{}", self.port, self.log()))
+        postgres::Client::connect(&self.conninfo(db), postgres::NoTls).unwrap_or_else(|e| {
+            panic!("connect to {db} on port {}: {e}\n{}", self.port, self.log())
+        })
     }
 
     /// Creates database `db` and `CREATE EXTENSION idgen` in it.
     pub fn create_db_with_idgen(&self, db: &str) {
         if db != "postgres" {
-            self.connect("postgres").batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+            self.connect("postgres")
+                .batch_execute(&format!("CREATE DATABASE {db}"))
+                .unwrap();
         }
-        self.connect(db).batch_execute("CREATE EXTENSION idgen").unwrap();
+        self.connect(db)
+            .batch_execute("CREATE EXTENSION idgen")
+            .unwrap();
     }
 }
 
@@ -162,21 +224,32 @@ impl Drop for Cluster {
 pub fn sqlstate<T: std::fmt::Debug>(result: Result<T, postgres::Error>) -> String {
     match result {
         Ok(v) => panic!("expected an error, got {v:?}"),
-        Err(e) => e.code().map(|c| c.code().to_owned()).unwrap_or_else(|| panic!("no SQLSTATE: {e}")),
+        Err(e) => e
+            .code()
+            .map(|c| c.code().to_owned())
+            .unwrap_or_else(|| panic!("no SQLSTATE: {e}")),
     }
 }
 
 /// The `DbError` of a failed statement (message, detail, hint). Panics when it succeeded.
-pub fn db_error<T: std::fmt::Debug>(result: Result<T, postgres::Error>) -> postgres::error::DbError {
+pub fn db_error<T: std::fmt::Debug>(
+    result: Result<T, postgres::Error>,
+) -> postgres::error::DbError {
     match result {
         Ok(v) => panic!("expected an error, got {v:?}"),
-        Err(e) => e.as_db_error().cloned().unwrap_or_else(|| panic!("not a server error: {e}")),
+        Err(e) => e
+            .as_db_error()
+            .cloned()
+            .unwrap_or_else(|| panic!("not a server error: {e}")),
     }
 }
 
 /// `pg_config --pkglibdir`-relative path of pg_regress (from postgresql-server-dev-15).
 pub fn pg_regress_path() -> PathBuf {
-    let out = Command::new(format!("{PG_BIN}/pg_config")).arg("--pkglibdir").output().expect("pg_config");
+    let out = Command::new(format!("{PG_BIN}/pg_config"))
+        .arg("--pkglibdir")
+        .output()
+        .expect("pg_config");
     let libdir = String::from_utf8(out.stdout).unwrap();
     Path::new(libdir.trim()).join("pgxs/src/test/regress/pg_regress")
 }

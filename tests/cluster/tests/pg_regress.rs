@@ -8,15 +8,27 @@ use idgen_cluster_tests::{pg_regress_path, Cluster};
 
 #[test]
 fn golden_files_match() {
-    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pg_regress").canonicalize().unwrap();
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../pg_regress")
+        .canonicalize()
+        .unwrap();
     let mut tests: Vec<String> = std::fs::read_dir(suite.join("sql"))
         .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".sql").map(str::to_owned))
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".sql")
+                .map(str::to_owned)
+        })
         .collect();
     tests.sort();
     assert!(!tests.is_empty(), "no tests in {suite:?}");
 
-    let c = Cluster::start("regress", &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 5"]);
+    let c = Cluster::start(
+        "regress",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 5"],
+    );
     let out_dir = std::env::temp_dir().join(format!("idgen-regress-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
     std::fs::create_dir_all(&out_dir).unwrap();
@@ -24,7 +36,12 @@ fn golden_files_match() {
         .arg(format!("--inputdir={}", suite.display()))
         .arg(format!("--outputdir={}", out_dir.display()))
         .arg(format!("--bindir={}", idgen_cluster_tests::PG_BIN))
-        .args(["--host=127.0.0.1", &format!("--port={}", c.port()), "--user=postgres", "--dbname=idgen_regress"])
+        .args([
+            "--host=127.0.0.1",
+            &format!("--port={}", c.port()),
+            "--user=postgres",
+            "--dbname=idgen_regress",
+        ])
         .args(&tests)
         .output()
         .expect("run pg_regress");
@@ -32,7 +49,10 @@ fn golden_files_match() {
     print!("{stdout}");
     if !out.status.success() {
         let diffs = std::fs::read_to_string(out_dir.join("regression.diffs")).unwrap_or_default();
-        panic!("pg_regress failed:\n{stdout}\n{}\n{diffs}", String::from_utf8_lossy(&out.stderr));
+        panic!(
+            "pg_regress failed:\n{stdout}\n{}\n{diffs}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let _ = std::fs::remove_dir_all(&out_dir);
 }

@@ -14,7 +14,10 @@ const WORKER_ID: i64 = 7;
 
 #[test]
 fn eight_connections_draw_distinct_increasing_ids() {
-    let cluster = Cluster::start("concurrency", &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 7"]);
+    let cluster = Cluster::start(
+        "concurrency",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 7"],
+    );
     cluster.create_db_with_idgen("postgres");
     cluster.create_db_with_idgen("second_db");
 
@@ -42,7 +45,13 @@ fn eight_connections_draw_distinct_increasing_ids() {
                             rows.sort_by_key(|(g, _)| *g);
                             ids.extend(rows.into_iter().map(|(_, id)| id));
                         } else {
-                            ids.extend(client.query(&batch, &[&BATCH]).unwrap().iter().map(|r| r.get::<_, i64>(0)));
+                            ids.extend(
+                                client
+                                    .query(&batch, &[&BATCH])
+                                    .unwrap()
+                                    .iter()
+                                    .map(|r| r.get::<_, i64>(0)),
+                            );
                         }
                     }
                     ids
@@ -59,7 +68,10 @@ fn eight_connections_draw_distinct_increasing_ids() {
             panic!("connection {i}: {} was followed by {}", w[0], w[1]);
         }
         if let Some(id) = ids.iter().find(|id| twitter::worker_of(**id) != WORKER_ID) {
-            panic!("connection {i}: id {id} has worker {}", twitter::worker_of(*id));
+            panic!(
+                "connection {i}: id {id} has worker {}",
+                twitter::worker_of(*id)
+            );
         }
         all.extend(ids.iter().copied());
     }
@@ -67,10 +79,22 @@ fn eight_connections_draw_distinct_increasing_ids() {
 
     // The generator's last id is the largest issued, seen from either database.
     let max = *all.iter().max().unwrap();
-    let last: i64 = cluster.connect("second_db").query_one("SELECT last_id FROM snowflake_status()", &[]).unwrap().get(0);
+    let last: i64 = cluster
+        .connect("second_db")
+        .query_one("SELECT last_id FROM snowflake_status()", &[])
+        .unwrap()
+        .get(0);
     assert_eq!(last, max);
     // And the server decodes its ids to the same worker id.
-    let worker: i32 = cluster.connect("postgres").query_one("SELECT worker_id FROM snowflake_decode($1)", &[&max]).unwrap().get(0);
+    let worker: i32 = cluster
+        .connect("postgres")
+        .query_one("SELECT worker_id FROM snowflake_decode($1)", &[&max])
+        .unwrap()
+        .get(0);
     assert_eq!(worker as i64, WORKER_ID);
-    println!("{} ids drawn by {CONNECTIONS} connections, {} distinct", CONNECTIONS * IDS_PER_CONNECTION, all.len());
+    println!(
+        "{} ids drawn by {CONNECTIONS} connections, {} distinct",
+        CONNECTIONS * IDS_PER_CONNECTION,
+        all.len()
+    );
 }

@@ -7,17 +7,35 @@ use idgen_cluster_tests::{db_error, sqlstate, Cluster};
 #[test]
 fn refuses_to_load_unless_preloaded_and_hints_the_exact_line() {
     let plain = Cluster::start("nopreload", &[]);
-    let err = db_error(plain.connect("postgres").batch_execute("CREATE EXTENSION idgen"));
+    let err = db_error(
+        plain
+            .connect("postgres")
+            .batch_execute("CREATE EXTENSION idgen"),
+    );
     assert_eq!(err.code().code(), "55000");
-    assert!(err.hint().unwrap_or("").contains("shared_preload_libraries = 'idgen'"), "{err:?}");
+    assert!(
+        err.hint()
+            .unwrap_or("")
+            .contains("shared_preload_libraries = 'idgen'"),
+        "{err:?}"
+    );
     drop(plain);
 
     // The hint keeps the libraries that are already preloaded.
-    let other = Cluster::start("otherpreload", &["shared_preload_libraries = 'pg_stat_statements'"]);
-    let err = db_error(other.connect("postgres").batch_execute("CREATE EXTENSION idgen"));
+    let other = Cluster::start(
+        "otherpreload",
+        &["shared_preload_libraries = 'pg_stat_statements'"],
+    );
+    let err = db_error(
+        other
+            .connect("postgres")
+            .batch_execute("CREATE EXTENSION idgen"),
+    );
     assert_eq!(err.code().code(), "55000");
     assert!(
-        err.hint().unwrap_or("").contains("shared_preload_libraries = 'pg_stat_statements,idgen'"),
+        err.hint()
+            .unwrap_or("")
+            .contains("shared_preload_libraries = 'pg_stat_statements,idgen'"),
         "{err:?}"
     );
 }
@@ -29,32 +47,79 @@ fn without_worker_id_generation_fails_and_decoding_works() {
     let mut client = c.connect("postgres");
     let err = db_error(client.query_one("SELECT snowflake_nextval()", &[]));
     assert_eq!(err.code().code(), "55000");
-    assert!(err.hint().unwrap_or("").contains("idgen.worker_id"), "{err:?}");
-    assert_eq!(sqlstate(client.query("SELECT snowflake_nextvals(3)", &[])), "55000");
+    assert!(
+        err.hint().unwrap_or("").contains("idgen.worker_id"),
+        "{err:?}"
+    );
+    assert_eq!(
+        sqlstate(client.query("SELECT snowflake_nextvals(3)", &[])),
+        "55000"
+    );
     // Nothing was issued, so there is no currval either.
-    assert_eq!(sqlstate(client.query_one("SELECT snowflake_currval()", &[])), "55000");
-    let row = client.query_one("SELECT worker_id, last_id FROM snowflake_status()", &[]).unwrap();
-    assert_eq!((row.get::<_, Option<i32>>(0), row.get::<_, Option<i64>>(1)), (None, None));
+    assert_eq!(
+        sqlstate(client.query_one("SELECT snowflake_currval()", &[])),
+        "55000"
+    );
+    let row = client
+        .query_one("SELECT worker_id, last_id FROM snowflake_status()", &[])
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, Option<i32>>(0), row.get::<_, Option<i64>>(1)),
+        (None, None)
+    );
     // Pure functions need no worker id.
-    let w: i32 = client.query_one("SELECT worker_id FROM snowflake_decode(snowflake_compose(now(), 9))", &[]).unwrap().get(0);
+    let w: i32 = client
+        .query_one(
+            "SELECT worker_id FROM snowflake_decode(snowflake_compose(now(), 9))",
+            &[],
+        )
+        .unwrap()
+        .get(0);
     assert_eq!(w, 9);
 }
 
 #[test]
 fn settings_are_fixed_at_server_start() {
-    let c = Cluster::start("settings", &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 3"]);
+    let c = Cluster::start(
+        "settings",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 3"],
+    );
     c.create_db_with_idgen("postgres");
     let mut client = c.connect("postgres");
-    assert_eq!(sqlstate(client.batch_execute("SET idgen.worker_id = 4")), "55P02");
-    assert_eq!(sqlstate(client.batch_execute("SET idgen.epoch = '2025-01-01+00'")), "55P02");
+    assert_eq!(
+        sqlstate(client.batch_execute("SET idgen.worker_id = 4")),
+        "55P02"
+    );
+    assert_eq!(
+        sqlstate(client.batch_execute("SET idgen.epoch = '2025-01-01+00'")),
+        "55P02"
+    );
     // ALTER SYSTEM checks the value before writing postgresql.auto.conf.
-    assert_eq!(sqlstate(client.batch_execute("ALTER SYSTEM SET idgen.epoch = 'not a time'")), "22023");
-    assert_eq!(sqlstate(client.batch_execute("ALTER SYSTEM SET idgen.epoch = '2999-01-01+00'")), "22023");
-    assert_eq!(sqlstate(client.batch_execute("ALTER SYSTEM SET idgen.worker_id = 1024")), "22023");
-    assert_eq!(sqlstate(client.batch_execute("SET idgen.wroker_id = 4")), "42602");
+    assert_eq!(
+        sqlstate(client.batch_execute("ALTER SYSTEM SET idgen.epoch = 'not a time'")),
+        "22023"
+    );
+    assert_eq!(
+        sqlstate(client.batch_execute("ALTER SYSTEM SET idgen.epoch = '2999-01-01+00'")),
+        "22023"
+    );
+    assert_eq!(
+        sqlstate(client.batch_execute("ALTER SYSTEM SET idgen.worker_id = 1024")),
+        "22023"
+    );
+    assert_eq!(
+        sqlstate(client.batch_execute("SET idgen.wroker_id = 4")),
+        "42602"
+    );
     let auto = std::fs::read_to_string(c.data().join("postgresql.auto.conf")).unwrap();
-    assert!(!auto.contains("idgen"), "a rejected value reached postgresql.auto.conf:\n{auto}");
-    let shown: String = client.query_one("SHOW idgen.worker_id", &[]).unwrap().get(0);
+    assert!(
+        !auto.contains("idgen"),
+        "a rejected value reached postgresql.auto.conf:\n{auto}"
+    );
+    let shown: String = client
+        .query_one("SHOW idgen.worker_id", &[])
+        .unwrap()
+        .get(0);
     assert_eq!(shown, "3");
 }
 
@@ -73,7 +138,10 @@ fn invalid_settings_stop_the_server_from_starting() {
         let out = c.pg_ctl_start();
         assert!(!out.status.success(), "server started with {setting}");
         let log = c.log();
-        assert!(log.contains(name), "log for {setting} does not name {name}:\n{log}");
+        assert!(
+            log.contains(name),
+            "log for {setting} does not name {name}:\n{log}"
+        );
     }
 }
 
@@ -83,14 +151,27 @@ fn invalid_settings_stop_the_server_from_starting() {
 fn a_custom_epoch_is_used() {
     let c = Cluster::start(
         "epoch",
-        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 1", "idgen.epoch = '2020-02-03 04:05:06.789+00'"],
+        &[
+            "shared_preload_libraries = 'idgen'",
+            "idgen.worker_id = 1",
+            "idgen.epoch = '2020-02-03 04:05:06.789+00'",
+        ],
     );
     c.create_db_with_idgen("postgres");
     let mut client = c.connect("postgres");
-    let zero: i64 = client.query_one("SELECT snowflake_compose('2020-02-03 04:05:06.789+00')", &[]).unwrap().get(0);
+    let zero: i64 = client
+        .query_one(
+            "SELECT snowflake_compose('2020-02-03 04:05:06.789+00')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
     assert_eq!(zero, 0);
     let at_epoch: bool = client
-        .query_one("SELECT epoch = '2020-02-03 04:05:06.789+00' FROM snowflake_status()", &[])
+        .query_one(
+            "SELECT epoch = '2020-02-03 04:05:06.789+00' FROM snowflake_status()",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert!(at_epoch);
