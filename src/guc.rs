@@ -70,7 +70,7 @@ pub fn init() {
     }
 
     if let Some(text) = worker_id_text {
-        if text.trim().parse::<i64>().ok() != Some(WORKER_ID.get().into()) {
+        if parse_int(&text) != Some(WORKER_ID.get()) {
             rejected(
                 "idgen.worker_id",
                 &text,
@@ -87,6 +87,15 @@ pub fn init() {
             rejected("idgen.epoch", &text, &detail);
         }
     }
+}
+
+/// An integer setting's text as PostgreSQL's own GUC parser reads it (`0x10`, ` 7 ` and so on).
+fn parse_int(text: &str) -> Option<i32> {
+    let text = CString::new(text).ok()?;
+    let mut value = 0;
+    // SAFETY: a NUL-terminated string and a valid out pointer; no hint is requested.
+    unsafe { pg_sys::parse_int(text.as_ptr(), &mut value, 0, std::ptr::null_mut()) }
+        .then_some(value)
 }
 
 /// The text a setting has before it is defined (a placeholder from `postgresql.conf` or the

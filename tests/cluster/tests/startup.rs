@@ -153,7 +153,7 @@ fn a_custom_epoch_is_used() {
         "epoch",
         &[
             "shared_preload_libraries = 'idgen'",
-            "idgen.worker_id = 1",
+            "idgen.worker_id = 0x1",
             "idgen.epoch = '2020-02-03 04:05:06.789+00'",
         ],
     );
@@ -167,6 +167,18 @@ fn a_custom_epoch_is_used() {
         .unwrap()
         .get(0);
     assert_eq!(zero, 0);
+    // A worker id written in any form PostgreSQL accepts (here hex) is not refused.
+    let worker: i32 = client
+        .query_one("SELECT worker_id FROM snowflake_status()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker, 1);
+    // A worker id written in any form PostgreSQL accepts (here hex) is not refused.
+    let worker: i32 = client
+        .query_one("SELECT worker_id FROM snowflake_status()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(worker, 1);
     let at_epoch: bool = client
         .query_one(
             "SELECT epoch = '2020-02-03 04:05:06.789+00' FROM snowflake_status()",
