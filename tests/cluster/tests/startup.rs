@@ -86,31 +86,22 @@ fn settings_are_fixed_at_server_start() {
     );
     c.create_db_with_idgen("postgres");
     let mut client = c.connect("postgres");
-    assert_eq!(
-        sqlstate(client.batch_execute("SET idgen.worker_id = 4")),
-        "55P02"
-    );
-    assert_eq!(
-        sqlstate(client.batch_execute("SET idgen.epoch = '2025-01-01+00'")),
-        "55P02"
-    );
-    // ALTER SYSTEM checks the value before writing postgresql.auto.conf.
-    assert_eq!(
-        sqlstate(client.batch_execute("ALTER SYSTEM SET idgen.epoch = 'not a time'")),
-        "22023"
-    );
-    assert_eq!(
-        sqlstate(client.batch_execute("ALTER SYSTEM SET idgen.epoch = '2999-01-01+00'")),
-        "22023"
-    );
-    assert_eq!(
-        sqlstate(client.batch_execute("ALTER SYSTEM SET idgen.worker_id = 1024")),
-        "22023"
-    );
-    assert_eq!(
-        sqlstate(client.batch_execute("SET idgen.wroker_id = 4")),
-        "42602"
-    );
+    for (statement, code) in [
+        ("SET idgen.worker_id = 4", "55P02"),
+        ("SET idgen.epoch = '2025-01-01+00'", "55P02"),
+        // ALTER SYSTEM checks the value before writing postgresql.auto.conf.
+        ("ALTER SYSTEM SET idgen.epoch = 'not a time'", "22023"),
+        ("ALTER SYSTEM SET idgen.epoch = '2999-01-01+00'", "22023"),
+        ("ALTER SYSTEM SET idgen.worker_id = 1024", "22023"),
+        // The idgen. prefix is reserved: a misspelt setting is an error, not a placeholder.
+        ("SET idgen.wroker_id = 4", "42602"),
+    ] {
+        assert_eq!(
+            sqlstate(client.batch_execute(statement)),
+            code,
+            "{statement}"
+        );
+    }
     let auto = std::fs::read_to_string(c.data().join("postgresql.auto.conf")).unwrap();
     assert!(
         !auto.contains("idgen"),
