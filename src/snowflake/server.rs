@@ -23,11 +23,10 @@ static LAYOUT: OnceLock<Layout> = OnceLock::new();
 /// The last id this session drew, for `snowflake_currval()`.
 static CURRVAL: Mutex<Option<i64>> = Mutex::new(None);
 
-/// Builds the layout from the settings. Called from `_PG_init` after `guc::init`; an unusable
-/// layout stops the server from starting.
+/// Builds the layout from the settings. Called from `_PG_init` after `guc::init`, in the
+/// postmaster (idgen refuses to load anywhere else); an unusable layout stops the server.
 pub fn init() {
-    let layout = configured().unwrap_or_else(|e| Error::from(e).report());
-    let _ = LAYOUT.set(layout);
+    LAYOUT.get_or_init(|| configured().unwrap_or_else(|e| Error::from(e).report()));
 }
 
 /// The layout the settings describe: `idgen.epoch` with Twitter's widths (41 | 10 | 12, 1 ms).
@@ -41,9 +40,9 @@ fn configured() -> Result<Layout, LayoutError> {
     )
 }
 
-/// The server's layout.
+/// The server's layout, built by [`init`] in the postmaster and inherited by every backend.
 pub fn layout() -> &'static Layout {
-    LAYOUT.get_or_init(|| configured().expect("layout checked at server start"))
+    LAYOUT.get().expect("the layout is built in _PG_init")
 }
 
 /// The wall clock in Unix milliseconds (negative before 1970).
@@ -54,12 +53,21 @@ pub fn wall_clock_unix_ms() -> i64 {
     }
 }
 
-/// Reserves `count >= 1` consecutive ids and returns the reservation with the worker id to put
-/// in them. Sets this session's `currval` to the last id.
+/// What [`reserve`] drew: the state words, the worker id to put in them, and the last id.
+pub struct Drawn {
+    /// The reserved state words.
+    pub reservation: Reservation,
+    /// This server's worker id.
+    pub worker: u64,
+    /// The id of `reservation.last`: the only id when one was drawn, and the session's currval.
+    pub last_id: i64,
+}
+
+/// Reserves `count >= 1` consecutive ids. Sets this session's `currval` to the last id.
 ///
 /// Errors: 55000 when `idgen.worker_id` is unset, 25006 during recovery, 22008 when the clock
 /// reads before the epoch, 2200H when the layout has run out of time.
-pub fn reserve(count: u64) -> Result<(Reservation, u64), Error> {
+pub fn reserve(count: u64) -> Result<Drawn, Error> {
     let worker = guc::worker_id().ok_or(Error::WorkerIdNotSet)?;
     // SAFETY: RecoveryInProgress reads shared memory that exists in every backend; once it has
     // returned false it only reads a process-local flag.
@@ -81,11 +89,15 @@ pub fn reserve(count: u64) -> Result<(Reservation, u64), Error> {
             .0
             .fetch_add(r.borrowed_ticks, Ordering::Relaxed);
     }
-    let last = layout
+    let last_id = layout
         .id_from_state(r.last, worker)
         .map_err(|e| exhausted(layout, e))?;
-    *CURRVAL.lock() = Some(last);
-    Ok((r, worker))
+    *CURRVAL.lock() = Some(last_id);
+    Ok(Drawn {
+        reservation: r,
+        worker,
+        last_id,
+    })
 }
 
 fn exhausted(layout: &Layout, e: LayoutError) -> Error {

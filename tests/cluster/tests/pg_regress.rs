@@ -8,7 +8,10 @@ use idgen_cluster_tests::{pg_regress_path, Cluster};
 
 #[test]
 fn golden_files_match() {
-    let suite = Path::new(env!("CARGO_MANIFEST_DIR"))
+    // Read at run time: a binary reused from another checkout through a shared
+    // CARGO_TARGET_DIR would carry that checkout's compile-time path.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo test");
+    let suite = Path::new(&manifest_dir)
         .join("../pg_regress")
         .canonicalize()
         .unwrap();
