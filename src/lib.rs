@@ -14,6 +14,7 @@ use pgrx::prelude::*;
 pub mod error;
 pub mod guc;
 pub mod shmem;
+pub mod segment;
 pub mod snowflake;
 
 pgrx::pg_module_magic!();

@@ -1,0 +1,2 @@
+pub mod buffer;
+pub mod range;
