@@ -18,3 +18,59 @@ COMMENT ON FUNCTION snowflake_status() IS
 -- One row each: tell the planner (a set-returning function is estimated at 1000 rows).
 ALTER FUNCTION snowflake_decode(bigint) ROWS 1;
 ALTER FUNCTION snowflake_status() ROWS 1;
+
+-- Segments ------------------------------------------------------------------------------------
+
+-- pg_dump carries every row: the high-water marks survive dump and restore.
+SELECT pg_catalog.pg_extension_config_dump('idgen_segment', '');
+COMMENT ON TABLE idgen_segment IS
+  'Segment high-water marks: numbers <= max_id may have been handed out, numbers above never. Written only by the idgen allocator worker.';
+
+-- Everyone may read the high-water marks; nobody but the extension (its allocator) writes them.
+REVOKE ALL ON TABLE idgen_segment FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_segment TO PUBLIC;
+
+-- Changing segments is for the owner and whom they grant it to; drawing numbers is for all.
+REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION segment_drop(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION segment_setval(text, bigint) FROM PUBLIC;
+
+CREATE FUNCTION segment_status()
+RETURNS TABLE (
+    name text, max_id bigint, step integer, description text,
+    cached_step bigint,
+    current_first bigint, current_last bigint, current_used bigint,
+    next_first bigint, next_last bigint,
+    refills bigint, last_refill_at timestamptz, refill_pending boolean
+)
+LANGUAGE sql VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog
+AS $$
+  SELECT s.name, s.max_id, s.step, s.description,
+         c.cached_step, c.current_first, c.current_last, c.current_used,
+         c.next_first, c.next_last, COALESCE(c.refills, 0), c.last_refill_at,
+         COALESCE(c.refill_pending, false)
+    FROM @extschema@.idgen_segment s
+    LEFT JOIN @extschema@.segment_cache_status() c ON c.name = s.name
+   ORDER BY s.name
+$$;
+
+COMMENT ON FUNCTION segment_create(text, bigint, integer, text) IS
+  'Creates a segment whose first number is start, refilled step numbers at a time; not undone by ROLLBACK.';
+COMMENT ON FUNCTION segment_nextval(text) IS
+  'Next number of a segment: dense, increasing, never handed out twice; one atomic add on a range cached in shared memory.';
+COMMENT ON FUNCTION segment_nextvals(text, integer) IS
+  'count numbers of a segment, increasing.';
+COMMENT ON FUNCTION segment_currval(text) IS
+  'Last number of the segment returned in this session; error before the first.';
+COMMENT ON FUNCTION segment_setval(text, bigint) IS
+  'Moves a segment forward: later numbers are greater than value. Never backwards.';
+COMMENT ON FUNCTION segment_alter(text, integer, text) IS
+  'Changes a segment''s step and description (NULL keeps, '''' clears the description).';
+COMMENT ON FUNCTION segment_drop(text) IS
+  'Drops a segment and its cached numbers; not undone by ROLLBACK.';
+COMMENT ON FUNCTION segment_cache_status() IS
+  'Internal: this database''s segments in the shared cache; use segment_status().';
+COMMENT ON FUNCTION segment_status() IS
+  'Each segment: high-water mark, step, the cached current and next ranges, dynamic step and refills.';

@@ -62,6 +62,60 @@ pub enum Error {
     /// The time field would overflow: the layout has run out (2200H). Never wrapped.
     #[error("snowflake generator has reached the end of its time range")]
     TimeExhausted { detail: String },
+    /// An empty segment name (42602).
+    #[error("segment name must not be empty")]
+    SegmentNameEmpty,
+    /// A segment name longer than 63 bytes (42622).
+    #[error("segment name \"{name}\" is too long")]
+    SegmentNameTooLong { name: String, bytes: usize },
+    /// A segment that does not exist in this database (42704); the hint shows how to create it.
+    #[error("segment \"{name}\" does not exist")]
+    UnknownSegment { name: String },
+    /// `segment_create` of a name that exists (42710).
+    #[error("segment \"{name}\" already exists")]
+    SegmentExists { name: String },
+    /// A step that is not positive (22023).
+    #[error("step must be greater than zero, not {step}")]
+    StepOutOfRange { step: i64 },
+    /// A `segment_create` start without a predecessor: `-9223372036854775808` (22003).
+    #[error("start {start} is out of range")]
+    StartOutOfRange { start: i64 },
+    /// A description longer than allowed (22001).
+    #[error("segment description is too long")]
+    DescriptionTooLong { bytes: usize, max: usize },
+    /// `segment_setval` below a number that may have been handed out (22003), as sequence.c's
+    /// "value is out of bounds": segments only move forward.
+    #[error("segment_setval: value {value} is below segment \"{name}\"'s numbers already handed out")]
+    SetvalBackwards { name: String, value: i64, floor: i64 },
+    /// The high-water mark is `i64::MAX` (2200H), as sequence.c's "reached maximum value".
+    #[error("segment_nextval: reached maximum value of segment \"{name}\" ({max})", max = i64::MAX)]
+    SegmentExhausted { name: String },
+    /// `segment_currval` before any `segment_nextval` of that name in this session (55000).
+    #[error("segment_currval of segment \"{name}\" is not yet defined in this session")]
+    SegmentCurrvalNotYetDefined { name: String },
+    /// Segment functions on a standby (25006): the allocator cannot write there.
+    #[error("cannot use segments during recovery")]
+    SegmentInRecovery,
+    /// The allocator background worker could not be registered (53400).
+    #[error("could not start the idgen allocator worker for this database")]
+    AllocatorUnavailable { max_worker_processes: i32 },
+    /// No range arrived within `idgen.segment_wait_timeout` (55P03).
+    #[error("timed out after {ms} ms waiting for a range of segment \"{name}\"")]
+    SegmentWaitTimeout { name: String, ms: i32 },
+    /// The shared cache has no free slot for another segment (54000).
+    #[error("too many segments in use on this server")]
+    SegmentCacheFull { max: usize },
+    /// Too many segment requests waiting for the allocator at once (53400).
+    #[error("too many segment requests waiting for the allocator")]
+    RequestQueueFull { max: usize },
+    /// A failure the allocator worker reported for this caller's request, re-raised as it was.
+    #[error("{message}")]
+    Allocator {
+        sqlstate: i32,
+        message: String,
+        detail: Option<String>,
+        hint: Option<String>,
+    },
 }
 
 impl Error {
@@ -84,7 +138,26 @@ impl Error {
             Error::TimestampOutOfRange { .. } | Error::ClockBeforeEpoch { .. } => {
                 ERRCODE_DATETIME_FIELD_OVERFLOW
             }
-            Error::TimeExhausted { .. } => ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+            Error::TimeExhausted { .. } | Error::SegmentExhausted { .. } => {
+                ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED
+            }
+            Error::SegmentNameEmpty => ERRCODE_INVALID_NAME,
+            Error::SegmentNameTooLong { .. } => ERRCODE_NAME_TOO_LONG,
+            Error::UnknownSegment { .. } => ERRCODE_UNDEFINED_OBJECT,
+            Error::SegmentExists { .. } => ERRCODE_DUPLICATE_OBJECT,
+            Error::StepOutOfRange { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            Error::StartOutOfRange { .. } | Error::SetvalBackwards { .. } => {
+                ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE
+            }
+            Error::DescriptionTooLong { .. } => ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
+            Error::SegmentCurrvalNotYetDefined { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            Error::SegmentInRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            Error::AllocatorUnavailable { .. } | Error::RequestQueueFull { .. } => {
+                ERRCODE_CONFIGURATION_LIMIT_EXCEEDED
+            }
+            Error::SegmentWaitTimeout { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
+            Error::SegmentCacheFull { .. } => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            Error::Allocator { sqlstate, .. } => PgSqlErrorCode::from(*sqlstate),
         }
     }
 
@@ -101,6 +174,27 @@ impl Error {
                 "A standby usually carries its primary's idgen.worker_id; ids drawn here could repeat the primary's."
                     .into(),
             ),
+            Error::SegmentNameTooLong { bytes, .. } => Some(format!(
+                "Segment names are at most {} bytes; this one has {bytes}.",
+                crate::segment::range::MAX_NAME_BYTES
+            )),
+            Error::DescriptionTooLong { bytes, max } => {
+                Some(format!("Descriptions are at most {max} bytes; this one has {bytes}."))
+            }
+            Error::SetvalBackwards { floor, .. } => Some(format!(
+                "Numbers up to {floor} may have been handed out; segments only move forward."
+            )),
+            Error::SegmentInRecovery => Some(
+                "A standby cannot advance the high-water marks in idgen_segment; numbers drawn here could repeat the primary's."
+                    .into(),
+            ),
+            Error::AllocatorUnavailable { max_worker_processes } => Some(format!(
+                "All {max_worker_processes} background worker slots (max_worker_processes) are in use."
+            )),
+            Error::SegmentCacheFull { max } => {
+                Some(format!("The shared segment cache holds {max} segments per server."))
+            }
+            Error::Allocator { detail, .. } => detail.clone(),
             _ => None,
         }
     }
@@ -126,6 +220,26 @@ impl Error {
                 "Configure a new epoch or a layout with more time bits, with a worker id range that cannot collide with the old ids."
                     .into(),
             ),
+            Error::UnknownSegment { name } => Some(format!(
+                "Create it with: SELECT segment_create({});",
+                quote_literal(name)
+            )),
+            Error::SegmentInRecovery => {
+                Some("Draw segment numbers on the primary.".into())
+            }
+            Error::AllocatorUnavailable { .. } => Some(
+                "Raise max_worker_processes in postgresql.conf (each database that uses segments needs one) and restart the server."
+                    .into(),
+            ),
+            Error::SegmentWaitTimeout { .. } => Some(
+                "The idgen allocator worker of this database did not deliver in time: check the server log, and raise idgen.segment_wait_timeout if commits are slow."
+                    .into(),
+            ),
+            Error::SegmentCacheFull { .. } => Some(
+                "Drop segments that are no longer used; their cache slots are freed at once.".into(),
+            ),
+            Error::RequestQueueFull { .. } => Some("Retry; fewer sessions should create, alter or drop segments at once.".into()),
+            Error::Allocator { hint, .. } => hint.clone(),
             _ => None,
         }
     }
@@ -142,6 +256,11 @@ impl Error {
         report.report(PgLogLevel::ERROR);
         unreachable!("ereport(ERROR) returned")
     }
+}
+
+/// `text` as an SQL string literal, for hints that show a statement to run.
+pub fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// Layout failures of *arguments* (decode, compose). Generation maps its own: there a

@@ -27,6 +27,81 @@ const DEFAULT_EPOCH: &CStr = c"2024-01-01 00:00:00+00";
 /// server that has issued ids moves every later id's time field: it is fixed at server start.
 static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
 
+/// `idgen.segment_wait_timeout`: how long a caller waits for a range when both buffers of a
+/// segment are empty, in ms (default 10 s; 0 waits until cancelled). Per session, like
+/// `lock_timeout`: it only bounds the caller's own wait. Past it: SQLSTATE 55P03.
+static SEGMENT_WAIT_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+
+/// `idgen.segment_refill_interval`: Leaf's `SEGMENT_DURATION`, in ms (default 15 min). A range
+/// used up faster doubles the next step; one lasting twice as long halves it. Reloadable.
+static SEGMENT_REFILL_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(15 * 60 * 1000);
+
+/// `idgen.segment_max_step`: the largest step the dynamic step grows to (default 1,000,000, as
+/// Leaf's `MAX_STEP`); a segment whose own step is larger keeps its own. Reloadable.
+static SEGMENT_MAX_STEP: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
+
+/// `idgen.segment_worker_idle_timeout`: an allocator background worker with nothing to do for
+/// this long exits, in ms (default 60 s); the next caller that needs it starts it again.
+static SEGMENT_WORKER_IDLE_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(60_000);
+
+/// Integer settings that are not uniqueness-critical but must not silently fall back to their
+/// defaults either: (name, static, min, max, context, unit flags, what the value must be).
+type IntSetting = (
+    &'static CStr,
+    &'static CStr,
+    &'static CStr,
+    &'static GucSetting<i32>,
+    i32,
+    i32,
+    GucContext,
+    GucFlags,
+);
+
+fn segment_settings() -> [IntSetting; 4] {
+    [
+        (
+            c"idgen.segment_wait_timeout",
+            c"How long a segment_nextval waits for a range when both cached ranges are empty.",
+            c"In milliseconds; 0 waits until cancelled. Past it the call fails with SQLSTATE 55P03.",
+            &SEGMENT_WAIT_TIMEOUT,
+            0,
+            i32::MAX,
+            GucContext::Userset,
+            GucFlags::UNIT_MS,
+        ),
+        (
+            c"idgen.segment_refill_interval",
+            c"Target lifetime of a cached segment range (Leaf's dynamic step).",
+            c"A range used up faster doubles the next step; one lasting twice as long halves it.",
+            &SEGMENT_REFILL_INTERVAL,
+            1,
+            i32::MAX,
+            GucContext::Sighup,
+            GucFlags::UNIT_MS,
+        ),
+        (
+            c"idgen.segment_max_step",
+            c"Largest step the dynamic step of a segment grows to.",
+            c"A segment whose own step is larger keeps its own step.",
+            &SEGMENT_MAX_STEP,
+            1,
+            i32::MAX,
+            GucContext::Sighup,
+            GucFlags::default(),
+        ),
+        (
+            c"idgen.segment_worker_idle_timeout",
+            c"How long an idle idgen allocator worker stays before it exits.",
+            c"In milliseconds. The next call that needs the worker starts it again.",
+            &SEGMENT_WORKER_IDLE_TIMEOUT,
+            1,
+            i32::MAX,
+            GucContext::Sighup,
+            GucFlags::UNIT_MS,
+        ),
+    ]
+}
+
 /// Defines every setting and reserves the `idgen.` prefix. Called once from `_PG_init`, in the
 /// postmaster (the library is preloaded), before any backend exists.
 ///
@@ -37,6 +112,7 @@ static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(S
 pub fn init() {
     let worker_id_text = configured_text(c"idgen.worker_id");
     let epoch_text = configured_text(c"idgen.epoch");
+    let segment_texts = segment_settings().map(|(name, ..)| configured_text(name));
 
     GucRegistry::define_int_guc(
         c"idgen.worker_id",
@@ -66,15 +142,32 @@ pub fn init() {
             None,
             None,
         );
-        pg_sys::MarkGUCPrefixReserved(c"idgen".as_ptr());
     }
+    for (name, short, long, setting, min, max, context, flags) in segment_settings() {
+        GucRegistry::define_int_guc(name, short, long, setting, min, max, context, flags);
+    }
+    // SAFETY: called once in _PG_init, after the last idgen setting is defined.
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"idgen".as_ptr()) };
 
     if let Some(text) = worker_id_text {
-        if parse_int(&text) != Some(WORKER_ID.get()) {
+        if parse_int(&text, 0) != Some(WORKER_ID.get()) {
             rejected(
                 "idgen.worker_id",
                 &text,
                 "It must be an integer from 0 to 1023, or -1 for unset.",
+            );
+        }
+    }
+    for ((name, _, _, setting, min, max, _, flags), text) in
+        segment_settings().into_iter().zip(segment_texts)
+    {
+        let Some(text) = text else { continue };
+        if parse_int(&text, flags.bits()) != Some(setting.get()) {
+            let unit = if flags.contains(GucFlags::UNIT_MS) { " milliseconds" } else { "" };
+            rejected(
+                &name.to_string_lossy(),
+                &text,
+                &format!("It must be an integer from {min} to {max}{unit}."),
             );
         }
     }
@@ -89,12 +182,13 @@ pub fn init() {
     }
 }
 
-/// An integer setting's text as PostgreSQL's own GUC parser reads it (`0x10`, ` 7 ` and so on).
-fn parse_int(text: &str) -> Option<i32> {
+/// An integer setting's text as PostgreSQL's own GUC parser reads it (`0x10`, ` 7 `, `15min`
+/// with unit `flags`, and so on).
+fn parse_int(text: &str, flags: i32) -> Option<i32> {
     let text = CString::new(text).ok()?;
     let mut value = 0;
     // SAFETY: a NUL-terminated string and a valid out pointer; no hint is requested.
-    unsafe { pg_sys::parse_int(text.as_ptr(), &mut value, 0, std::ptr::null_mut()) }
+    unsafe { pg_sys::parse_int(text.as_ptr(), &mut value, flags, std::ptr::null_mut()) }
         .then_some(value)
 }
 
@@ -115,6 +209,26 @@ fn rejected(name: &str, value: &str, detail: &str) -> ! {
         detail: detail.into(),
     }
     .report()
+}
+
+/// `idgen.segment_wait_timeout` in ms; `None` for 0 (wait until cancelled).
+pub fn segment_wait_timeout_ms() -> Option<i32> {
+    Some(SEGMENT_WAIT_TIMEOUT.get()).filter(|&ms| ms > 0)
+}
+
+/// `idgen.segment_refill_interval` in ms.
+pub fn segment_refill_interval_ms() -> i64 {
+    SEGMENT_REFILL_INTERVAL.get().into()
+}
+
+/// `idgen.segment_max_step`.
+pub fn segment_max_step() -> i64 {
+    SEGMENT_MAX_STEP.get().into()
+}
+
+/// `idgen.segment_worker_idle_timeout` in ms.
+pub fn segment_worker_idle_timeout_ms() -> u64 {
+    SEGMENT_WORKER_IDLE_TIMEOUT.get().max(1) as u64
 }
 
 /// `idgen.worker_id`, or `None` while it is unset (`-1`).

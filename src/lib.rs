@@ -2,6 +2,9 @@
 //!
 //! * Snowflake (`snowflake_nextval()`): time | worker id | sequence, one lock-free generator per
 //!   server in shared memory ([`snowflake`]).
+//! * Segment (`segment_nextval('orders')`): Leaf-style ranges from durable high-water marks,
+//!   cached in shared memory with a double buffer ([`segment`]), allocated by a background
+//!   worker per database ([`worker`]).
 //!
 //! `_PG_init` only orchestrates: refuse to load unless preloaded, then each subsystem's `init`.
 //! See `DESIGN.md` for the guarantees and `README.md` for operation.
@@ -16,9 +19,11 @@ pub mod guc;
 pub mod shmem;
 pub mod segment;
 pub mod snowflake;
+pub mod worker;
 
 pgrx::pg_module_magic!();
 
+pgrx::extension_sql_file!("../sql/bootstrap.sql", bootstrap);
 pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
 
 /// Library entry point, run once per process that loads idgen. idgen keeps its generator in
@@ -37,6 +42,7 @@ pub extern "C-unwind" fn _PG_init() {
     guc::init();
     shmem::init();
     snowflake::server::init();
+    segment::init();
 }
 
 /// The `shared_preload_libraries` line that loads idgen besides whatever is preloaded now.

@@ -1,12 +1,12 @@
 //! Every shared-memory object of idgen, in one place; names are prefixed `idgen_`.
 //!
-//! Only PostgreSQL's primitives live here: atomics (and, later, LWLocks and condition
-//! variables). A process-local lock (`std` or `parking_lot`) must never be placed in shared
-//! memory: its waiters park in a per-process table and another backend would never wake them
-//! (DESIGN.md §3).
+//! Only PostgreSQL's primitives live here: atomics, LWLocks and condition variables. A
+//! process-local lock (`std` or `parking_lot`) must never be placed in shared memory: its
+//! waiters park in a per-process table and another backend would never wake them (DESIGN.md §3).
 
 use std::sync::atomic::AtomicU64;
 
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
 
@@ -36,8 +36,49 @@ static SNOWFLAKE: PgAtomic<SnowflakeShared> = unsafe { PgAtomic::new(c"idgen_sno
 /// Requests and attaches every shared-memory object. Called once from `_PG_init` in the
 /// postmaster; each object is zeroed when the postmaster (re)creates shared memory, i.e. at
 /// start and after a crash.
+///
+/// * `idgen_snowflake`: the Snowflake state word ([`SnowflakeShared`]).
+/// * `idgen_segment_cache` and the LWLock tranche `idgen_segment`: the segment cache
+///   ([`crate::segment::cache::SegmentShared`]), set up by hooks of its own because it holds a
+///   condition variable that must be initialized in place.
 pub fn init() {
     pg_shmem_init!(SNOWFLAKE);
+    // SAFETY: _PG_init runs once in the postmaster; the previous hooks are kept and called.
+    unsafe {
+        PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(shmem_request);
+        PREV_SHMEM_STARTUP_HOOK = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(shmem_startup);
+    }
+}
+
+static mut PREV_SHMEM_REQUEST_HOOK: Option<unsafe extern "C-unwind" fn()> = None;
+static mut PREV_SHMEM_STARTUP_HOOK: Option<unsafe extern "C-unwind" fn()> = None;
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shmem_request() {
+    // SAFETY: the hook chain set up in `init`.
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_REQUEST_HOOK {
+            prev();
+        }
+    }
+    crate::segment::cache::request_shmem();
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shmem_startup() {
+    // SAFETY: the hook chain set up in `init`; AddinShmemInitLock (main LWLock 21) serializes
+    // ShmemInitStruct callers, as PostgreSQL requires.
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_STARTUP_HOOK {
+            prev();
+        }
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        crate::segment::cache::attach_shmem();
+        pg_sys::LWLockRelease(init_lock);
+    }
 }
 
 /// The Snowflake generator's shared state.

@@ -1,2 +1,242 @@
+//! Segment (号段) numbers: the SQL surface (DESIGN.md §2). Dense, increasing numbers per name,
+//! handed out from ranges reserved in one committed write each, as Meituan Leaf's segment mode
+//! with its double buffer and dynamic step, but inside PostgreSQL.
+//!
+//! [`range`] is the pure arithmetic, [`buffer`] the lock-free double buffer, [`cache`] the
+//! shared-memory cache and the protocol with the allocator (`crate::worker`), [`catalog`] the
+//! SPI access to `idgen_segment`.
+
 pub mod buffer;
+pub mod cache;
+pub mod catalog;
 pub mod range;
+
+use pgrx::datetime::TimestampWithTimeZone;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use crate::error::{Error, OrReport};
+use cache::{DescriptionChange, FixedText, Request, RequestKind};
+use range::{check_name, NameError, MAX_DESCRIPTION_BYTES};
+
+/// Most numbers one `segment_nextvals` call returns (the result is materialized).
+pub const MAX_BATCH: i32 = 1_000_000;
+
+/// Installs the hook that forgets cached ranges when `idgen_segment` or a database is dropped.
+/// Called once from `_PG_init`.
+pub fn init() {
+    // SAFETY: _PG_init runs once in the postmaster before any backend; the previous hook is
+    // kept and called first.
+    unsafe {
+        PREV_OBJECT_ACCESS_HOOK = pg_sys::object_access_hook;
+        pg_sys::object_access_hook = Some(object_access);
+    }
+}
+
+static mut PREV_OBJECT_ACCESS_HOOK: pg_sys::object_access_hook_type = None;
+
+#[pg_guard]
+unsafe extern "C-unwind" fn object_access(
+    access: pg_sys::ObjectAccessType::Type,
+    class_id: pg_sys::Oid,
+    object_id: pg_sys::Oid,
+    sub_id: i32,
+    arg: *mut std::ffi::c_void,
+) {
+    // SAFETY: the hook chain set up in `init`.
+    unsafe {
+        if let Some(prev) = PREV_OBJECT_ACCESS_HOOK {
+            prev(access, class_id, object_id, sub_id, arg);
+        }
+    }
+    if access == pg_sys::ObjectAccessType::OAT_DROP && sub_id == 0 {
+        cache::on_drop(class_id, object_id);
+    }
+}
+
+/// A checked segment name: not NULL (22004), not empty (42602), at most 63 bytes (42622).
+fn name_arg(name: Option<&str>) -> &str {
+    let name = name.ok_or(Error::NullArgument { argument: "segment name" }).or_report();
+    match check_name(name) {
+        Ok(()) => name,
+        Err(NameError::Empty) => Error::SegmentNameEmpty.report(),
+        Err(NameError::TooLong(bytes)) => Error::SegmentNameTooLong { name: name.into(), bytes }.report(),
+    }
+}
+
+fn step_arg(step: i32) -> i32 {
+    if step <= 0 {
+        Error::StepOutOfRange { step: step.into() }.report();
+    }
+    step
+}
+
+fn description_arg(description: &str) -> FixedText<1024> {
+    if description.len() > MAX_DESCRIPTION_BYTES {
+        Error::DescriptionTooLong { bytes: description.len(), max: MAX_DESCRIPTION_BYTES }.report();
+    }
+    FixedText::new(description)
+}
+
+fn admin(request: Request) -> i64 {
+    cache::submit(request, false).or_report()
+}
+
+/// Creates segment `name`, whose first number is `start`, refilled `step` numbers at a time
+/// (the floor of the dynamic step). Run by the allocator in its own transaction: not undone by
+/// the caller's ROLLBACK, like `nextval`. Not executable by PUBLIC.
+///
+/// Errors: 22004 NULL argument, 42602/42622 bad name, 22023 step <= 0, 22003 start is the
+/// bigint minimum, 22001 description over 1024 bytes, 42710 the name exists, 25006 standby,
+/// 53400 no background worker slot.
+#[pg_extern(volatile, parallel_unsafe)]
+fn segment_create(
+    name: Option<&str>,
+    start: default!(Option<i64>, 1),
+    step: default!(Option<i32>, 1000),
+    description: default!(Option<&str>, "NULL"),
+) {
+    let name = name_arg(name);
+    let start = start.ok_or(Error::NullArgument { argument: "start" }).or_report();
+    let step = step_arg(step.ok_or(Error::NullArgument { argument: "step" }).or_report());
+    if range::max_id_for_start(start).is_none() {
+        Error::StartOutOfRange { start }.report();
+    }
+    let (description_change, description) = match description {
+        Some(d) => (DescriptionChange::Set, description_arg(d)),
+        None => (DescriptionChange::Clear, FixedText::default()),
+    };
+    let mut r = Request::new(RequestKind::Create, name);
+    r.value = start;
+    r.step = step;
+    r.description_change = description_change;
+    r.description = description;
+    admin(r);
+}
+
+/// The next number of segment `name`: greater than every number this session drew from it,
+/// never handed out before by this server. Lock-free: one `fetch_add` on the shared cached
+/// range; waits (at most `idgen.segment_wait_timeout`) only when both cached ranges are empty.
+///
+/// Errors: 22004/42602/42622 bad name, 42704 unknown segment (hint: the `segment_create` call),
+/// 2200H past the bigint maximum, 55P03 no range in time, 25006 standby, 53400 no worker slot.
+#[pg_extern(volatile, parallel_restricted)]
+fn segment_nextval(name: Option<&str>) -> i64 {
+    let name = name_arg(name);
+    cache::draw(name, 1).or_report()[0].0
+}
+
+/// `count` numbers of segment `name` (1 to 1,000,000), increasing; consecutive within a range.
+/// Errors: those of [`segment_nextval`], 22004 NULL count, 22023 count out of range.
+#[pg_extern(volatile, parallel_restricted)]
+fn segment_nextvals(name: Option<&str>, count: Option<i32>) -> SetOfIterator<'static, i64> {
+    let name = name_arg(name);
+    let count = count.ok_or(Error::NullArgument { argument: "count" }).or_report();
+    if !(1..=MAX_BATCH).contains(&count) {
+        Error::CountOutOfRange { count: count.into(), max: MAX_BATCH as u64 }.report();
+    }
+    let runs = cache::draw(name, count as u64).or_report();
+    SetOfIterator::new(
+        runs.into_iter()
+            .flat_map(|(first, n)| (0..n as i64).map(move |i| first + i)),
+    )
+}
+
+/// The number `segment_nextval(name)` last returned in this session, as `currval`.
+/// Errors: 55000 before the first in this session, 42704 unknown segment.
+#[pg_extern(volatile, parallel_restricted)]
+fn segment_currval(name: Option<&str>) -> i64 {
+    let name = name_arg(name);
+    if let Some(v) = cache::currval(name) {
+        return v;
+    }
+    if catalog::exists(name).or_report() {
+        Error::SegmentCurrvalNotYetDefined { name: name.into() }.report()
+    }
+    Error::UnknownSegment { name: name.into() }.report()
+}
+
+/// Moves segment `name` forward: later numbers are greater than `value`, the next is
+/// `value + 1`. Returns `value`. Numbers still cached are skipped. Not executable by PUBLIC.
+///
+/// Errors: 22003 when `value` is below a number this server may have handed out (segments
+/// never move back), 42704 unknown segment, 22004 NULL.
+#[pg_extern(volatile, parallel_unsafe)]
+fn segment_setval(name: Option<&str>, value: Option<i64>) -> i64 {
+    let name = name_arg(name);
+    let value = value.ok_or(Error::NullArgument { argument: "value" }).or_report();
+    let mut r = Request::new(RequestKind::Setval, name);
+    r.value = value;
+    admin(r)
+}
+
+/// Changes the step (NULL keeps it) and the description (NULL keeps it, `''` clears it) of
+/// segment `name`. The dynamic step starts again from the new step. Not executable by PUBLIC.
+/// Errors: 42704 unknown segment, 22023 step <= 0, 22001 description too long.
+#[pg_extern(volatile, parallel_unsafe)]
+fn segment_alter(
+    name: Option<&str>,
+    step: default!(Option<i32>, "NULL"),
+    description: default!(Option<&str>, "NULL"),
+) {
+    let name = name_arg(name);
+    let step = step.map(step_arg).unwrap_or(0);
+    let (description_change, description) = match description {
+        None => (DescriptionChange::Keep, FixedText::default()),
+        Some("") => (DescriptionChange::Clear, FixedText::default()),
+        Some(d) => (DescriptionChange::Set, description_arg(d)),
+    };
+    let mut r = Request::new(RequestKind::Alter, name);
+    r.step = step;
+    r.description_change = description_change;
+    r.description = description;
+    admin(r);
+}
+
+/// Drops segment `name`; its cached numbers are discarded. Not undone by ROLLBACK. Not
+/// executable by PUBLIC. Errors: 42704 unknown segment.
+#[pg_extern(volatile, parallel_unsafe)]
+fn segment_drop(name: Option<&str>) {
+    let name = name_arg(name);
+    admin(Request::new(RequestKind::Drop, name));
+}
+
+/// This database's segments as the shared cache holds them (internal; `segment_status()` joins
+/// it with `idgen_segment`). One row per cached segment.
+#[pg_extern(volatile, parallel_restricted)]
+fn segment_cache_status() -> TableIterator<
+    'static,
+    (
+        name!(name, String),
+        name!(cached_step, i64),
+        name!(current_first, Option<i64>),
+        name!(current_last, Option<i64>),
+        name!(current_used, Option<i64>),
+        name!(next_first, Option<i64>),
+        name!(next_last, Option<i64>),
+        name!(refills, i64),
+        name!(last_refill_at, Option<TimestampWithTimeZone>),
+        name!(refill_pending, bool),
+    ),
+> {
+    // SAFETY: a plain process global.
+    let db = unsafe { pg_sys::MyDatabaseId };
+    let rows = cache::lock().status(db);
+    TableIterator::new(rows.into_iter().map(|s| {
+        let at = (s.last_refill_at != 0)
+            .then(|| TimestampWithTimeZone::try_from(s.last_refill_at).ok())
+            .flatten();
+        (
+            s.name,
+            s.step,
+            s.current.map(|v| v.range.first),
+            s.current.map(|v| v.range.last),
+            s.current.map(|v| v.taken as i64),
+            s.next.map(|v| v.range.first),
+            s.next.map(|v| v.range.last),
+            s.refills as i64,
+            at,
+            s.refill_pending,
+        )
+    }))
+}

@@ -1,0 +1,164 @@
+//! SPI access to the catalog table `idgen_segment`. Only the allocator background worker
+//! writes it (each call here runs inside the allocator's own transaction); backends only read.
+//!
+//! Names are bound as parameters, never spliced into SQL text; the table is qualified with the
+//! extension's schema, and the allocator runs with an empty `search_path`.
+
+use pgrx::prelude::*;
+
+use crate::error::Error;
+
+/// The extension's schema, quoted for SQL; `None` when idgen is not installed here.
+fn schema() -> Result<Option<String>, Error> {
+    Spi::get_one::<String>(
+        "SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e \
+         JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace \
+         WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'",
+    )
+    .or_else(|e| match e {
+        pgrx::spi::SpiError::InvalidPosition => Ok(None),
+        e => Err(internal(e)),
+    })
+}
+
+/// `schema.idgen_segment`, or "does not exist" for `name` if idgen is not installed here.
+fn table(name: &str) -> Result<String, Error> {
+    match schema()? {
+        Some(s) => Ok(format!("{s}.idgen_segment")),
+        None => Err(Error::UnknownSegment { name: name.into() }),
+    }
+}
+
+fn internal(e: pgrx::spi::SpiError) -> Error {
+    Error::Allocator {
+        sqlstate: PgSqlErrorCode::ERRCODE_INTERNAL_ERROR as i32,
+        message: format!("idgen catalog access failed: {e}"),
+        detail: None,
+        hint: None,
+    }
+}
+
+/// Whether segment `name` exists (in the caller's snapshot).
+pub fn exists(name: &str) -> Result<bool, Error> {
+    let Some(s) = schema()? else { return Ok(false) };
+    Spi::get_one_with_args::<bool>(
+        &format!("SELECT EXISTS (SELECT FROM {s}.idgen_segment WHERE name OPERATOR(pg_catalog.=) $1)"),
+        &[name.into()],
+    )
+    .map(|v| v.unwrap_or(false))
+    .map_err(internal)
+}
+
+/// The segment's step, without locking.
+pub fn step(name: &str) -> Result<i64, Error> {
+    let t = table(name)?;
+    Spi::get_one_with_args::<i32>(
+        &format!("SELECT step FROM {t} WHERE name OPERATOR(pg_catalog.=) $1"),
+        &[name.into()],
+    )
+    .or_else(|e| match e {
+        pgrx::spi::SpiError::InvalidPosition => Ok(None),
+        e => Err(internal(e)),
+    })?
+    .map(i64::from)
+    .ok_or_else(|| Error::UnknownSegment { name: name.into() })
+}
+
+/// Locks the segment's row for this transaction and returns `(max_id, step)`.
+pub fn lock_row(name: &str) -> Result<(i64, i64), Error> {
+    let t = table(name)?;
+    let row = Spi::connect(|client| {
+        let rows = client.select(
+            &format!("SELECT max_id, step FROM {t} WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE"),
+            Some(1),
+            &[name.into()],
+        )?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        rows.first().get_two::<i64, i32>().map(Some)
+    })
+    .map_err(internal)?;
+    match row {
+        Some((Some(max_id), Some(step))) => Ok((max_id, step.into())),
+        _ => Err(Error::UnknownSegment { name: name.into() }),
+    }
+}
+
+/// Moves the segment's high-water mark to `max_id` (the row is locked by [`lock_row`]).
+pub fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
+    let t = table(name)?;
+    Spi::connect_mut(|client| {
+        client.update(
+            &format!(
+                "UPDATE {t} SET max_id = $2, updated_at = pg_catalog.now() \
+                 WHERE name OPERATOR(pg_catalog.=) $1"
+            ),
+            None,
+            &[name.into(), max_id.into()],
+        )?;
+        Ok(())
+    })
+    .map_err(internal)
+}
+
+/// Inserts a segment; false if the name exists.
+pub fn insert(name: &str, max_id: i64, step: i32, description: Option<&str>) -> Result<bool, Error> {
+    let t = table(name)?;
+    Spi::connect_mut(|client| {
+        let rows = client.update(
+            &format!(
+                "INSERT INTO {t} (name, max_id, step, description) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (name) DO NOTHING RETURNING name"
+            ),
+            None,
+            &[name.into(), max_id.into(), step.into(), description.into()],
+        )?;
+        Ok(!rows.is_empty())
+    })
+    .map_err(internal)
+}
+
+/// Changes a segment's step (`None`: keep) and description (`None`: keep, `Some(None)`:
+/// clear); returns the step now in force.
+pub fn alter(name: &str, step: Option<i32>, description: Option<Option<&str>>) -> Result<i64, Error> {
+    let t = table(name)?;
+    let row = Spi::connect_mut(|client| {
+        let rows = client.update(
+            &format!(
+                "UPDATE {t} SET step = COALESCE($2, step), \
+                 description = CASE WHEN $3 THEN $4 ELSE description END, \
+                 updated_at = pg_catalog.now() \
+                 WHERE name OPERATOR(pg_catalog.=) $1 RETURNING step"
+            ),
+            None,
+            &[
+                name.into(),
+                step.into(),
+                description.is_some().into(),
+                description.flatten().into(),
+            ],
+        )?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        rows.first().get_one::<i32>()
+    })
+    .map_err(internal)?;
+    row.map(i64::from)
+        .ok_or_else(|| Error::UnknownSegment { name: name.into() })
+}
+
+/// Deletes a segment; false if it did not exist.
+pub fn delete(name: &str) -> Result<bool, Error> {
+    let t = table(name)?;
+    Spi::connect_mut(|client| {
+        let rows = client.update(
+            &format!("DELETE FROM {t} WHERE name OPERATOR(pg_catalog.=) $1 RETURNING name"),
+            None,
+            &[name.into()],
+        )?;
+        Ok(!rows.is_empty())
+    })
+    .map_err(internal)
+}

@@ -1,0 +1,322 @@
+//! The allocator background worker: one per database that uses segments, started on demand,
+//! gone after `idgen.segment_worker_idle_timeout` without work.
+//!
+//! It alone writes `idgen_segment`. Every unit of work (a refill, a load, an admin call) runs in
+//! a transaction of its own, committed with `synchronous_commit` at least `on` before any number
+//! of a new range is published to the shared cache: a caller's ROLLBACK can never undo a
+//! high-water mark whose numbers are in use (DESIGN.md §2). A failed unit is reported to the
+//! waiting caller and the worker goes on, as pg_cron's workers do.
+
+use std::time::{Duration, Instant};
+
+use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use crate::error::Error;
+use crate::guc;
+use crate::segment::cache::{self, DescriptionChange, Failure, Refilled, Request, RequestKind, SlotMeta, Work};
+use crate::segment::catalog;
+use crate::segment::range::{max_id_for_start, next_range, next_step};
+
+/// Registers the allocator of database `db` as a dynamic background worker. `Err` when
+/// PostgreSQL has no free background worker slot (`max_worker_processes`).
+pub fn launch(db: pg_sys::Oid) -> Result<(), ()> {
+    cache::allocator_builder(db)
+        .load_dynamic()
+        .map(|_| ())
+        .map_err(|_| ())
+}
+
+/// Entry point of the allocator; `arg` is the database oid.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
+    let db = pg_sys::Oid::from(arg.value() as u32);
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    // Registered before connecting, so it also runs if the connection fails (database gone),
+    // and after PostgreSQL's own cleanup of an open transaction.
+    // SAFETY: a #[pg_guard]ed callback with a plain datum argument.
+    unsafe { pg_sys::before_shmem_exit(Some(on_exit), arg) };
+    if !cache::lock().claim_allocator(db) {
+        return; // another allocator serves this database
+    }
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(db), None);
+    force_settings();
+    log!("idgen allocator started for database {}", db.to_u32());
+
+    let mut last_work = Instant::now();
+    while !BackgroundWorker::sigterm_received() {
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: reloading the configuration files between units of work.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+            force_settings();
+        }
+        if cache::lock().retire_requested(db) {
+            break;
+        }
+        let work = cache::lock().take_work(db);
+        if let Some(work) = work {
+            run(db, work);
+            last_work = Instant::now();
+            continue;
+        }
+        let idle_limit = Duration::from_millis(guc::segment_worker_idle_timeout_ms());
+        let idle = last_work.elapsed();
+        if idle >= idle_limit {
+            if cache::lock().retire_if_idle(db) {
+                break;
+            }
+            continue;
+        }
+        if !BackgroundWorker::wait_latch(Some(idle_limit - idle)) {
+            break;
+        }
+    }
+}
+
+/// Leaves the allocator table and fails what this allocator was running.
+#[pg_guard]
+unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
+    let db = pg_sys::Oid::from(arg.value() as u32);
+    cache::lock().allocator_exits(db);
+}
+
+/// The allocator's own settings: commits are durable (locally and, with synchronous standbys,
+/// on them) before a range is used; no user schema is searched; a clear application_name.
+fn force_settings() {
+    let set = |name: &std::ffi::CStr, value: &std::ffi::CStr| {
+        // SAFETY: valid setting names and values; the override source outranks the files.
+        unsafe {
+            pg_sys::SetConfigOption(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_SUSET,
+                pg_sys::GucSource::PGC_S_OVERRIDE,
+            )
+        }
+    };
+    // SAFETY: a plain GUC variable.
+    if unsafe { pg_sys::synchronous_commit }
+        < pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH as i32
+    {
+        set(c"synchronous_commit", c"on");
+    }
+    set(c"search_path", c"");
+    set(c"application_name", c"idgen allocator");
+}
+
+/// Runs `body` in a transaction of its own and commits it; any error (idgen's or PostgreSQL's)
+/// aborts the transaction and comes back as a [`Failure`] for the caller waiting on it.
+fn in_transaction<R>(body: impl FnOnce() -> Result<R, Error>) -> Result<R, Failure> {
+    let mut body = Some(body);
+    // SAFETY: the worker is connected and between transactions.
+    unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+    }
+    PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+        let outcome = (body.take().expect("runs once"))();
+        // SAFETY: the transaction and snapshot started above are still open.
+        unsafe {
+            pg_sys::PopActiveSnapshot();
+            if outcome.is_ok() {
+                pg_sys::CommitTransactionCommand();
+            } else {
+                pg_sys::AbortCurrentTransaction();
+            }
+        }
+        outcome.map_err(|e| Failure::from_error(&e))
+    }))
+    .catch_others(|caught| {
+        // SAFETY: pgrx has flushed the error state; this aborts the failed transaction.
+        unsafe { pg_sys::AbortCurrentTransaction() };
+        warning!("idgen allocator: {}", Failure::from_caught(&caught).to_error());
+        Err(Failure::from_caught(&caught))
+    })
+    .execute()
+}
+
+fn run(db: pg_sys::Oid, work: Work) {
+    match work {
+        Work::Request(index, request) => {
+            let outcome = match request.kind {
+                RequestKind::Load => load(db, &request),
+                RequestKind::Create => create(db, &request),
+                RequestKind::Alter => alter(db, &request),
+                RequestKind::Drop => drop_segment(db, &request),
+                RequestKind::Setval => setval(db, &request),
+            };
+            cache::lock().finish_request(index, outcome);
+        }
+        Work::Refill { index, generation, meta } => {
+            let outcome = refill(&meta).map_err(|f| {
+                let gone = f.sqlstate() == PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT as i32;
+                (f, gone)
+            });
+            if !cache::lock().finish_refill(index, generation, outcome) {
+                warning!(
+                    "idgen allocator: a range of segment \"{}\" was committed but not needed; its numbers are skipped",
+                    meta.name.as_str()
+                );
+            }
+        }
+    }
+}
+
+/// Takes the next range of a cached segment: Leaf's dynamic step, one committed UPDATE.
+fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
+    let name = meta.name.as_str();
+    let since_ms = if meta.last_refill_at == 0 {
+        0
+    } else {
+        (cache::now() - meta.last_refill_at) / 1000
+    };
+    let previous = (meta.step > 0).then_some(meta.step);
+    let mut done = in_transaction(|| {
+        let (max_id, base_step) = catalog::lock_row(name)?;
+        let step = next_step(
+            previous,
+            base_step,
+            guc::segment_max_step(),
+            since_ms,
+            guc::segment_refill_interval_ms(),
+        );
+        let range = next_range(max_id, step)
+            .ok_or_else(|| Error::SegmentExhausted { name: name.into() })?;
+        catalog::set_max_id(name, range.last)?;
+        Ok(Refilled { range, base_step, step, at: 0 })
+    })?;
+    done.at = cache::now();
+    Ok(done)
+}
+
+/// Brings an existing segment into the shared cache; the result is its slot.
+fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
+    let name = request.name.as_str();
+    if let Some(i) = cache::lock().find(db, name) {
+        return Ok(i as i64);
+    }
+    let base_step = in_transaction(|| catalog::step(name))?;
+    let mut g = cache::lock();
+    if let Some(i) = g.find(db, name) {
+        return Ok(i as i64);
+    }
+    g.assign(db, name, base_step)
+        .map(|i| i as i64)
+        .ok_or_else(|| Failure::from_error(&Error::SegmentCacheFull { max: cache::MAX_SEGMENTS }))
+}
+
+/// A cached segment made undrawable while an admin call changes it.
+struct Frozen {
+    index: usize,
+    generation: u64,
+}
+
+fn freeze(db: pg_sys::Oid, name: &str) -> Option<Frozen> {
+    let mut g = cache::lock();
+    let index = g.find(db, name)?;
+    g.meta(index).frozen = true;
+    let s = cache::slot(index);
+    s.buffers.freeze();
+    Some(Frozen { index, generation: s.generation.load(std::sync::atomic::Ordering::SeqCst) })
+}
+
+/// After an admin call: `Keep` thaws the cached ranges unchanged (the call failed), `Clear`
+/// skips their numbers (the high-water mark moved), `Release` frees the slot.
+enum After {
+    Keep,
+    Clear,
+    Release,
+}
+
+fn unfreeze(frozen: Option<Frozen>, after: After) {
+    let Some(f) = frozen else { return };
+    let mut g = cache::lock();
+    let s = cache::slot(f.index);
+    if s.generation.load(std::sync::atomic::Ordering::SeqCst) == f.generation {
+        match after {
+            After::Keep => s.buffers.thaw(),
+            After::Clear => s.buffers.clear(),
+            After::Release => g.release(f.index),
+        }
+        g.meta(f.index).frozen = false;
+    }
+    drop(g);
+    cache::broadcast();
+}
+
+/// Runs an admin call with the segment's cache frozen; `after` says what becomes of the cache
+/// when it committed.
+fn frozen_call(
+    db: pg_sys::Oid,
+    name: &str,
+    after: After,
+    body: impl FnOnce(Option<i64>) -> Result<i64, Error>,
+) -> Result<i64, Failure> {
+    let frozen = freeze(db, name);
+    let highest = frozen
+        .as_ref()
+        .and_then(|f| cache::slot(f.index).buffers.highest_taken());
+    let outcome = in_transaction(|| body(highest));
+    unfreeze(frozen, if outcome.is_ok() { after } else { After::Keep });
+    outcome
+}
+
+fn create(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
+    let name = r.name.as_str();
+    let description = (r.description_change == DescriptionChange::Set).then(|| r.description.as_str());
+    // A slot still cached under this name is stale (its row was removed behind idgen's back):
+    // its numbers must not be mixed with the new segment's.
+    frozen_call(db, name, After::Release, |_| {
+        let max_id = max_id_for_start(r.value).ok_or(Error::StartOutOfRange { start: r.value })?;
+        if !catalog::insert(name, max_id, r.step, description)? {
+            return Err(Error::SegmentExists { name: name.into() });
+        }
+        Ok(r.value)
+    })
+}
+
+fn alter(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
+    let name = r.name.as_str();
+    let description = match r.description_change {
+        DescriptionChange::Keep => None,
+        DescriptionChange::Set => Some(Some(r.description.as_str())),
+        DescriptionChange::Clear => Some(None),
+    };
+    let step = in_transaction(|| catalog::alter(name, (r.step != 0).then_some(r.step), description))?;
+    let mut g = cache::lock();
+    if let Some(i) = g.find(db, name) {
+        let m = g.meta(i);
+        m.base_step = step;
+        m.step = 0; // the dynamic step starts again from the new step
+    }
+    Ok(step)
+}
+
+fn drop_segment(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
+    let name = r.name.as_str();
+    frozen_call(db, name, After::Release, |_| {
+        if !catalog::delete(name)? {
+            return Err(Error::UnknownSegment { name: name.into() });
+        }
+        Ok(0)
+    })
+}
+
+/// Forward only: the new high-water mark must not be below any number this server may have
+/// handed out (the last taken number of the cached range, else the stored mark).
+fn setval(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
+    let name = r.name.as_str();
+    let value = r.value;
+    frozen_call(db, name, After::Clear, |highest| {
+        let (max_id, _) = catalog::lock_row(name)?;
+        let floor = highest.unwrap_or(max_id);
+        if value < floor {
+            return Err(Error::SetvalBackwards { name: name.into(), value, floor });
+        }
+        catalog::set_max_id(name, value)?;
+        Ok(value)
+    })
+}
