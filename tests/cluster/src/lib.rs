@@ -30,8 +30,9 @@ extern "C" {
     fn geteuid() -> u32;
 }
 
-/// A command run as the `postgres` user when we are root, as ourselves otherwise.
-fn as_postgres(program: &str) -> Command {
+/// A PostgreSQL program (`pg_dump`, `psql`, ...) from [`PG_BIN`], run as the `postgres` user
+/// when we are root, as ourselves otherwise.
+pub fn as_postgres(program: &str) -> Command {
     let path = format!("{PG_BIN}/{program}");
     if is_root() {
         let mut c = Command::new("runuser");
@@ -176,6 +177,11 @@ impl Cluster {
     /// The server log so far.
     pub fn log(&self) -> String {
         fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The directory of the cluster (its data directory, log and socket are inside).
+    pub fn dir(&self) -> PathBuf {
+        self.dir.clone()
     }
 
     /// The TCP port on 127.0.0.1.

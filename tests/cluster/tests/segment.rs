@@ -1,0 +1,514 @@
+//! Pins the segment guarantees on real servers: numbers are never handed out twice, whatever the
+//! callers do (concurrency, ROLLBACK), whatever happens to the server (immediate stop, `kill -9`
+//! of the allocator worker), and across `pg_dump`/`pg_restore`; each connection's numbers
+//! increase; the double buffer and the dynamic step work ahead of need; databases are
+//! independent; only privileged roles change segments.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use idgen_cluster_tests::{as_postgres, sqlstate, Cluster};
+use postgres::Client;
+
+const PRELOAD: &str = "shared_preload_libraries = 'idgen'";
+
+fn start(tag: &str, extra: &[&str]) -> Cluster {
+    let mut settings = vec![PRELOAD, "idgen.worker_id = 3"];
+    settings.extend_from_slice(extra);
+    let c = Cluster::start(tag, &settings);
+    c.create_db_with_idgen("postgres");
+    c
+}
+
+fn one_i64(client: &mut Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).unwrap().get(0)
+}
+
+/// Draws `n` numbers of `name` as `n` separate `segment_nextval` calls in one statement, in
+/// call order.
+fn draw(client: &mut Client, name: &str, n: i32) -> Result<Vec<i64>, postgres::Error> {
+    let rows = client.query(
+        "SELECT g, segment_nextval($1) FROM generate_series(1, $2) g ORDER BY g",
+        &[&name, &n],
+    )?;
+    Ok(rows.iter().map(|r| r.get(1)).collect())
+}
+
+fn assert_increasing(label: &str, numbers: &[i64]) {
+    if let Some(w) = numbers.windows(2).find(|w| w[0] >= w[1]) {
+        panic!("{label}: {} was followed by {}", w[0], w[1]);
+    }
+}
+
+fn assert_distinct<'a>(all: impl IntoIterator<Item = &'a i64>) -> usize {
+    let mut seen = HashSet::new();
+    for v in all {
+        assert!(seen.insert(*v), "number {v} was handed out twice");
+    }
+    seen.len()
+}
+
+fn max_id(client: &mut Client, name: &str) -> i64 {
+    client
+        .query_one("SELECT max_id FROM idgen_segment WHERE name = $1", &[&name])
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn eight_connections_draw_distinct_increasing_numbers() {
+    const CONNECTIONS: usize = 8;
+    const PER_CONNECTION: usize = 100_000;
+    const BATCH: i32 = 1000;
+    let cluster = start("seg-concurrency", &[]);
+    cluster
+        .connect("postgres")
+        .batch_execute("SELECT segment_create('s', step => 100)")
+        .unwrap();
+
+    let per_connection: Vec<Vec<i64>> = thread::scope(|s| {
+        let handles: Vec<_> = (0..CONNECTIONS)
+            .map(|i| {
+                let cluster = &cluster;
+                s.spawn(move || {
+                    let mut client = cluster.connect("postgres");
+                    let mut got = Vec::with_capacity(PER_CONNECTION);
+                    for round in 0..PER_CONNECTION / BATCH as usize {
+                        if (round + i) % 2 == 0 {
+                            got.extend(draw(&mut client, "s", BATCH).unwrap());
+                        } else {
+                            let rows = client
+                                .query("SELECT segment_nextvals('s', $1)", &[&BATCH])
+                                .unwrap();
+                            got.extend(rows.iter().map(|r| r.get::<_, i64>(0)));
+                        }
+                    }
+                    let last = one_i64(&mut client, "SELECT segment_currval('s')");
+                    assert_eq!(Some(&last), got.last(), "segment_currval is the last number");
+                    got
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    for (i, numbers) in per_connection.iter().enumerate() {
+        assert_eq!(numbers.len(), PER_CONNECTION);
+        assert_increasing(&format!("connection {i}"), numbers);
+    }
+    let distinct = assert_distinct(per_connection.iter().flatten());
+    assert_eq!(distinct, CONNECTIONS * PER_CONNECTION);
+    let highest = per_connection.iter().flatten().max().copied().unwrap();
+    let mut client = cluster.connect("postgres");
+    assert!(max_id(&mut client, "s") >= highest);
+    // One table write buys a range: far fewer refills than numbers.
+    let refills = one_i64(&mut client, "SELECT refills FROM segment_status() WHERE name = 's'");
+    assert!(refills >= 1 && refills <= (CONNECTIONS * PER_CONNECTION / 100) as i64, "{refills} refills");
+}
+
+#[test]
+fn rolled_back_draws_are_never_handed_out_again() {
+    let cluster = start("seg-rollback", &[]);
+    let mut admin = cluster.connect("postgres");
+    // A small step: most transactions below cause refills, which must survive their ROLLBACK.
+    admin
+        .batch_execute("SELECT segment_create('r', step => 7); CREATE TABLE kept (n bigint PRIMARY KEY)")
+        .unwrap();
+
+    let per_session: Vec<Vec<i64>> = thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|i| {
+                let cluster = &cluster;
+                s.spawn(move || {
+                    let mut client = cluster.connect("postgres");
+                    let mut got = Vec::new();
+                    for round in 0..300 {
+                        let mut tx = client.transaction().unwrap();
+                        let rows = tx
+                            .query(
+                                "INSERT INTO kept SELECT segment_nextval('r') FROM generate_series(1, 5) RETURNING n",
+                                &[],
+                            )
+                            .unwrap();
+                        let mut mine: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+                        mine.sort();
+                        got.extend(mine);
+                        // Sessions 0-2 roll back every other transaction, 3-5 always commit.
+                        if i < 3 && round % 2 == 0 {
+                            tx.rollback().unwrap();
+                        } else {
+                            tx.commit().unwrap();
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    for (i, numbers) in per_session.iter().enumerate() {
+        assert_increasing(&format!("session {i}"), numbers);
+    }
+    assert_eq!(assert_distinct(per_session.iter().flatten()), 6 * 300 * 5);
+    // After all that, new numbers are above everything handed out, committed or not.
+    let highest = per_session.iter().flatten().max().copied().unwrap();
+    let next = draw(&mut admin, "r", 1).unwrap()[0];
+    assert!(next > highest, "{next} after {highest}");
+    assert!(max_id(&mut admin, "r") >= next);
+}
+
+/// Draws from 8 connections until `stop` is set or the server goes away; returns what each
+/// connection received.
+fn draw_until_stopped(cluster: &Cluster, name: &str, stop: &AtomicBool) -> Vec<i64> {
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut client = cluster.connect("postgres");
+                    let mut got = Vec::new();
+                    while !stop.load(Ordering::SeqCst) {
+                        match draw(&mut client, name, 50) {
+                            Ok(v) => got.extend(v),
+                            Err(_) => break,
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// After an abrupt end of the server (or of its allocator), the numbers drawn before it and
+/// after the restart: all distinct, every later one above every earlier one, and the stored
+/// high-water mark at or above all of them.
+fn assert_survives(cluster: &Cluster, name: &str, disaster: impl FnOnce() + Send) {
+    let stop = AtomicBool::new(false);
+    let before = thread::scope(|s| {
+        let drawing = s.spawn(|| draw_until_stopped(cluster, name, &stop));
+        thread::sleep(Duration::from_millis(1500));
+        disaster();
+        thread::sleep(Duration::from_millis(200));
+        stop.store(true, Ordering::SeqCst);
+        drawing.join().unwrap()
+    });
+    assert!(before.len() > 1000, "only {} numbers were drawn before", before.len());
+
+    // The server is up again (restarted by the caller or by the postmaster's crash recovery).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut client = loop {
+        let client = postgres::Client::connect(&cluster.conninfo("postgres"), postgres::NoTls)
+            .ok()
+            .and_then(|mut c| c.simple_query("SELECT 1").ok().map(|_| c));
+        match client {
+            Some(c) => break c,
+            None if Instant::now() < deadline => thread::sleep(Duration::from_millis(200)),
+            None => panic!("server did not come back:\n{}", cluster.log()),
+        }
+    };
+    let stored = max_id(&mut client, name);
+    let stop = AtomicBool::new(false);
+    let after = thread::scope(|s| {
+        let drawing = s.spawn(|| draw_until_stopped(cluster, name, &stop));
+        thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::SeqCst);
+        drawing.join().unwrap()
+    });
+    assert!(!after.is_empty());
+    let highest_before = *before.iter().max().unwrap();
+    let lowest_after = *after.iter().min().unwrap();
+    assert!(
+        lowest_after > highest_before,
+        "{lowest_after} drawn after the restart is not above {highest_before} drawn before"
+    );
+    assert!(stored >= highest_before, "max_id {stored} below handed-out {highest_before}");
+    assert!(max_id(&mut client, name) >= *after.iter().max().unwrap());
+    assert_distinct(before.iter().chain(after.iter()));
+}
+
+#[test]
+fn immediate_stop_never_leads_to_a_repeated_number() {
+    let cluster = start("seg-crash", &[]);
+    cluster
+        .connect("postgres")
+        .batch_execute("SELECT segment_create('c', step => 50)")
+        .unwrap();
+    assert_survives(&cluster, "c", || {
+        cluster.stop("immediate");
+        let out = cluster.pg_ctl_start();
+        assert!(out.status.success(), "restart failed:\n{}", cluster.log());
+    });
+}
+
+#[test]
+fn kill_9_of_the_allocator_never_leads_to_a_repeated_number() {
+    let cluster = start("seg-kill", &[]);
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute("SELECT segment_create('k', step => 50)")
+        .unwrap();
+    draw(&mut admin, "k", 1).unwrap();
+    let pid: i32 = admin
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'idgen allocator'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    drop(admin);
+    assert_survives(&cluster, "k", || {
+        let status = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    });
+    assert!(cluster.log().contains("terminated by signal 9"), "{}", cluster.log());
+}
+
+#[test]
+fn pg_dump_carries_the_high_water_marks() {
+    let source = start("seg-dump-src", &[]);
+    let mut client = source.connect("postgres");
+    client
+        .batch_execute(
+            "SELECT segment_create('a', step => 10); SELECT segment_create('b', start => 1000000, step => 500)",
+        )
+        .unwrap();
+    let mut drawn_a = draw(&mut client, "a", 2345).unwrap();
+    let drawn_b = draw(&mut client, "b", 777).unwrap();
+    let dump = source.dir().join("idgen.dump");
+    let out = as_postgres("pg_dump")
+        .args(["-h", "127.0.0.1", "-p", &source.port().to_string(), "-U", "postgres", "-Fc"])
+        .args(["-f", dump.to_str().unwrap(), "postgres"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
+    // Numbers drawn after the dump come from ranges the dump already covers.
+    drawn_a.extend(draw(&mut client, "a", 3).unwrap());
+
+    let target = Cluster::start("seg-dump-dst", &[PRELOAD, "idgen.worker_id = 4"]);
+    target
+        .connect("postgres")
+        .batch_execute("CREATE DATABASE restored")
+        .unwrap();
+    let out = as_postgres("pg_restore")
+        .args(["-h", "127.0.0.1", "-p", &target.port().to_string(), "-U", "postgres"])
+        .args(["-d", "restored", "--exit-on-error", dump.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "pg_restore: {}", String::from_utf8_lossy(&out.stderr));
+    let mut restored = target.connect("restored");
+    let a = draw(&mut restored, "a", 100).unwrap();
+    let b = draw(&mut restored, "b", 100).unwrap();
+    assert!(a[0] > *drawn_a.iter().max().unwrap(), "{} after {:?}", a[0], drawn_a.last());
+    assert!(b[0] > *drawn_b.iter().max().unwrap());
+    let step: i32 = restored
+        .query_one("SELECT step FROM idgen_segment WHERE name = 'b'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(step, 500);
+}
+
+#[test]
+fn double_buffer_fetches_ahead_and_the_step_grows() {
+    let cluster = start("seg-buffer", &[]);
+    let mut client = cluster.connect("postgres");
+    client
+        .batch_execute("SELECT segment_create('d', step => 100)")
+        .unwrap();
+    // Ranges used up within idgen.segment_refill_interval (15 min): each refill doubles.
+    let n = 200_000;
+    let total: i64 = one_i64(
+        &mut client,
+        &format!("SELECT count(DISTINCT segment_nextval('d')) FROM generate_series(1, {n})"),
+    );
+    assert_eq!(total, n);
+    let row = client
+        .query_one(
+            "SELECT cached_step, refills, current_first, current_last, current_used FROM segment_status() WHERE name = 'd'",
+            &[],
+        )
+        .unwrap();
+    let (cached_step, refills): (i64, i64) = (row.get(0), row.get(1));
+    assert!(cached_step >= 100 * 2_i64.pow(8), "step stayed at {cached_step}");
+    assert!(refills <= n / 100, "{refills} refills for {n} numbers");
+
+    // Draw just past 10% of the current range: the next range arrives while the current one
+    // still has numbers (a refill ahead of need).
+    let (first, last, used): (i64, i64, i64) = (row.get(2), row.get(3), row.get(4));
+    let len = last - first + 1;
+    let more = (len / 10 + 1 - used).max(1);
+    draw(&mut client, "d", more as i32).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = client
+            .query_one(
+                "SELECT next_first, current_last - current_first + 1 - current_used FROM segment_status() WHERE name = 'd'",
+                &[],
+            )
+            .unwrap();
+        let (next_first, left): (Option<i64>, i64) = (row.get(0), row.get(1));
+        if let Some(next_first) = next_first {
+            assert!(left > 0, "the next range arrived only when the current one was empty");
+            assert!(next_first > last);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no range was fetched ahead");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_same_name_in_two_databases_is_two_segments() {
+    let cluster = start("seg-two-db", &[]);
+    cluster.create_db_with_idgen("other");
+    let mut one = cluster.connect("postgres");
+    let mut two = cluster.connect("other");
+    one.batch_execute("SELECT segment_create('n', step => 10)").unwrap();
+    two.batch_execute("SELECT segment_create('n', start => 500, step => 10)").unwrap();
+    assert_eq!(draw(&mut one, "n", 3).unwrap(), [1, 2, 3]);
+    assert_eq!(draw(&mut two, "n", 3).unwrap(), [500, 501, 502]);
+    one.batch_execute("SELECT segment_setval('n', 100)").unwrap();
+    assert_eq!(draw(&mut one, "n", 1).unwrap(), [101]);
+    assert_eq!(draw(&mut two, "n", 1).unwrap(), [503]);
+    one.batch_execute("SELECT segment_drop('n')").unwrap();
+    assert_eq!(sqlstate(draw(&mut one, "n", 1)), "42704");
+    assert_eq!(draw(&mut two, "n", 1).unwrap(), [504]);
+    // One allocator per database that uses segments.
+    let workers: Vec<String> = one
+        .query(
+            "SELECT datname FROM pg_stat_activity WHERE backend_type = 'idgen allocator' ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(workers, ["other", "postgres"]);
+}
+
+#[test]
+fn only_privileged_roles_change_segments() {
+    let cluster = start("seg-privileges", &[]);
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute(
+            "CREATE ROLE app LOGIN; CREATE ROLE ops LOGIN;
+             SELECT segment_create('p', step => 10);
+             GRANT EXECUTE ON FUNCTION segment_setval(text, bigint) TO ops;",
+        )
+        .unwrap();
+    let connect = |role: &str| {
+        postgres::Client::connect(
+            &cluster.conninfo("postgres").replace("user=postgres", &format!("user={role}")),
+            postgres::NoTls,
+        )
+        .unwrap()
+    };
+    let mut app = connect("app");
+    assert_eq!(draw(&mut app, "p", 2).unwrap(), [1, 2]);
+    assert_eq!(one_i64(&mut app, "SELECT segment_currval('p')"), 2);
+    assert!(one_i64(&mut app, "SELECT max_id FROM idgen_segment WHERE name = 'p'") >= 2);
+    assert_eq!(one_i64(&mut app, "SELECT count(*) FROM segment_status()"), 1);
+    for sql in [
+        "SELECT segment_create('q')",
+        "SELECT segment_alter('p', step => 5)",
+        "SELECT segment_drop('p')",
+        "SELECT segment_setval('p', 1000)",
+        "INSERT INTO idgen_segment (name, max_id, step) VALUES ('q', 0, 1)",
+        "UPDATE idgen_segment SET max_id = 0",
+        "DELETE FROM idgen_segment",
+        "TRUNCATE idgen_segment",
+    ] {
+        assert_eq!(sqlstate(app.batch_execute(sql)), "42501", "{sql}");
+    }
+    // A granted role can, through the allocator (it still cannot write the table itself).
+    let mut ops = connect("ops");
+    assert_eq!(one_i64(&mut ops, "SELECT segment_setval('p', 1000)"), 1000);
+    assert_eq!(sqlstate(ops.batch_execute("UPDATE idgen_segment SET max_id = 0")), "42501");
+    assert_eq!(draw(&mut app, "p", 1).unwrap(), [1001]);
+    assert!(max_id(&mut admin, "p") >= 1001);
+}
+
+#[test]
+fn a_caller_waits_at_most_the_wait_timeout_and_can_be_cancelled() {
+    let cluster = start("seg-wait", &["idgen.segment_worker_idle_timeout = '1s'"]);
+    let mut admin = cluster.connect("postgres");
+    admin.batch_execute("SELECT segment_create('w', step => 1)").unwrap();
+    let mut caller = cluster.connect("postgres");
+    assert_eq!(draw(&mut caller, "w", 1).unwrap(), [1]);
+    // Hold the row lock: the allocator's next refill blocks behind it.
+    let mut tx = admin.transaction().unwrap();
+    tx.batch_execute("SELECT * FROM idgen_segment WHERE name = 'w' FOR UPDATE").unwrap();
+    caller.batch_execute("SET idgen.segment_wait_timeout = '300ms'").unwrap();
+    let started = Instant::now();
+    // Both ranges of a step-1 segment run dry at once; the caller gives up after the timeout.
+    let mut timed_out = None;
+    for _ in 0..5 {
+        if let Err(e) = draw(&mut caller, "w", 1) {
+            timed_out = Some(e);
+            break;
+        }
+    }
+    let e = timed_out.expect("a draw waited for the locked refill");
+    assert_eq!(e.code().map(|c| c.code()), Some("55P03"), "{e}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
+    // With no timeout the wait lasts until cancelled.
+    caller.batch_execute("SET idgen.segment_wait_timeout = 0").unwrap();
+    let cancel = caller.cancel_token();
+    let waiting = thread::spawn(move || {
+        let r = draw(&mut caller, "w", 1).map(|_| ());
+        (r, caller)
+    });
+    thread::sleep(Duration::from_millis(500));
+    cancel.cancel_query(postgres::NoTls).unwrap();
+    let (r, mut caller) = waiting.join().unwrap();
+    assert_eq!(sqlstate(r), "57014");
+
+    // Released, the allocator goes on and the same sessions draw again, above everything.
+    tx.rollback().unwrap();
+    let next = draw(&mut caller, "w", 1).unwrap()[0];
+    assert!(next > 1);
+    // The allocator exits once idle and comes back on demand.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while one_i64(&mut admin, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idgen allocator'") > 0 {
+        assert!(Instant::now() < deadline, "the allocator did not exit when idle");
+        thread::sleep(Duration::from_millis(100));
+    }
+    let later = draw(&mut caller, "w", 3).unwrap();
+    assert!(later[0] > next);
+}
+
+#[test]
+fn without_a_worker_slot_the_error_says_what_to_raise() {
+    // The logical replication launcher takes the only background worker slot.
+    let cluster = start("seg-no-slot", &["max_worker_processes = 1"]);
+    let mut client = cluster.connect("postgres");
+    let e = idgen_cluster_tests::db_error(client.batch_execute("SELECT segment_create('x')"));
+    assert_eq!(e.code().code(), "53400");
+    assert!(e.hint().unwrap_or("").contains("max_worker_processes"), "{e:?}");
+    assert_eq!(one_i64(&mut client, "SELECT count(*) FROM idgen_segment"), 0);
+}
+
+#[test]
+fn more_than_a_thousand_segments_fit_and_then_a_clear_error() {
+    let cluster = start("seg-capacity", &[]);
+    let mut client = cluster.connect("postgres");
+    client
+        .batch_execute(
+            "SELECT segment_create('s' || g, step => 1) FROM generate_series(1, 1025) g;
+             SELECT segment_nextval('s' || g) FROM generate_series(1, 1024) g;",
+        )
+        .unwrap();
+    assert_eq!(one_i64(&mut client, "SELECT count(*) FROM segment_status() WHERE refills > 0"), 1024);
+    assert_eq!(sqlstate(client.batch_execute("SELECT segment_nextval('s1025')")), "54000");
+    // Dropping one frees its cache slot.
+    client.batch_execute("SELECT segment_drop('s1')").unwrap();
+    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('s1025')"), 1);
+}
