@@ -815,11 +815,11 @@ struct Local {
 /// This session's segments, by name (this backend's database only).
 static LOCAL: Mutex<Option<HashMap<String, Local>>> = Mutex::new(None);
 
-/// Draws `n >= 1` numbers of segment `name`: consecutive runs `(first, count)` in increasing
-/// order, `count` summing to `n`. The hot path is one `fetch_add` on the cached range; a
-/// caller waits only when both ranges are empty, at most `idgen.segment_wait_timeout`.
-pub fn draw(name: &str, n: u64) -> Result<Vec<(i64, u64)>, Error> {
-    let mut runs = Vec::new();
+/// Draws `n >= 1` numbers of segment `name`, passing each run of consecutive numbers to
+/// `run(first, count)` in increasing order, the counts summing to `n`. The hot path is one
+/// `fetch_add` on the cached range; a caller waits only when both ranges are empty, at most
+/// `idgen.segment_wait_timeout`.
+pub fn draw(name: &str, n: u64, mut run: impl FnMut(i64, u64)) -> Result<(), Error> {
     let mut left = n;
     let mut guard = LOCAL.lock();
     let local = guard.get_or_insert_with(HashMap::new);
@@ -844,13 +844,13 @@ pub fn draw(name: &str, n: u64) -> Result<Vec<(i64, u64)>, Error> {
                     ask_for_next_range(entry.slot, entry.generation)?;
                 }
                 entry.currval = Some(first + (count as i64 - 1));
-                runs.push((first, count));
+                run(first, count);
                 left -= count;
             }
             None => wait_for_range(name, entry.slot, entry.generation)?,
         }
     }
-    Ok(runs)
+    Ok(())
 }
 
 /// This session's last number of segment `name`, if it drew one.

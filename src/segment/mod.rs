@@ -123,7 +123,9 @@ fn segment_create(
 #[pg_extern(volatile, parallel_restricted)]
 fn segment_nextval(name: Option<&str>) -> i64 {
     let name = name_arg(name);
-    cache::draw(name, 1).or_report()[0].0
+    let mut value = 0;
+    cache::draw(name, 1, |first, _| value = first).or_report();
+    value
 }
 
 /// `count` numbers of segment `name` (1 to 1,000,000), increasing; consecutive within a range.
@@ -135,7 +137,8 @@ fn segment_nextvals(name: Option<&str>, count: Option<i32>) -> SetOfIterator<'st
     if !(1..=MAX_BATCH).contains(&count) {
         Error::CountOutOfRange { count: count.into(), max: MAX_BATCH as u64 }.report();
     }
-    let runs = cache::draw(name, count as u64).or_report();
+    let mut runs = Vec::new();
+    cache::draw(name, count as u64, |first, n| runs.push((first, n))).or_report();
     SetOfIterator::new(
         runs.into_iter()
             .flat_map(|(first, n)| (0..n as i64).map(move |i| first + i)),

@@ -512,3 +512,32 @@ fn more_than_a_thousand_segments_fit_and_then_a_clear_error() {
     client.batch_execute("SELECT segment_drop('s1')").unwrap();
     assert_eq!(one_i64(&mut client, "SELECT segment_nextval('s1025')"), 1);
 }
+
+#[test]
+fn a_standby_refuses_to_hand_out_numbers() {
+    let cluster = start("seg-standby", &[]);
+    let mut client = cluster.connect("postgres");
+    client.batch_execute("SELECT segment_create('s')").unwrap();
+    assert_eq!(draw(&mut client, "s", 1).unwrap(), [1]);
+    drop(client);
+    cluster.stop("fast");
+    // standby.signal without a primary: the server stays in recovery, open read-only.
+    std::fs::write(cluster.data().join("standby.signal"), "").unwrap();
+    let out = cluster.pg_ctl_start();
+    assert!(out.status.success(), "standby did not start:\n{}", cluster.log());
+    let mut standby = cluster.connect("postgres");
+    let in_recovery: bool = standby.query_one("SELECT pg_is_in_recovery()", &[]).unwrap().get(0);
+    assert!(in_recovery);
+    for sql in [
+        "SELECT segment_nextval('s')",
+        "SELECT segment_nextvals('s', 10)",
+        "SELECT segment_create('t')",
+        "SELECT segment_setval('s', 100)",
+        "SELECT snowflake_nextval()",
+    ] {
+        let e = idgen_cluster_tests::db_error(standby.batch_execute(sql));
+        assert_eq!(e.code().code(), "25006", "{sql}: {e:?}");
+        assert!(e.hint().is_some(), "{sql}: no hint");
+    }
+    assert_eq!(max_id(&mut standby, "s"), 1000);
+}
