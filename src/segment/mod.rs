@@ -243,3 +243,71 @@ fn segment_cache_status() -> TableIterator<
         )
     }))
 }
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use crate::testing::{assert_sqlstate, one_i64};
+    use pgrx::prelude::*;
+
+    // Segment changes are committed by the allocator, not rolled back with a test: each test
+    // uses names of its own.
+
+    #[pg_test]
+    fn nextval_counts_from_start_and_currval_follows() {
+        Spi::run("SELECT segment_create('pgt_count', start => 41, step => 100)").unwrap();
+        assert_sqlstate("SELECT segment_currval('pgt_count')", "55000");
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_count')"), 41);
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_count')"), 42);
+        assert_eq!(one_i64("SELECT segment_currval('pgt_count')"), 42);
+        let batch = Spi::get_one::<Vec<i64>>("SELECT array_agg(n) FROM segment_nextvals('pgt_count', 3) n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(batch, [43, 44, 45]);
+        assert_eq!(one_i64("SELECT max_id FROM idgen_segment WHERE name = 'pgt_count'"), 140);
+    }
+
+    #[pg_test]
+    fn setval_moves_forward_only() {
+        Spi::run("SELECT segment_create('pgt_setval', step => 10)").unwrap();
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_setval')"), 1);
+        assert_eq!(one_i64("SELECT segment_setval('pgt_setval', 100)"), 100);
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_setval')"), 101);
+        assert_sqlstate("SELECT segment_setval('pgt_setval', 50)", "22003");
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_setval')"), 102);
+    }
+
+    #[pg_test]
+    fn bad_names_and_arguments_have_their_own_sqlstates() {
+        Spi::run("SELECT segment_create('pgt_args')").unwrap();
+        for (sql, code) in [
+            ("SELECT segment_nextval(NULL)", "22004"),
+            ("SELECT segment_nextval('')", "42602"),
+            ("SELECT segment_nextval(repeat('x', 64))", "42622"),
+            ("SELECT segment_nextval(repeat('号', 22))", "42622"),
+            ("SELECT segment_nextval('pgt_missing')", "42704"),
+            ("SELECT segment_currval('pgt_missing')", "42704"),
+            ("SELECT segment_drop('pgt_missing')", "42704"),
+            ("SELECT segment_alter('pgt_missing', step => 2)", "42704"),
+            ("SELECT segment_create('pgt_args')", "42710"),
+            ("SELECT segment_create('pgt_bad', step => 0)", "22023"),
+            ("SELECT segment_create('pgt_bad', start => NULL)", "22004"),
+            ("SELECT segment_create('pgt_bad', start => -9223372036854775808)", "22003"),
+            ("SELECT segment_create('pgt_bad', description => repeat('d', 1025))", "22001"),
+            ("SELECT segment_nextvals('pgt_args', 0)", "22023"),
+            ("SELECT segment_nextvals('pgt_args', NULL)", "22004"),
+            ("SELECT segment_setval('pgt_args', NULL)", "22004"),
+        ] {
+            assert_sqlstate(sql, code);
+        }
+        assert_eq!(one_i64("SELECT count(*) FROM idgen_segment WHERE name LIKE 'pgt_bad%'"), 0);
+    }
+
+    #[pg_test]
+    fn the_last_range_stops_at_the_bigint_maximum() {
+        Spi::run("SELECT segment_create('pgt_edge', start => 9223372036854775806, step => 10)").unwrap();
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_edge')"), i64::MAX - 1);
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_edge')"), i64::MAX);
+        assert_sqlstate("SELECT segment_nextval('pgt_edge')", "2200H");
+    }
+}

@@ -151,21 +151,8 @@ fn snowflake_status() -> TableIterator<
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {
+    use crate::testing::{assert_sqlstate, one_i64};
     use pgrx::prelude::*;
-
-    /// Runs `sql` and asserts that it fails with SQLSTATE `code`: a PL/pgSQL handler catches
-    /// exactly that code, so another code, or no error at all, fails the test.
-    fn assert_sqlstate(sql: &str, code: &str) {
-        let block = format!(
-            "DO $do$ BEGIN EXECUTE $q${sql}$q$; RAISE EXCEPTION 'no error' USING ERRCODE = 'XX001'; \
-             EXCEPTION WHEN SQLSTATE '{code}' THEN NULL; END $do$"
-        );
-        Spi::run(&block).unwrap_or_else(|e| panic!("{sql}: expected SQLSTATE {code}, got {e}"));
-    }
-
-    fn one_i64(sql: &str) -> i64 {
-        Spi::get_one::<i64>(sql).unwrap().unwrap()
-    }
 
     #[pg_test]
     fn nextval_increases_and_carries_the_worker_id() {
