@@ -85,8 +85,14 @@ pub enum Error {
     DescriptionTooLong { bytes: usize, max: usize },
     /// `segment_setval` below a number that may have been handed out (22003), as sequence.c's
     /// "value is out of bounds": segments only move forward.
-    #[error("segment_setval: value {value} is below segment \"{name}\"'s numbers already handed out")]
-    SetvalBackwards { name: String, value: i64, floor: i64 },
+    #[error(
+        "segment_setval: value {value} is below segment \"{name}\"'s numbers already handed out"
+    )]
+    SetvalBackwards {
+        name: String,
+        value: i64,
+        floor: i64,
+    },
     /// The high-water mark is `i64::MAX` (2200H), as sequence.c's "reached maximum value".
     #[error("segment_nextval: reached maximum value of segment \"{name}\" ({max})", max = i64::MAX)]
     SegmentExhausted { name: String },

@@ -163,7 +163,11 @@ pub fn init() {
     {
         let Some(text) = text else { continue };
         if parse_int(&text, flags.bits()) != Some(setting.get()) {
-            let unit = if flags.contains(GucFlags::UNIT_MS) { " milliseconds" } else { "" };
+            let unit = if flags.contains(GucFlags::UNIT_MS) {
+                " milliseconds"
+            } else {
+                ""
+            };
             rejected(
                 &name.to_string_lossy(),
                 &text,

@@ -16,8 +16,8 @@ use pgrx::prelude::*;
 
 pub mod error;
 pub mod guc;
-pub mod shmem;
 pub mod segment;
+pub mod shmem;
 pub mod snowflake;
 pub mod worker;
 

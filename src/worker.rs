@@ -6,6 +6,10 @@
 //! of a new range is published to the shared cache: a caller's ROLLBACK can never undo a
 //! high-water mark whose numbers are in use (DESIGN.md §2). A failed unit is reported to the
 //! waiting caller and the worker goes on, as pg_cron's workers do.
+//!
+//! A [`Failure`] is plain data of fixed size (it travels through shared memory), so results
+//! carrying it are large; they are produced once per unit of work, never on a hot path.
+#![allow(clippy::result_large_err)]
 
 use std::time::{Duration, Instant};
 
@@ -15,17 +19,16 @@ use pgrx::prelude::*;
 
 use crate::error::Error;
 use crate::guc;
-use crate::segment::cache::{self, DescriptionChange, Failure, Refilled, Request, RequestKind, SlotMeta, Work};
+use crate::segment::cache::{
+    self, DescriptionChange, Failure, Refilled, Request, RequestKind, SlotMeta, Work,
+};
 use crate::segment::catalog;
 use crate::segment::range::{max_id_for_start, next_range, next_step};
 
-/// Registers the allocator of database `db` as a dynamic background worker. `Err` when
+/// Registers the allocator of database `db` as a dynamic background worker. False when
 /// PostgreSQL has no free background worker slot (`max_worker_processes`).
-pub fn launch(db: pg_sys::Oid) -> Result<(), ()> {
-    cache::allocator_builder(db)
-        .load_dynamic()
-        .map(|_| ())
-        .map_err(|_| ())
+pub fn launch(db: pg_sys::Oid) -> bool {
+    cache::allocator_builder(db).load_dynamic().is_ok()
 }
 
 /// Entry point of the allocator; `arg` is the database oid.
@@ -132,7 +135,10 @@ fn in_transaction<R>(body: impl FnOnce() -> Result<R, Error>) -> Result<R, Failu
     .catch_others(|caught| {
         // SAFETY: pgrx has flushed the error state; this aborts the failed transaction.
         unsafe { pg_sys::AbortCurrentTransaction() };
-        warning!("idgen allocator: {}", Failure::from_caught(&caught).to_error());
+        warning!(
+            "idgen allocator: {}",
+            Failure::from_caught(&caught).to_error()
+        );
         Err(Failure::from_caught(&caught))
     })
     .execute()
@@ -150,7 +156,11 @@ fn run(db: pg_sys::Oid, work: Work) {
             };
             cache::lock().finish_request(index, outcome);
         }
-        Work::Refill { index, generation, meta } => {
+        Work::Refill {
+            index,
+            generation,
+            meta,
+        } => {
             let outcome = refill(&meta).map_err(|f| {
                 let gone = f.sqlstate() == PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT as i32;
                 (f, gone)
@@ -186,7 +196,12 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
         let range = next_range(max_id, step)
             .ok_or_else(|| Error::SegmentExhausted { name: name.into() })?;
         catalog::set_max_id(name, range.last)?;
-        Ok(Refilled { range, base_step, step, at: 0 })
+        Ok(Refilled {
+            range,
+            base_step,
+            step,
+            at: 0,
+        })
     })?;
     done.at = cache::now();
     Ok(done)
@@ -205,7 +220,11 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
     }
     g.assign(db, name, base_step)
         .map(|i| i as i64)
-        .ok_or_else(|| Failure::from_error(&Error::SegmentCacheFull { max: cache::MAX_SEGMENTS }))
+        .ok_or_else(|| {
+            Failure::from_error(&Error::SegmentCacheFull {
+                max: cache::MAX_SEGMENTS,
+            })
+        })
 }
 
 /// A cached segment made undrawable while an admin call changes it.
@@ -220,7 +239,10 @@ fn freeze(db: pg_sys::Oid, name: &str) -> Option<Frozen> {
     g.meta(index).frozen = true;
     let s = cache::slot(index);
     s.buffers.freeze();
-    Some(Frozen { index, generation: s.generation.load(std::sync::atomic::Ordering::SeqCst) })
+    Some(Frozen {
+        index,
+        generation: s.generation.load(std::sync::atomic::Ordering::SeqCst),
+    })
 }
 
 /// After an admin call: `Keep` thaws the cached ranges unchanged (the call failed), `Clear`
@@ -266,7 +288,8 @@ fn frozen_call(
 
 fn create(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
     let name = r.name.as_str();
-    let description = (r.description_change == DescriptionChange::Set).then(|| r.description.as_str());
+    let description =
+        (r.description_change == DescriptionChange::Set).then(|| r.description.as_str());
     // A slot still cached under this name is stale (its row was removed behind idgen's back):
     // its numbers must not be mixed with the new segment's.
     frozen_call(db, name, After::Release, |_| {
@@ -285,7 +308,8 @@ fn alter(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
         DescriptionChange::Set => Some(Some(r.description.as_str())),
         DescriptionChange::Clear => Some(None),
     };
-    let step = in_transaction(|| catalog::alter(name, (r.step != 0).then_some(r.step), description))?;
+    let step =
+        in_transaction(|| catalog::alter(name, (r.step != 0).then_some(r.step), description))?;
     let mut g = cache::lock();
     if let Some(i) = g.find(db, name) {
         let m = g.meta(i);
@@ -314,7 +338,11 @@ fn setval(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
         let (max_id, _) = catalog::lock_row(name)?;
         let floor = highest.unwrap_or(max_id);
         if value < floor {
-            return Err(Error::SetvalBackwards { name: name.into(), value, floor });
+            return Err(Error::SetvalBackwards {
+                name: name.into(),
+                value,
+                floor,
+            });
         }
         catalog::set_max_id(name, value)?;
         Ok(value)

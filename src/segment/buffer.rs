@@ -40,7 +40,7 @@ pub struct BufferView {
 impl RangeBuffer {
     fn begin_write(&self) -> u64 {
         let v = self.version.load(SeqCst);
-        if v % 2 == 0 {
+        if v.is_multiple_of(2) {
             self.version.store(v + 1, SeqCst);
         }
         v | 1
@@ -262,9 +262,12 @@ mod tests {
         d.draw(2);
         // Drained current, full next: the new range must queue behind 3..=4.
         assert!(d.install(r(5, 6)));
-        let got: Vec<i64> = std::iter::from_fn(|| d.draw(1).or_else(|| d.advance().then(|| d.draw(1)).flatten()))
-            .map(|x| x.first)
-            .collect();
+        let got: Vec<i64> = std::iter::from_fn(|| {
+            d.draw(1)
+                .or_else(|| d.advance().then(|| d.draw(1)).flatten())
+        })
+        .map(|x| x.first)
+        .collect();
         assert_eq!(got, [3, 4, 5, 6]);
     }
 
@@ -290,7 +293,10 @@ mod tests {
         let d = DoubleBuffer::default();
         d.install(r(1, 1000));
         d.draw(50);
-        assert!(d.draw(100).unwrap().prefetch, "a batch covering offset 100 asks");
+        assert!(
+            d.draw(100).unwrap().prefetch,
+            "a batch covering offset 100 asks"
+        );
     }
 
     #[test]
@@ -316,7 +322,10 @@ mod tests {
     fn ranges_at_the_bigint_maximum() {
         let d = DoubleBuffer::default();
         d.install(r(i64::MAX - 1, i64::MAX));
-        assert_eq!(d.draw(5).map(|x| (x.first, x.count)), Some((i64::MAX - 1, 2)));
+        assert_eq!(
+            d.draw(5).map(|x| (x.first, x.count)),
+            Some((i64::MAX - 1, 2))
+        );
         assert_eq!(d.draw(1), None);
     }
 
@@ -356,7 +365,10 @@ mod tests {
         });
         let mut seen = HashSet::new();
         for mine in &all {
-            assert!(mine.windows(2).all(|w| w[0] < w[1]), "a thread went backwards");
+            assert!(
+                mine.windows(2).all(|w| w[0] < w[1]),
+                "a thread went backwards"
+            );
             for &v in mine {
                 assert!(seen.insert(v), "{v} was drawn twice");
             }

@@ -11,6 +11,10 @@
 //!
 //! Backends keep a process-local map name → (slot, generation) and this session's
 //! `segment_currval`s behind a `parking_lot` mutex, which no other process sees.
+//!
+//! Allocator results carry a fixed-size [`Failure`] (it lives in shared memory): large, but
+//! built once per unit of work, never on the hot path.
+#![allow(clippy::result_large_err)]
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
@@ -45,7 +49,10 @@ pub struct FixedText<const N: usize> {
 
 impl<const N: usize> Default for FixedText<N> {
     fn default() -> Self {
-        Self { len: 0, bytes: [0; N] }
+        Self {
+            len: 0,
+            bytes: [0; N],
+        }
     }
 }
 
@@ -56,7 +63,10 @@ impl<const N: usize> FixedText<N> {
         while !text.is_char_boundary(end) {
             end -= 1;
         }
-        let mut t = Self { len: end as u16, ..Self::default() };
+        let mut t = Self {
+            len: end as u16,
+            ..Self::default()
+        };
         t.bytes[..end].copy_from_slice(&text.as_bytes()[..end]);
         t
     }
@@ -248,7 +258,11 @@ pub struct Request {
 impl Request {
     /// A request of `kind` for segment `name`, with no arguments yet.
     pub fn new(kind: RequestKind, name: &str) -> Self {
-        Self { kind, name: FixedText::new(name), ..Self::default() }
+        Self {
+            kind,
+            name: FixedText::new(name),
+            ..Self::default()
+        }
     }
 }
 
@@ -368,7 +382,8 @@ impl Locked {
 
     /// Assigns a free slot to segment `name` of `db`, empty and with a refill wanted.
     pub fn assign(&mut self, db: pg_sys::Oid, name: &str, base_step: i64) -> Option<usize> {
-        let index = (0..MAX_SEGMENTS).find(|&i| slot(i).generation.load(SeqCst) % 2 == 0)?;
+        let index =
+            (0..MAX_SEGMENTS).find(|&i| slot(i).generation.load(SeqCst).is_multiple_of(2))?;
         let s = slot(index);
         s.buffers.clear();
         *self.meta(index) = SlotMeta {
@@ -420,12 +435,21 @@ impl Locked {
             }
             *a = Allocator::default();
         }
-        let Some(entry) = self.allocators().iter_mut().find(|a| a.db == pg_sys::InvalidOid)
+        let Some(entry) = self
+            .allocators()
+            .iter_mut()
+            .find(|a| a.db == pg_sys::InvalidOid)
         else {
             return Err(unavailable());
         };
-        crate::worker::launch(db).map_err(|()| unavailable())?;
-        *entry = Allocator { db, launched_at: now, ..Allocator::default() };
+        if !crate::worker::launch(db) {
+            return Err(unavailable());
+        }
+        *entry = Allocator {
+            db,
+            launched_at: now,
+            ..Allocator::default()
+        };
         Ok(())
     }
 
@@ -436,7 +460,11 @@ impl Locked {
         let (pid, latch) = unsafe { (pg_sys::MyProcPid, pg_sys::MyLatch as usize) };
         let entry = match self.allocators().iter().position(|a| a.db == db) {
             Some(i) => i,
-            None => match self.allocators().iter().position(|a| a.db == pg_sys::InvalidOid) {
+            None => match self
+                .allocators()
+                .iter()
+                .position(|a| a.db == pg_sys::InvalidOid)
+            {
                 Some(i) => i,
                 None => return false,
             },
@@ -445,7 +473,13 @@ impl Locked {
         if a.pid != 0 && a.pid != pid {
             return false;
         }
-        *a = Allocator { db, pid, latch, launched_at: a.launched_at, retire: false };
+        *a = Allocator {
+            db,
+            pid,
+            latch,
+            launched_at: a.launched_at,
+            retire: false,
+        };
         true
     }
 
@@ -648,7 +682,8 @@ pub struct Refilled {
     pub at: i64,
 }
 
-/// One unit of work for an allocator.
+/// One unit of work for an allocator (a copy out of shared memory, taken once per unit).
+#[allow(clippy::large_enum_variant)]
 pub enum Work {
     /// Request at this index (a copy; the original is marked running).
     Request(usize, Request),
@@ -662,7 +697,9 @@ pub enum Work {
 
 fn unavailable() -> Error {
     // SAFETY: a plain GUC variable.
-    Error::AllocatorUnavailable { max_worker_processes: unsafe { pg_sys::max_worker_processes } }
+    Error::AllocatorUnavailable {
+        max_worker_processes: unsafe { pg_sys::max_worker_processes },
+    }
 }
 
 fn wake(a: &Allocator) {
@@ -750,7 +787,11 @@ pub fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> {
     request.state = RequestState::Pending;
     let index = {
         let mut g = lock();
-        let Some(index) = g.requests().iter().position(|r| r.state == RequestState::Free) else {
+        let Some(index) = g
+            .requests()
+            .iter()
+            .position(|r| r.state == RequestState::Free)
+        else {
             return Err(Error::RequestQueueFull { max: MAX_REQUESTS });
         };
         g.requests()[index] = request;
@@ -766,7 +807,11 @@ pub fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> {
         match r.state {
             RequestState::Done => {
                 g.requests()[index] = Request::default();
-                Some(if r.failed { Err(r.failure.to_error()) } else { Ok(r.result) })
+                Some(if r.failed {
+                    Err(r.failure.to_error())
+                } else {
+                    Ok(r.result)
+                })
             }
             // The allocator may have exited (or never started): start another.
             RequestState::Pending => g.ensure_allocator(db).err().map(Err),
@@ -786,13 +831,15 @@ pub fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> {
     }
 }
 
+/// The caller stops waiting: a request not yet started is withdrawn, a running one is left to
+/// the allocator (it may still commit), a finished one is freed.
 fn abandon_request(index: usize) {
     let mut g = lock();
     let r = &mut g.requests()[index];
-    if r.state == RequestState::Done {
-        *r = Request::default();
-    } else if r.state != RequestState::Free {
-        r.state = RequestState::Abandoned;
+    match r.state {
+        RequestState::Pending | RequestState::Done => *r = Request::default(),
+        RequestState::Running => r.state = RequestState::Abandoned,
+        RequestState::Free | RequestState::Abandoned => {}
     }
 }
 
@@ -829,14 +876,20 @@ pub fn draw(name: &str, n: u64, mut run: impl FnMut(i64, u64)) -> Result<(), Err
             _ => {
                 let (index, generation) = resolve(name)?;
                 let currval = local.remove(name).and_then(|e| e.currval);
-                local
-                    .entry(name.to_owned())
-                    .or_insert(Local { slot: index, generation, currval })
+                local.entry(name.to_owned()).or_insert(Local {
+                    slot: index,
+                    generation,
+                    currval,
+                })
             }
         };
         let s = slot(entry.slot);
         match s.buffers.draw(left) {
-            Some(Drawn { first, count, prefetch }) => {
+            Some(Drawn {
+                first,
+                count,
+                prefetch,
+            }) => {
                 if s.generation.load(SeqCst) != entry.generation {
                     continue; // the slot was reused meanwhile: drop the numbers, look up again
                 }

@@ -42,7 +42,9 @@ fn internal(e: pgrx::spi::SpiError) -> Error {
 pub fn exists(name: &str) -> Result<bool, Error> {
     let Some(s) = schema()? else { return Ok(false) };
     Spi::get_one_with_args::<bool>(
-        &format!("SELECT EXISTS (SELECT FROM {s}.idgen_segment WHERE name OPERATOR(pg_catalog.=) $1)"),
+        &format!(
+            "SELECT EXISTS (SELECT FROM {s}.idgen_segment WHERE name OPERATOR(pg_catalog.=) $1)"
+        ),
         &[name.into()],
     )
     .map(|v| v.unwrap_or(false))
@@ -69,7 +71,9 @@ pub fn lock_row(name: &str) -> Result<(i64, i64), Error> {
     let t = table(name)?;
     let row = Spi::connect(|client| {
         let rows = client.select(
-            &format!("SELECT max_id, step FROM {t} WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE"),
+            &format!(
+                "SELECT max_id, step FROM {t} WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE"
+            ),
             Some(1),
             &[name.into()],
         )?;
@@ -103,7 +107,12 @@ pub fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
 }
 
 /// Inserts a segment; false if the name exists.
-pub fn insert(name: &str, max_id: i64, step: i32, description: Option<&str>) -> Result<bool, Error> {
+pub fn insert(
+    name: &str,
+    max_id: i64,
+    step: i32,
+    description: Option<&str>,
+) -> Result<bool, Error> {
     let t = table(name)?;
     Spi::connect_mut(|client| {
         let rows = client.update(
@@ -121,7 +130,11 @@ pub fn insert(name: &str, max_id: i64, step: i32, description: Option<&str>) -> 
 
 /// Changes a segment's step (`None`: keep) and description (`None`: keep, `Some(None)`:
 /// clear); returns the step now in force.
-pub fn alter(name: &str, step: Option<i32>, description: Option<Option<&str>>) -> Result<i64, Error> {
+pub fn alter(
+    name: &str,
+    step: Option<i32>,
+    description: Option<Option<&str>>,
+) -> Result<i64, Error> {
     let t = table(name)?;
     let row = Spi::connect_mut(|client| {
         let rows = client.update(

@@ -56,11 +56,19 @@ unsafe extern "C-unwind" fn object_access(
 
 /// A checked segment name: not NULL (22004), not empty (42602), at most 63 bytes (42622).
 fn name_arg(name: Option<&str>) -> &str {
-    let name = name.ok_or(Error::NullArgument { argument: "segment name" }).or_report();
+    let name = name
+        .ok_or(Error::NullArgument {
+            argument: "segment name",
+        })
+        .or_report();
     match check_name(name) {
         Ok(()) => name,
         Err(NameError::Empty) => Error::SegmentNameEmpty.report(),
-        Err(NameError::TooLong(bytes)) => Error::SegmentNameTooLong { name: name.into(), bytes }.report(),
+        Err(NameError::TooLong(bytes)) => Error::SegmentNameTooLong {
+            name: name.into(),
+            bytes,
+        }
+        .report(),
     }
 }
 
@@ -73,7 +81,11 @@ fn step_arg(step: i32) -> i32 {
 
 fn description_arg(description: &str) -> FixedText<1024> {
     if description.len() > MAX_DESCRIPTION_BYTES {
-        Error::DescriptionTooLong { bytes: description.len(), max: MAX_DESCRIPTION_BYTES }.report();
+        Error::DescriptionTooLong {
+            bytes: description.len(),
+            max: MAX_DESCRIPTION_BYTES,
+        }
+        .report();
     }
     FixedText::new(description)
 }
@@ -97,8 +109,13 @@ fn segment_create(
     description: default!(Option<&str>, "NULL"),
 ) {
     let name = name_arg(name);
-    let start = start.ok_or(Error::NullArgument { argument: "start" }).or_report();
-    let step = step_arg(step.ok_or(Error::NullArgument { argument: "step" }).or_report());
+    let start = start
+        .ok_or(Error::NullArgument { argument: "start" })
+        .or_report();
+    let step = step_arg(
+        step.ok_or(Error::NullArgument { argument: "step" })
+            .or_report(),
+    );
     if range::max_id_for_start(start).is_none() {
         Error::StartOutOfRange { start }.report();
     }
@@ -133,9 +150,15 @@ fn segment_nextval(name: Option<&str>) -> i64 {
 #[pg_extern(volatile, parallel_restricted)]
 fn segment_nextvals(name: Option<&str>, count: Option<i32>) -> SetOfIterator<'static, i64> {
     let name = name_arg(name);
-    let count = count.ok_or(Error::NullArgument { argument: "count" }).or_report();
+    let count = count
+        .ok_or(Error::NullArgument { argument: "count" })
+        .or_report();
     if !(1..=MAX_BATCH).contains(&count) {
-        Error::CountOutOfRange { count: count.into(), max: MAX_BATCH as u64 }.report();
+        Error::CountOutOfRange {
+            count: count.into(),
+            max: MAX_BATCH as u64,
+        }
+        .report();
     }
     let mut runs = Vec::new();
     cache::draw(name, count as u64, |first, n| runs.push((first, n))).or_report();
@@ -167,7 +190,9 @@ fn segment_currval(name: Option<&str>) -> i64 {
 #[pg_extern(volatile, parallel_unsafe)]
 fn segment_setval(name: Option<&str>, value: Option<i64>) -> i64 {
     let name = name_arg(name);
-    let value = value.ok_or(Error::NullArgument { argument: "value" }).or_report();
+    let value = value
+        .ok_or(Error::NullArgument { argument: "value" })
+        .or_report();
     let mut r = Request::new(RequestKind::Setval, name);
     r.value = value;
     admin(r)
@@ -260,11 +285,15 @@ mod tests {
         assert_eq!(one_i64("SELECT segment_nextval('pgt_count')"), 41);
         assert_eq!(one_i64("SELECT segment_nextval('pgt_count')"), 42);
         assert_eq!(one_i64("SELECT segment_currval('pgt_count')"), 42);
-        let batch = Spi::get_one::<Vec<i64>>("SELECT array_agg(n) FROM segment_nextvals('pgt_count', 3) n")
-            .unwrap()
-            .unwrap();
+        let batch =
+            Spi::get_one::<Vec<i64>>("SELECT array_agg(n) FROM segment_nextvals('pgt_count', 3) n")
+                .unwrap()
+                .unwrap();
         assert_eq!(batch, [43, 44, 45]);
-        assert_eq!(one_i64("SELECT max_id FROM idgen_segment WHERE name = 'pgt_count'"), 140);
+        assert_eq!(
+            one_i64("SELECT max_id FROM idgen_segment WHERE name = 'pgt_count'"),
+            140
+        );
     }
 
     #[pg_test]
@@ -292,20 +321,30 @@ mod tests {
             ("SELECT segment_create('pgt_args')", "42710"),
             ("SELECT segment_create('pgt_bad', step => 0)", "22023"),
             ("SELECT segment_create('pgt_bad', start => NULL)", "22004"),
-            ("SELECT segment_create('pgt_bad', start => -9223372036854775808)", "22003"),
-            ("SELECT segment_create('pgt_bad', description => repeat('d', 1025))", "22001"),
+            (
+                "SELECT segment_create('pgt_bad', start => -9223372036854775808)",
+                "22003",
+            ),
+            (
+                "SELECT segment_create('pgt_bad', description => repeat('d', 1025))",
+                "22001",
+            ),
             ("SELECT segment_nextvals('pgt_args', 0)", "22023"),
             ("SELECT segment_nextvals('pgt_args', NULL)", "22004"),
             ("SELECT segment_setval('pgt_args', NULL)", "22004"),
         ] {
             assert_sqlstate(sql, code);
         }
-        assert_eq!(one_i64("SELECT count(*) FROM idgen_segment WHERE name LIKE 'pgt_bad%'"), 0);
+        assert_eq!(
+            one_i64("SELECT count(*) FROM idgen_segment WHERE name LIKE 'pgt_bad%'"),
+            0
+        );
     }
 
     #[pg_test]
     fn the_last_range_stops_at_the_bigint_maximum() {
-        Spi::run("SELECT segment_create('pgt_edge', start => 9223372036854775806, step => 10)").unwrap();
+        Spi::run("SELECT segment_create('pgt_edge', start => 9223372036854775806, step => 10)")
+            .unwrap();
         assert_eq!(one_i64("SELECT segment_nextval('pgt_edge')"), i64::MAX - 1);
         assert_eq!(one_i64("SELECT segment_nextval('pgt_edge')"), i64::MAX);
         assert_sqlstate("SELECT segment_nextval('pgt_edge')", "2200H");

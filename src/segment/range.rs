@@ -120,15 +120,33 @@ mod tests {
 
     #[test]
     fn next_range_starts_above_the_high_water_mark() {
-        assert_eq!(next_range(0, 1000), Some(Range { first: 1, last: 1000 }));
-        assert_eq!(next_range(-5, 3), Some(Range { first: -4, last: -2 }));
+        assert_eq!(
+            next_range(0, 1000),
+            Some(Range {
+                first: 1,
+                last: 1000
+            })
+        );
+        assert_eq!(
+            next_range(-5, 3),
+            Some(Range {
+                first: -4,
+                last: -2
+            })
+        );
         assert_eq!(next_range(1000, 1).map(|r| r.len()), Some(1));
     }
 
     #[test]
     fn next_range_stops_at_the_bigint_maximum() {
         let r = next_range(i64::MAX - 10, 1000).unwrap();
-        assert_eq!(r, Range { first: i64::MAX - 9, last: i64::MAX });
+        assert_eq!(
+            r,
+            Range {
+                first: i64::MAX - 9,
+                last: i64::MAX
+            }
+        );
         assert_eq!(r.len(), 10);
         assert_eq!(next_range(i64::MAX, 1), None);
     }
@@ -146,16 +164,34 @@ mod tests {
     fn step_doubles_when_a_range_lasts_less_than_the_interval() {
         assert_eq!(next_step(None, 1000, 1_000_000, 0, 900_000), 1000);
         assert_eq!(next_step(Some(1000), 1000, 1_000_000, 10, 900_000), 2000);
-        assert_eq!(next_step(Some(800_000), 1000, 1_000_000, 10, 900_000), 1_000_000);
-        assert_eq!(next_step(Some(1_000_000), 1000, 1_000_000, 10, 900_000), 1_000_000);
+        assert_eq!(
+            next_step(Some(800_000), 1000, 1_000_000, 10, 900_000),
+            1_000_000
+        );
+        assert_eq!(
+            next_step(Some(1_000_000), 1000, 1_000_000, 10, 900_000),
+            1_000_000
+        );
     }
 
     #[test]
     fn step_stays_between_one_and_two_intervals_and_halves_after() {
-        assert_eq!(next_step(Some(4000), 1000, 1_000_000, 900_000, 900_000), 4000);
-        assert_eq!(next_step(Some(4000), 1000, 1_000_000, 1_799_999, 900_000), 4000);
-        assert_eq!(next_step(Some(4000), 1000, 1_000_000, 1_800_000, 900_000), 2000);
-        assert_eq!(next_step(Some(1500), 1000, 1_000_000, 9_000_000, 900_000), 1000);
+        assert_eq!(
+            next_step(Some(4000), 1000, 1_000_000, 900_000, 900_000),
+            4000
+        );
+        assert_eq!(
+            next_step(Some(4000), 1000, 1_000_000, 1_799_999, 900_000),
+            4000
+        );
+        assert_eq!(
+            next_step(Some(4000), 1000, 1_000_000, 1_800_000, 900_000),
+            2000
+        );
+        assert_eq!(
+            next_step(Some(1500), 1000, 1_000_000, 9_000_000, 900_000),
+            1000
+        );
     }
 
     #[test]

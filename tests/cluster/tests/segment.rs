@@ -86,7 +86,11 @@ fn eight_connections_draw_distinct_increasing_numbers() {
                         }
                     }
                     let last = one_i64(&mut client, "SELECT segment_currval('s')");
-                    assert_eq!(Some(&last), got.last(), "segment_currval is the last number");
+                    assert_eq!(
+                        Some(&last),
+                        got.last(),
+                        "segment_currval is the last number"
+                    );
                     got
                 })
             })
@@ -104,8 +108,14 @@ fn eight_connections_draw_distinct_increasing_numbers() {
     let mut client = cluster.connect("postgres");
     assert!(max_id(&mut client, "s") >= highest);
     // One table write buys a range: far fewer refills than numbers.
-    let refills = one_i64(&mut client, "SELECT refills FROM segment_status() WHERE name = 's'");
-    assert!(refills >= 1 && refills <= (CONNECTIONS * PER_CONNECTION / 100) as i64, "{refills} refills");
+    let refills = one_i64(
+        &mut client,
+        "SELECT refills FROM segment_status() WHERE name = 's'",
+    );
+    assert!(
+        refills >= 1 && refills <= (CONNECTIONS * PER_CONNECTION / 100) as i64,
+        "{refills} refills"
+    );
 }
 
 #[test]
@@ -114,7 +124,9 @@ fn rolled_back_draws_are_never_handed_out_again() {
     let mut admin = cluster.connect("postgres");
     // A small step: most transactions below cause refills, which must survive their ROLLBACK.
     admin
-        .batch_execute("SELECT segment_create('r', step => 7); CREATE TABLE kept (n bigint PRIMARY KEY)")
+        .batch_execute(
+            "SELECT segment_create('r', step => 7); CREATE TABLE kept (n bigint PRIMARY KEY)",
+        )
         .unwrap();
 
     let per_session: Vec<Vec<i64>> = thread::scope(|s| {
@@ -179,7 +191,10 @@ fn draw_until_stopped(cluster: &Cluster, name: &str, stop: &AtomicBool) -> Vec<i
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     })
 }
 
@@ -196,7 +211,11 @@ fn assert_survives(cluster: &Cluster, name: &str, disaster: impl FnOnce() + Send
         stop.store(true, Ordering::SeqCst);
         drawing.join().unwrap()
     });
-    assert!(before.len() > 1000, "only {} numbers were drawn before", before.len());
+    assert!(
+        before.len() > 1000,
+        "only {} numbers were drawn before",
+        before.len()
+    );
 
     // The server is up again (restarted by the caller or by the postmaster's crash recovery).
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -225,7 +244,10 @@ fn assert_survives(cluster: &Cluster, name: &str, disaster: impl FnOnce() + Send
         lowest_after > highest_before,
         "{lowest_after} drawn after the restart is not above {highest_before} drawn before"
     );
-    assert!(stored >= highest_before, "max_id {stored} below handed-out {highest_before}");
+    assert!(
+        stored >= highest_before,
+        "max_id {stored} below handed-out {highest_before}"
+    );
     assert!(max_id(&mut client, name) >= *after.iter().max().unwrap());
     assert_distinct(before.iter().chain(after.iter()));
 }
@@ -267,7 +289,11 @@ fn kill_9_of_the_allocator_never_leads_to_a_repeated_number() {
             .unwrap();
         assert!(status.success());
     });
-    assert!(cluster.log().contains("terminated by signal 9"), "{}", cluster.log());
+    assert!(
+        cluster.log().contains("terminated by signal 9"),
+        "{}",
+        cluster.log()
+    );
 }
 
 #[test]
@@ -283,11 +309,23 @@ fn pg_dump_carries_the_high_water_marks() {
     let drawn_b = draw(&mut client, "b", 777).unwrap();
     let dump = source.dir().join("idgen.dump");
     let out = as_postgres("pg_dump")
-        .args(["-h", "127.0.0.1", "-p", &source.port().to_string(), "-U", "postgres", "-Fc"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &source.port().to_string(),
+            "-U",
+            "postgres",
+            "-Fc",
+        ])
         .args(["-f", dump.to_str().unwrap(), "postgres"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "pg_dump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Numbers drawn after the dump come from ranges the dump already covers.
     drawn_a.extend(draw(&mut client, "a", 3).unwrap());
 
@@ -297,15 +335,31 @@ fn pg_dump_carries_the_high_water_marks() {
         .batch_execute("CREATE DATABASE restored")
         .unwrap();
     let out = as_postgres("pg_restore")
-        .args(["-h", "127.0.0.1", "-p", &target.port().to_string(), "-U", "postgres"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &target.port().to_string(),
+            "-U",
+            "postgres",
+        ])
         .args(["-d", "restored", "--exit-on-error", dump.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(out.status.success(), "pg_restore: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "pg_restore: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut restored = target.connect("restored");
     let a = draw(&mut restored, "a", 100).unwrap();
     let b = draw(&mut restored, "b", 100).unwrap();
-    assert!(a[0] > *drawn_a.iter().max().unwrap(), "{} after {:?}", a[0], drawn_a.last());
+    assert!(
+        a[0] > *drawn_a.iter().max().unwrap(),
+        "{} after {:?}",
+        a[0],
+        drawn_a.last()
+    );
     assert!(b[0] > *drawn_b.iter().max().unwrap());
     let step: i32 = restored
         .query_one("SELECT step FROM idgen_segment WHERE name = 'b'", &[])
@@ -335,7 +389,10 @@ fn double_buffer_fetches_ahead_and_the_step_grows() {
         )
         .unwrap();
     let (cached_step, refills): (i64, i64) = (row.get(0), row.get(1));
-    assert!(cached_step >= 100 * 2_i64.pow(8), "step stayed at {cached_step}");
+    assert!(
+        cached_step >= 100 * 2_i64.pow(8),
+        "step stayed at {cached_step}"
+    );
     assert!(refills <= n / 100, "{refills} refills for {n} numbers");
 
     // Draw just past 10% of the current range: the next range arrives while the current one
@@ -354,7 +411,10 @@ fn double_buffer_fetches_ahead_and_the_step_grows() {
             .unwrap();
         let (next_first, left): (Option<i64>, i64) = (row.get(0), row.get(1));
         if let Some(next_first) = next_first {
-            assert!(left > 0, "the next range arrived only when the current one was empty");
+            assert!(
+                left > 0,
+                "the next range arrived only when the current one was empty"
+            );
             assert!(next_first > last);
             break;
         }
@@ -369,11 +429,14 @@ fn the_same_name_in_two_databases_is_two_segments() {
     cluster.create_db_with_idgen("other");
     let mut one = cluster.connect("postgres");
     let mut two = cluster.connect("other");
-    one.batch_execute("SELECT segment_create('n', step => 10)").unwrap();
-    two.batch_execute("SELECT segment_create('n', start => 500, step => 10)").unwrap();
+    one.batch_execute("SELECT segment_create('n', step => 10)")
+        .unwrap();
+    two.batch_execute("SELECT segment_create('n', start => 500, step => 10)")
+        .unwrap();
     assert_eq!(draw(&mut one, "n", 3).unwrap(), [1, 2, 3]);
     assert_eq!(draw(&mut two, "n", 3).unwrap(), [500, 501, 502]);
-    one.batch_execute("SELECT segment_setval('n', 100)").unwrap();
+    one.batch_execute("SELECT segment_setval('n', 100)")
+        .unwrap();
     assert_eq!(draw(&mut one, "n", 1).unwrap(), [101]);
     assert_eq!(draw(&mut two, "n", 1).unwrap(), [503]);
     one.batch_execute("SELECT segment_drop('n')").unwrap();
@@ -390,6 +453,9 @@ fn the_same_name_in_two_databases_is_two_segments() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(workers, ["other", "postgres"]);
+    // The allocator of a database being dropped leaves, so that DROP DATABASE goes through.
+    drop(two);
+    one.batch_execute("DROP DATABASE other").unwrap();
 }
 
 #[test]
@@ -405,7 +471,9 @@ fn only_privileged_roles_change_segments() {
         .unwrap();
     let connect = |role: &str| {
         postgres::Client::connect(
-            &cluster.conninfo("postgres").replace("user=postgres", &format!("user={role}")),
+            &cluster
+                .conninfo("postgres")
+                .replace("user=postgres", &format!("user={role}")),
             postgres::NoTls,
         )
         .unwrap()
@@ -413,8 +481,16 @@ fn only_privileged_roles_change_segments() {
     let mut app = connect("app");
     assert_eq!(draw(&mut app, "p", 2).unwrap(), [1, 2]);
     assert_eq!(one_i64(&mut app, "SELECT segment_currval('p')"), 2);
-    assert!(one_i64(&mut app, "SELECT max_id FROM idgen_segment WHERE name = 'p'") >= 2);
-    assert_eq!(one_i64(&mut app, "SELECT count(*) FROM segment_status()"), 1);
+    assert!(
+        one_i64(
+            &mut app,
+            "SELECT max_id FROM idgen_segment WHERE name = 'p'"
+        ) >= 2
+    );
+    assert_eq!(
+        one_i64(&mut app, "SELECT count(*) FROM segment_status()"),
+        1
+    );
     for sql in [
         "SELECT segment_create('q')",
         "SELECT segment_alter('p', step => 5)",
@@ -430,7 +506,10 @@ fn only_privileged_roles_change_segments() {
     // A granted role can, through the allocator (it still cannot write the table itself).
     let mut ops = connect("ops");
     assert_eq!(one_i64(&mut ops, "SELECT segment_setval('p', 1000)"), 1000);
-    assert_eq!(sqlstate(ops.batch_execute("UPDATE idgen_segment SET max_id = 0")), "42501");
+    assert_eq!(
+        sqlstate(ops.batch_execute("UPDATE idgen_segment SET max_id = 0")),
+        "42501"
+    );
     assert_eq!(draw(&mut app, "p", 1).unwrap(), [1001]);
     assert!(max_id(&mut admin, "p") >= 1001);
 }
@@ -439,13 +518,18 @@ fn only_privileged_roles_change_segments() {
 fn a_caller_waits_at_most_the_wait_timeout_and_can_be_cancelled() {
     let cluster = start("seg-wait", &["idgen.segment_worker_idle_timeout = '1s'"]);
     let mut admin = cluster.connect("postgres");
-    admin.batch_execute("SELECT segment_create('w', step => 1)").unwrap();
+    admin
+        .batch_execute("SELECT segment_create('w', step => 1)")
+        .unwrap();
     let mut caller = cluster.connect("postgres");
     assert_eq!(draw(&mut caller, "w", 1).unwrap(), [1]);
     // Hold the row lock: the allocator's next refill blocks behind it.
     let mut tx = admin.transaction().unwrap();
-    tx.batch_execute("SELECT * FROM idgen_segment WHERE name = 'w' FOR UPDATE").unwrap();
-    caller.batch_execute("SET idgen.segment_wait_timeout = '300ms'").unwrap();
+    tx.batch_execute("SELECT * FROM idgen_segment WHERE name = 'w' FOR UPDATE")
+        .unwrap();
+    caller
+        .batch_execute("SET idgen.segment_wait_timeout = '300ms'")
+        .unwrap();
     let started = Instant::now();
     // Both ranges of a step-1 segment run dry at once; the caller gives up after the timeout.
     let mut timed_out = None;
@@ -460,7 +544,9 @@ fn a_caller_waits_at_most_the_wait_timeout_and_can_be_cancelled() {
     assert!(started.elapsed() >= Duration::from_millis(300));
 
     // With no timeout the wait lasts until cancelled.
-    caller.batch_execute("SET idgen.segment_wait_timeout = 0").unwrap();
+    caller
+        .batch_execute("SET idgen.segment_wait_timeout = 0")
+        .unwrap();
     let cancel = caller.cancel_token();
     let waiting = thread::spawn(move || {
         let r = draw(&mut caller, "w", 1).map(|_| ());
@@ -477,8 +563,15 @@ fn a_caller_waits_at_most_the_wait_timeout_and_can_be_cancelled() {
     assert!(next > 1);
     // The allocator exits once idle and comes back on demand.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while one_i64(&mut admin, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idgen allocator'") > 0 {
-        assert!(Instant::now() < deadline, "the allocator did not exit when idle");
+    while one_i64(
+        &mut admin,
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idgen allocator'",
+    ) > 0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the allocator did not exit when idle"
+        );
         thread::sleep(Duration::from_millis(100));
     }
     let later = draw(&mut caller, "w", 3).unwrap();
@@ -492,8 +585,14 @@ fn without_a_worker_slot_the_error_says_what_to_raise() {
     let mut client = cluster.connect("postgres");
     let e = idgen_cluster_tests::db_error(client.batch_execute("SELECT segment_create('x')"));
     assert_eq!(e.code().code(), "53400");
-    assert!(e.hint().unwrap_or("").contains("max_worker_processes"), "{e:?}");
-    assert_eq!(one_i64(&mut client, "SELECT count(*) FROM idgen_segment"), 0);
+    assert!(
+        e.hint().unwrap_or("").contains("max_worker_processes"),
+        "{e:?}"
+    );
+    assert_eq!(
+        one_i64(&mut client, "SELECT count(*) FROM idgen_segment"),
+        0
+    );
 }
 
 #[test]
@@ -506,8 +605,17 @@ fn more_than_a_thousand_segments_fit_and_then_a_clear_error() {
              SELECT segment_nextval('s' || g) FROM generate_series(1, 1024) g;",
         )
         .unwrap();
-    assert_eq!(one_i64(&mut client, "SELECT count(*) FROM segment_status() WHERE refills > 0"), 1024);
-    assert_eq!(sqlstate(client.batch_execute("SELECT segment_nextval('s1025')")), "54000");
+    assert_eq!(
+        one_i64(
+            &mut client,
+            "SELECT count(*) FROM segment_status() WHERE refills > 0"
+        ),
+        1024
+    );
+    assert_eq!(
+        sqlstate(client.batch_execute("SELECT segment_nextval('s1025')")),
+        "54000"
+    );
     // Dropping one frees its cache slot.
     client.batch_execute("SELECT segment_drop('s1')").unwrap();
     assert_eq!(one_i64(&mut client, "SELECT segment_nextval('s1025')"), 1);
@@ -524,9 +632,16 @@ fn a_standby_refuses_to_hand_out_numbers() {
     // standby.signal without a primary: the server stays in recovery, open read-only.
     std::fs::write(cluster.data().join("standby.signal"), "").unwrap();
     let out = cluster.pg_ctl_start();
-    assert!(out.status.success(), "standby did not start:\n{}", cluster.log());
+    assert!(
+        out.status.success(),
+        "standby did not start:\n{}",
+        cluster.log()
+    );
     let mut standby = cluster.connect("postgres");
-    let in_recovery: bool = standby.query_one("SELECT pg_is_in_recovery()", &[]).unwrap().get(0);
+    let in_recovery: bool = standby
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .unwrap()
+        .get(0);
     assert!(in_recovery);
     for sql in [
         "SELECT segment_nextval('s')",
