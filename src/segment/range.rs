@@ -160,44 +160,29 @@ mod tests {
         assert_eq!(r.first, i64::MIN + 1);
     }
 
+    /// Leaf's rule, case by case: (previous, base, max, since last refill ms, expected); the
+    /// interval is 15 min.
     #[test]
-    fn step_doubles_when_a_range_lasts_less_than_the_interval() {
-        assert_eq!(next_step(None, 1000, 1_000_000, 0, 900_000), 1000);
-        assert_eq!(next_step(Some(1000), 1000, 1_000_000, 10, 900_000), 2000);
-        assert_eq!(
-            next_step(Some(800_000), 1000, 1_000_000, 10, 900_000),
-            1_000_000
-        );
-        assert_eq!(
-            next_step(Some(1_000_000), 1000, 1_000_000, 10, 900_000),
-            1_000_000
-        );
-    }
-
-    #[test]
-    fn step_stays_between_one_and_two_intervals_and_halves_after() {
-        assert_eq!(
-            next_step(Some(4000), 1000, 1_000_000, 900_000, 900_000),
-            4000
-        );
-        assert_eq!(
-            next_step(Some(4000), 1000, 1_000_000, 1_799_999, 900_000),
-            4000
-        );
-        assert_eq!(
-            next_step(Some(4000), 1000, 1_000_000, 1_800_000, 900_000),
-            2000
-        );
-        assert_eq!(
-            next_step(Some(1500), 1000, 1_000_000, 9_000_000, 900_000),
-            1000
-        );
-    }
-
-    #[test]
-    fn a_base_step_above_the_maximum_is_fixed() {
-        assert_eq!(next_step(Some(5000), 5000, 100, 0, 900_000), 5000);
-        assert_eq!(next_step(Some(5000), 5000, 100, i64::MAX, 900_000), 5000);
+    fn dynamic_step_doubles_stays_or_halves() {
+        const INTERVAL: i64 = 900_000;
+        for (previous, base, max, since, expected) in [
+            (None, 1000, 1_000_000, 0, 1000), // first refill: the own step
+            (Some(1000), 1000, 1_000_000, 10, 2000), // used up fast: doubles
+            (Some(800_000), 1000, 1_000_000, 10, 1_000_000), // ... up to the maximum
+            (Some(1_000_000), 1000, 1_000_000, 10, 1_000_000), // ... and stays there
+            (Some(4000), 1000, 1_000_000, 900_000, 4000), // one to two intervals: stays
+            (Some(4000), 1000, 1_000_000, 1_799_999, 4000),
+            (Some(4000), 1000, 1_000_000, 1_800_000, 2000), // two intervals or more: halves
+            (Some(1500), 1000, 1_000_000, 9_000_000, 1000), // ... never below the own step
+            (Some(5000), 5000, 100, 0, 5000),               // own step above the maximum: fixed
+            (Some(5000), 5000, 100, i64::MAX, 5000),
+        ] {
+            assert_eq!(
+                next_step(previous, base, max, since, INTERVAL),
+                expected,
+                "previous {previous:?}, base {base}, max {max}, since {since} ms"
+            );
+        }
     }
 
     #[test]
