@@ -494,11 +494,14 @@ impl Locked {
     pub fn allocator_exits(&mut self, db: pg_sys::Oid) {
         // SAFETY: a plain process global.
         let pid = unsafe { pg_sys::MyProcPid };
-        for a in self.allocators().iter_mut() {
-            if a.db == db && a.pid == pid {
-                *a = Allocator::default();
-            }
-        }
+        let Some(entry) = self
+            .allocators()
+            .iter_mut()
+            .find(|a| a.db == db && a.pid == pid)
+        else {
+            return; // never reported in (another allocator serves db): nothing of ours to undo
+        };
+        *entry = Allocator::default();
         let failure = Failure::from_error(&Error::Allocator {
             sqlstate: pgrx::PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN as i32,
             message: "the idgen allocator worker exited before finishing the request".into(),
