@@ -137,11 +137,6 @@ impl DoubleBuffer {
         }
     }
 
-    /// Numbers left in the current range.
-    pub fn current_remaining(&self) -> u64 {
-        self.buffers[self.current.load(SeqCst) as usize & 1].remaining()
-    }
-
     /// Numbers left in the range after the current one.
     pub fn next_remaining(&self) -> u64 {
         self.buffers[(self.current.load(SeqCst) as usize + 1) & 1].remaining()
@@ -250,7 +245,7 @@ mod tests {
         assert_eq!(d.draw(1), None);
         assert!(d.advance());
         assert_eq!(d.draw(1).unwrap().first, 11);
-        assert_eq!(d.current_remaining(), 1);
+        assert_eq!(d.views().0.map(|v| v.range.len() - v.taken), Some(1));
         assert_eq!(d.next_remaining(), 0);
     }
 

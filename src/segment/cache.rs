@@ -897,7 +897,7 @@ pub fn draw(name: &str, n: u64, mut run: impl FnMut(i64, u64)) -> Result<(), Err
                     continue; // the slot was reused meanwhile: drop the numbers, look up again
                 }
                 if prefetch {
-                    ask_for_next_range(entry.slot, entry.generation)?;
+                    ask_for_next_range(entry.slot, entry.generation);
                 }
                 entry.currval = Some(first + (count as i64 - 1));
                 run(first, count);
@@ -927,14 +927,14 @@ fn resolve(name: &str) -> Result<(usize, u64), Error> {
 }
 
 /// Asks for the range after the current one, in the background (the caller does not wait).
-fn ask_for_next_range(index: usize, generation: u64) -> Result<(), Error> {
+fn ask_for_next_range(index: usize, generation: u64) {
     let mut g = lock();
     if slot(index).generation.load(SeqCst) != generation {
-        return Ok(());
+        return;
     }
     let m = g.meta(index);
     if m.frozen || m.refill_wanted || slot(index).buffers.next_remaining() > 0 {
-        return Ok(());
+        return;
     }
     m.refill_wanted = true;
     let db = m.db;
@@ -943,7 +943,6 @@ fn ask_for_next_range(index: usize, generation: u64) -> Result<(), Error> {
     if g.ensure_allocator(db).is_err() {
         g.meta(index).refill_wanted = false;
     }
-    Ok(())
 }
 
 /// Slow path: both ranges are empty (or the segment is frozen by an admin call). Switches to

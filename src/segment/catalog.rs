@@ -15,10 +15,7 @@ fn schema() -> Result<Option<String>, Error> {
          JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace \
          WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'",
     )
-    .or_else(|e| match e {
-        pgrx::spi::SpiError::InvalidPosition => Ok(None),
-        e => Err(internal(e)),
-    })
+    .or_else(no_row_is_none)
 }
 
 /// `schema.idgen_segment`, or "does not exist" for `name` if idgen is not installed here.
@@ -26,6 +23,14 @@ fn table(name: &str) -> Result<String, Error> {
     match schema()? {
         Some(s) => Ok(format!("{s}.idgen_segment")),
         None => Err(Error::UnknownSegment { name: name.into() }),
+    }
+}
+
+/// `Spi::get_one` reports "no row" as an error; here it is `None`.
+fn no_row_is_none<T>(e: pgrx::spi::SpiError) -> Result<Option<T>, Error> {
+    match e {
+        pgrx::spi::SpiError::InvalidPosition => Ok(None),
+        e => Err(internal(e)),
     }
 }
 
@@ -58,10 +63,7 @@ pub fn step(name: &str) -> Result<i64, Error> {
         &format!("SELECT step FROM {t} WHERE name OPERATOR(pg_catalog.=) $1"),
         &[name.into()],
     )
-    .or_else(|e| match e {
-        pgrx::spi::SpiError::InvalidPosition => Ok(None),
-        e => Err(internal(e)),
-    })?
+    .or_else(no_row_is_none)?
     .map(i64::from)
     .ok_or_else(|| Error::UnknownSegment { name: name.into() })
 }

@@ -88,4 +88,11 @@ SELECT segment_nextval('orders');
 SELECT segment_create('orders', start => 10);
 SELECT segment_nextval('orders');
 
+-- Dropping the extension forgets its cached ranges: rows restored into a new idgen_segment
+-- (as pg_restore's COPY does, without segment_create) start from their own max_id.
+DROP EXTENSION idgen;
+CREATE EXTENSION idgen;
+INSERT INTO idgen_segment (name, max_id, step) VALUES ('orders', 0, 10);
+SELECT segment_nextval('orders');
+
 DROP EXTENSION idgen;
