@@ -59,6 +59,30 @@ pub enum Error {
     /// The configured layout is unusable (22023); raised at server start.
     #[error("invalid snowflake layout")]
     InvalidLayout { detail: String },
+    /// The next id would be stamped further ahead of the wall clock than `idgen.max_drift_ms`,
+    /// and the clock would not catch up within `idgen.max_wait_ms` (53400, "configuration limit
+    /// exceeded": the limit is the drift bound, which the hint names).
+    #[error("the system clock is {behind_ms} ms behind the snowflake generator")]
+    ClockBehind {
+        behind_ms: i64,
+        max_drift_ms: u64,
+        max_wait_ms: u64,
+    },
+    /// The reservation file does not parse or its checksum does not match (XX001): generation
+    /// stops rather than guessing where the last run ended.
+    #[error("snowflake reservation file \"{path}\" is corrupt")]
+    ReservationCorrupt { path: String, reason: String },
+    /// The reservation file could not be read or written (58030).
+    #[error("{message}")]
+    ReservationIo { message: String },
+    /// The reservation file was written under another layout (55000): ids of the two layouts
+    /// could collide.
+    #[error("the snowflake layout changed since this server last issued ids")]
+    LayoutChanged {
+        path: String,
+        stored: String,
+        configured: String,
+    },
     /// The time field would overflow: the layout has run out (2200H). Never wrapped.
     #[error("snowflake generator has reached the end of its time range")]
     TimeExhausted { detail: String },
@@ -129,9 +153,10 @@ impl Error {
     pub fn sqlstate(&self) -> PgSqlErrorCode {
         use PgSqlErrorCode::*;
         match self {
-            Error::NotPreloaded { .. } | Error::WorkerIdNotSet | Error::CurrvalNotYetDefined => {
-                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
-            }
+            Error::NotPreloaded { .. }
+            | Error::WorkerIdNotSet
+            | Error::CurrvalNotYetDefined
+            | Error::LayoutChanged { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             Error::InRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             Error::NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
             Error::CountOutOfRange { .. }
@@ -162,6 +187,9 @@ impl Error {
                 ERRCODE_CONFIGURATION_LIMIT_EXCEEDED
             }
             Error::SegmentWaitTimeout { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
+            Error::ClockBehind { .. } => ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+            Error::ReservationCorrupt { .. } => ERRCODE_DATA_CORRUPTED,
+            Error::ReservationIo { .. } => ERRCODE_IO_ERROR,
             Error::SegmentCacheFull { .. } => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             Error::Allocator { sqlstate, .. } => PgSqlErrorCode::from(*sqlstate),
         }
@@ -176,6 +204,15 @@ impl Error {
             | Error::TimeExhausted { detail }
             | Error::InvalidLayout { detail }
             | Error::InvalidSetting { detail, .. } => Some(detail.clone()),
+            Error::ClockBehind { max_drift_ms, max_wait_ms, .. } => Some(format!(
+                "idgen.max_drift_ms allows ids {max_drift_ms} ms ahead of the clock, and the clock would not catch up within idgen.max_wait_ms ({max_wait_ms} ms). No id was issued."
+            )),
+            Error::ReservationCorrupt { reason, .. } => Some(format!(
+                "{reason}. The file records the first tick no id of this server has reached; without it a restart could repeat ids."
+            )),
+            Error::LayoutChanged { path, stored, configured } => Some(format!(
+                "\"{path}\" was written with {stored}; the server now has {configured}."
+            )),
             Error::InRecovery => Some(
                 "A standby usually carries its primary's idgen.worker_id; ids drawn here could repeat the primary's."
                     .into(),
@@ -212,16 +249,31 @@ impl Error {
             Error::InvalidSetting { name, .. } => {
                 Some(format!("Correct {name} in postgresql.conf (or postgresql.auto.conf) and start the server again."))
             }
-            Error::WorkerIdNotSet => Some(
-                "Set idgen.worker_id in postgresql.conf to a number from 0 to 1023 that no other server uses, then restart the server."
-                    .into(),
-            ),
+            Error::WorkerIdNotSet => Some(format!(
+                "Set idgen.worker_id in postgresql.conf to a number from 0 to {} that no other server uses, then restart the server.",
+                crate::snowflake::server::layout().max_worker()
+            )),
             Error::InRecovery => Some("Draw ids on the primary; after promotion this server can draw them.".into()),
             Error::CountOutOfRange { .. } => Some("Draw larger batches with several calls.".into()),
             Error::NegativeId { .. } => Some("Snowflake ids are positive bigints.".into()),
             Error::ClockBeforeEpoch { .. } => {
                 Some("Check the system clock; idgen.epoch must be in the past.".into())
             }
+            Error::ClockBehind { .. } => Some(
+                "Wait for the clock to catch up (check NTP), or let ids run ahead of it: ALTER SYSTEM SET idgen.max_drift_ms = <ms, or -1 for unbounded>; SELECT pg_reload_conf();"
+                    .into(),
+            ),
+            Error::ReservationCorrupt { path, .. } => Some(format!(
+                "Restore \"{path}\" from a backup, or remove it once the system clock is past the time of every id this server issued (SELECT snowflake_timestamp(max(id)) over your tables); then call again."
+            )),
+            Error::ReservationIo { .. } => Some("Check the data directory's disk space and permissions.".into()),
+            Error::LayoutChanged { path, .. } => Some(format!(
+                "Restore the previous layout settings and restart. To start a new id space on purpose (ids may repeat those issued under the old layout), remove \"{path}\"."
+            )),
+            Error::InvalidLayout { .. } => Some(
+                "Correct idgen.worker_bits, idgen.sequence_bits or idgen.time_unit_ms in postgresql.conf and start the server again."
+                    .into(),
+            ),
             Error::TimeExhausted { .. } => Some(
                 "Configure a new epoch or a layout with more time bits, with a worker id range that cannot collide with the old ids."
                     .into(),

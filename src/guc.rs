@@ -13,11 +13,33 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
-/// `idgen.worker_id`: this server's Snowflake worker id, `0..=1023`. The default `-1` means
-/// "not set": `snowflake_nextval()` fails (SQLSTATE 55000) until the DBA picks one. There is
-/// deliberately no valid default, as in pgEdge snowflake: two servers sharing a worker id issue
-/// duplicate ids, the field's most common production failure.
+/// `idgen.worker_id`: this server's Snowflake worker id, `0..=2^worker_bits - 1` (0..=1023 by
+/// default; checked against the layout at start). The default `-1` means "not set":
+/// `snowflake_nextval()` fails (SQLSTATE 55000) until the DBA picks one. There is deliberately
+/// no valid default, as in pgEdge snowflake: two servers sharing a worker id issue duplicate
+/// ids, the field's most common production failure.
 static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(-1);
+
+/// `idgen.worker_bits`: width of the worker field of a Snowflake id (default 10, Twitter's).
+static WORKER_BITS: GucSetting<i32> = GucSetting::<i32>::new(10);
+
+/// `idgen.sequence_bits`: width of the sequence field (default 12, Twitter's: 4096 ids a tick).
+static SEQUENCE_BITS: GucSetting<i32> = GucSetting::<i32>::new(12);
+
+/// `idgen.time_unit_ms`: length of one tick of the time field, in ms (default 1; Sonyflake 10).
+static TIME_UNIT_MS: GucSetting<i32> = GucSetting::<i32>::new(1);
+
+/// `idgen.max_drift_ms`: how far ahead of the wall clock the generator may stamp ids, in ms
+/// (default 1000; -1 unbounded, as pgEdge snowflake). Reloadable.
+static MAX_DRIFT_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+
+/// `idgen.max_wait_ms`: how long a call beyond the drift bound waits for the clock before it
+/// fails with SQLSTATE 53400, in ms (default 5000). Reloadable.
+static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
+
+/// `idgen.sequence_jitter`: the first id of a new tick starts at a random sequence below this
+/// bound (default 0: at 0), as Leaf does with 100. Reloadable.
+static SEQUENCE_JITTER: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 /// The text of the default epoch.
 const DEFAULT_EPOCH: &CStr = c"2024-01-01 00:00:00+00";
@@ -44,8 +66,8 @@ static SEGMENT_MAX_STEP: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
 /// this long exits, in ms (default 60 s); the next caller that needs it starts it again.
 static SEGMENT_WORKER_IDLE_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 
-/// Integer settings that are not uniqueness-critical but must not silently fall back to their
-/// defaults either: (name, static, min, max, context, unit flags, what the value must be).
+/// Every integer setting: (name, short description, long description, static, min, max,
+/// context, unit flags). None may silently fall back to its default (see [`init`]).
 type IntSetting = (
     &'static CStr,
     &'static CStr,
@@ -57,8 +79,78 @@ type IntSetting = (
     GucFlags,
 );
 
-fn segment_settings() -> [IntSetting; 4] {
+fn int_settings() -> [IntSetting; 11] {
     [
+        (
+            c"idgen.worker_id",
+            c"Snowflake worker id of this server, unique among all servers sharing an id space.",
+            c"From 0 to 2^idgen.worker_bits - 1 (1023 by default). -1 (the default) means unset: snowflake_nextval() fails until it is set.",
+            &WORKER_ID,
+            -1,
+            i32::MAX,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        ),
+        (
+            c"idgen.worker_bits",
+            c"Width of the worker id field of a Snowflake id, in bits.",
+            c"Time bits are what is left of 63 after worker and sequence bits; at least 32 must be left.",
+            &WORKER_BITS,
+            0,
+            31,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        ),
+        (
+            c"idgen.sequence_bits",
+            c"Width of the sequence field of a Snowflake id, in bits.",
+            c"2^sequence_bits ids per tick before the generator borrows the next tick.",
+            &SEQUENCE_BITS,
+            0,
+            31,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        ),
+        (
+            c"idgen.time_unit_ms",
+            c"Length of one tick of the Snowflake time field.",
+            c"1 ms as Twitter's Snowflake; 10 ms as Sonyflake.",
+            &TIME_UNIT_MS,
+            1,
+            86_400_000,
+            GucContext::Postmaster,
+            GucFlags::UNIT_MS,
+        ),
+        (
+            c"idgen.max_drift_ms",
+            c"How far ahead of the wall clock Snowflake ids may be stamped.",
+            c"Within it calls never wait; beyond it they wait up to idgen.max_wait_ms for the clock. -1 means unbounded.",
+            &MAX_DRIFT_MS,
+            -1,
+            i32::MAX,
+            GucContext::Sighup,
+            GucFlags::UNIT_MS,
+        ),
+        (
+            c"idgen.max_wait_ms",
+            c"How long a Snowflake call beyond idgen.max_drift_ms waits for the clock.",
+            c"A call that cannot be served within it fails with SQLSTATE 53400. 0 never waits.",
+            &MAX_WAIT_MS,
+            0,
+            i32::MAX,
+            GucContext::Sighup,
+            GucFlags::UNIT_MS,
+        ),
+        (
+            c"idgen.sequence_jitter",
+            c"The first Snowflake id of a new tick starts at a random sequence below this bound.",
+            c"0 (the default) starts at 0. Spreads low-traffic ids over id % N shards, as Leaf does with 100.",
+            &SEQUENCE_JITTER,
+            0,
+            i32::MAX,
+            GucContext::Sighup,
+            GucFlags::default(),
+        ),
         (
             c"idgen.segment_wait_timeout",
             c"How long a segment_nextval waits for a range when both cached ranges are empty.",
@@ -110,20 +202,8 @@ fn segment_settings() -> [IntSetting; 4] {
 /// change of identity. So each setting's text is read before it is defined, and if it did not
 /// take effect the server refuses to start (22023, naming the setting).
 pub fn init() {
-    let worker_id_text = configured_text(c"idgen.worker_id");
     let epoch_text = configured_text(c"idgen.epoch");
-    let segment_texts = segment_settings().map(|(name, ..)| configured_text(name));
-
-    GucRegistry::define_int_guc(
-        c"idgen.worker_id",
-        c"Snowflake worker id of this server, unique among all servers sharing an id space.",
-        c"Between 0 and 1023. -1 (the default) means unset: snowflake_nextval() fails until it is set.",
-        &WORKER_ID,
-        -1,
-        1023,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
+    let int_texts = int_settings().map(|(name, ..)| configured_text(name));
 
     // pgrx offers no string GUC with a check hook, hence the direct call.
     // SAFETY: called once in _PG_init; the name, descriptions and boot value are 'static C
@@ -143,23 +223,14 @@ pub fn init() {
             None,
         );
     }
-    for (name, short, long, setting, min, max, context, flags) in segment_settings() {
+    for (name, short, long, setting, min, max, context, flags) in int_settings() {
         GucRegistry::define_int_guc(name, short, long, setting, min, max, context, flags);
     }
     // SAFETY: called once in _PG_init, after the last idgen setting is defined.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"idgen".as_ptr()) };
 
-    if let Some(text) = worker_id_text {
-        if parse_int(&text, 0) != Some(WORKER_ID.get()) {
-            rejected(
-                "idgen.worker_id",
-                &text,
-                "It must be an integer from 0 to 1023, or -1 for unset.",
-            );
-        }
-    }
     for ((name, _, _, setting, min, max, _, flags), text) in
-        segment_settings().into_iter().zip(segment_texts)
+        int_settings().into_iter().zip(int_texts)
     {
         let Some(text) = text else { continue };
         if parse_int(&text, flags.bits()) != Some(setting.get()) {
@@ -238,6 +309,31 @@ pub fn segment_worker_idle_timeout_ms() -> u64 {
 /// `idgen.worker_id`, or `None` while it is unset (`-1`).
 pub fn worker_id() -> Option<u64> {
     u64::try_from(WORKER_ID.get()).ok()
+}
+
+/// `idgen.worker_bits`, `idgen.sequence_bits` and `idgen.time_unit_ms`: (bits, bits, ms).
+pub fn layout_widths() -> (u32, u32, u32) {
+    let non_negative = |v: i32| u32::try_from(v).expect("the GUC minimum is 0 or 1");
+    (
+        non_negative(WORKER_BITS.get()),
+        non_negative(SEQUENCE_BITS.get()),
+        non_negative(TIME_UNIT_MS.get()),
+    )
+}
+
+/// `idgen.max_drift_ms`, or `None` for -1 (unbounded borrowing).
+pub fn max_drift_ms() -> Option<u64> {
+    u64::try_from(MAX_DRIFT_MS.get()).ok()
+}
+
+/// `idgen.max_wait_ms`.
+pub fn max_wait_ms() -> u64 {
+    MAX_WAIT_MS.get().max(0) as u64
+}
+
+/// `idgen.sequence_jitter`: 0 for off.
+pub fn sequence_jitter() -> u64 {
+    SEQUENCE_JITTER.get().max(0) as u64
 }
 
 /// `idgen.epoch` in Unix milliseconds. The check hook has already accepted the text, so a parse

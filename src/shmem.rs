@@ -4,7 +4,7 @@
 //! process-local lock (`std` or `parking_lot`) must never be placed in shared memory: its
 //! waiters park in a per-process table and another backend would never wake them (DESIGN.md §3).
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -23,9 +23,33 @@ pub struct SnowflakeShared {
     /// The last issued state word, `tick << sequence_bits | sequence`; 0 before the first id.
     /// Advanced only by compare-and-swap in `snowflake::generator::reserve`.
     pub state: CacheLine<AtomicU64>,
-    /// How many ticks ahead of the wall clock the generator has entered (sequence overflow or
-    /// clock behind), since server start.
-    pub borrowed_ticks: CacheLine<AtomicU64>,
+    /// The first tick not covered by the durable reservation file: no id at or beyond it is
+    /// issued. 0 until the file has been read (lazily, by the first caller after a start).
+    /// Read on every call, written about once a second.
+    pub reserved_end: CacheLine<AtomicU64>,
+    /// The highest wall-clock reading (Unix ms) any caller has seen; a reading below it is a
+    /// clock regression. Written about once per millisecond under load.
+    pub clock_seen_ms: CacheLine<AtomicI64>,
+    /// Counters for `snowflake_status()`, since server start, and the warning rate limiter.
+    pub counters: CacheLine<SnowflakeCounters>,
+}
+
+/// Rarely written counters of the Snowflake generator (`snowflake_status()`).
+#[repr(C)]
+#[derive(Default)]
+pub struct SnowflakeCounters {
+    /// Ticks entered ahead of the wall clock (sequence overflow or clock behind).
+    pub borrowed_ticks: AtomicU64,
+    /// Calls that had to wait for the clock (beyond `idgen.max_drift_ms`).
+    pub waits: AtomicU64,
+    /// Calls that failed because the clock stayed too far behind (SQLSTATE 53400).
+    pub clock_failures: AtomicU64,
+    /// Clock regressions seen: the wall clock read below an earlier reading.
+    pub regressions: AtomicU64,
+    /// Writes of the reservation file.
+    pub reservation_writes: AtomicU64,
+    /// CLOCK_MONOTONIC ms of the last regression WARNING (rate limit); 0 for none yet.
+    pub last_warning_ms: AtomicI64,
 }
 
 // SAFETY: only atomics, no pointers; the same bytes are valid in every process.
@@ -37,7 +61,8 @@ static SNOWFLAKE: PgAtomic<SnowflakeShared> = unsafe { PgAtomic::new(c"idgen_sno
 /// postmaster; each object is zeroed when the postmaster (re)creates shared memory, i.e. at
 /// start and after a crash.
 ///
-/// * `idgen_snowflake`: the Snowflake state word ([`SnowflakeShared`]).
+/// * `idgen_snowflake`: the Snowflake state word ([`SnowflakeShared`]), and the LWLock tranche
+///   `idgen_snowflake` that serializes reading and writing the reservation file.
 /// * `idgen_segment_cache` and the LWLock tranche `idgen_segment`: the segment cache
 ///   ([`crate::segment::cache::SegmentShared`]), set up by hooks of its own because it holds a
 ///   condition variable that must be initialized in place.
@@ -64,6 +89,7 @@ unsafe extern "C-unwind" fn shmem_request() {
         }
     }
     crate::segment::cache::request_shmem();
+    crate::snowflake::server::request_shmem();
 }
 
 #[pg_guard]
@@ -77,6 +103,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
         let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         crate::segment::cache::attach_shmem();
+        crate::snowflake::server::attach_shmem();
         pg_sys::LWLockRelease(init_lock);
     }
 }

@@ -4,13 +4,18 @@
 //! reserves `count` consecutive state words with
 //!
 //! ```text
-//!   first = max(now_tick << sequence_bits, last + 1);   last' = first + count - 1
+//!   first = max(now_tick << sequence_bits | jitter, last + 1);   last' = first + count - 1
 //! ```
 //!
 //! and publishes `last'` with one CAS (DESIGN.md §1). Every caller of one server goes through the
 //! same word, so ids are strictly increasing across all backends; a sequence overflow carries into
 //! the next tick ("borrows" it) instead of waiting; a clock that steps back is absorbed the same
 //! way. Unlike pgEdge snowflake's per-backend state, nothing here is per process.
+//!
+//! Two [`Limits`] bound what may be published, checked before the CAS so that a refused
+//! reservation changes nothing: the *drift* bound (how many ticks ahead of the wall clock the
+//! last id may be, `idgen.max_drift_ms`) and the *reserved end* (the first tick not yet covered
+//! by the durable reservation file, DESIGN.md §1 "Surviving restarts and crashes").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -31,6 +36,10 @@ pub struct Reservation {
 /// What the next reservation of `count >= 1` state words would be, given the last issued state
 /// word and the current wall-clock tick. Pure: the CAS in [`reserve`] publishes it.
 ///
+/// `jitter` (below `2^sequence_bits`) is where the sequence starts when the reservation opens a
+/// new wall-clock tick, as Leaf's random sequence start; 0 for Twitter's behaviour. A
+/// continuation of the last tick (or a borrowed tick) never jumps: it is `last + 1`.
+///
 /// Errors with [`LayoutError::TimeExhausted`] when the reservation would pass the layout's last
 /// tick; nothing is reserved then.
 pub fn plan(
@@ -38,8 +47,10 @@ pub fn plan(
     last: u64,
     now_tick: u64,
     count: u64,
+    jitter: u64,
 ) -> Result<Reservation, LayoutError> {
     debug_assert!(count >= 1);
+    debug_assert!(jitter <= layout.max_sequence());
     let max_tick = layout.max_tick();
     if now_tick > max_tick {
         return Err(LayoutError::TimeExhausted {
@@ -47,7 +58,11 @@ pub fn plan(
             max: max_tick,
         });
     }
-    let first = (now_tick << layout.sequence_bits()).max(last.saturating_add(1));
+    let first = if now_tick > layout.state_tick(last) {
+        layout.state(now_tick, jitter)
+    } else {
+        last.saturating_add(1)
+    };
     let end = first
         .checked_add(count - 1)
         .filter(|end| layout.state_tick(*end) <= max_tick);
@@ -68,8 +83,41 @@ pub fn plan(
     })
 }
 
-/// Reserves `count >= 1` consecutive state words from the shared `word`: lock-free, one CAS in
-/// the uncontended case, retried with the fresh value when another backend won the race.
+/// The bounds a reservation must stay within to be published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The most ticks the last reserved id may be ahead of the wall-clock tick; `None` is
+    /// unbounded (`idgen.max_drift_ms = -1`).
+    pub max_ahead_ticks: Option<u64>,
+    /// The first tick not covered by the durable reservation: no id at or beyond it may be
+    /// issued. 0 before the reservation file has been read.
+    pub reserved_end: u64,
+}
+
+/// What [`reserve`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The reservation was published.
+    Issued(Reservation),
+    /// Refused, nothing published: the last id would be `ahead_ticks` ahead of the wall clock,
+    /// more than [`Limits::max_ahead_ticks`]. The caller waits for the clock or fails.
+    TooFarAhead {
+        /// Ticks between the wall clock and the last id of the refused reservation.
+        ahead_ticks: u64,
+        /// The refused reservation's last tick.
+        end_tick: u64,
+    },
+    /// Refused, nothing published: the last id's tick is not below [`Limits::reserved_end`].
+    /// The caller extends the durable reservation first.
+    BeyondReservation {
+        /// The refused reservation's last tick.
+        end_tick: u64,
+    },
+}
+
+/// Reserves `count >= 1` consecutive state words from the shared `word` within `limits`:
+/// lock-free, one CAS in the uncontended case, retried with the fresh value when another
+/// backend won the race. A refused reservation publishes nothing.
 ///
 /// The wall-clock tick is read once, before the loop: a caller that loses the race only ever
 /// moves further ahead of it, so there is no need to read the clock again.
@@ -78,14 +126,45 @@ pub fn reserve(
     word: &AtomicU64,
     now_tick: u64,
     count: u64,
-) -> Result<Reservation, LayoutError> {
+    jitter: u64,
+    limits: Limits,
+) -> Result<Outcome, LayoutError> {
     let mut last = word.load(Ordering::Relaxed);
     loop {
-        let r = plan(layout, last, now_tick, count)?;
+        let r = plan(layout, last, now_tick, count, jitter)?;
+        let end_tick = layout.state_tick(r.last);
+        let ahead_ticks = end_tick.saturating_sub(now_tick);
+        if limits.max_ahead_ticks.is_some_and(|max| ahead_ticks > max) {
+            return Ok(Outcome::TooFarAhead {
+                ahead_ticks,
+                end_tick,
+            });
+        }
+        if end_tick >= limits.reserved_end {
+            return Ok(Outcome::BeyondReservation { end_tick });
+        }
         // Uniqueness needs only the total order of read-modify-writes on this one word.
         match word.compare_exchange_weak(last, r.last, Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => return Ok(r),
+            Ok(_) => return Ok(Outcome::Issued(r)),
             Err(seen) => last = seen,
+        }
+    }
+}
+
+/// The most ticks ahead of the clock that `max_drift_ms` allows (`None`: unbounded).
+pub fn max_ahead_ticks(layout: &Layout, max_drift_ms: Option<u64>) -> Option<u64> {
+    max_drift_ms.map(|ms| ms / layout.time_unit_ms() as u64)
+}
+
+/// The largest `count` one reservation may take: a second's worth of ids, and no more ticks than
+/// the drift bound allows even from an idle generator (else the call could never be served).
+pub fn max_batch(layout: &Layout, max_ahead_ticks: Option<u64>) -> u64 {
+    let per_second = layout.ids_per_second();
+    match max_ahead_ticks {
+        None => per_second,
+        Some(ticks) => {
+            let ticks = ticks.saturating_add(1).min(layout.max_tick());
+            per_second.min(ticks.saturating_mul(layout.max_sequence() + 1))
         }
     }
 }
@@ -106,9 +185,22 @@ mod tests {
         Layout::default()
     }
 
+    /// No drift bound, everything reserved.
+    const OPEN: Limits = Limits {
+        max_ahead_ticks: None,
+        reserved_end: u64::MAX,
+    };
+
+    fn issued(outcome: Outcome) -> Reservation {
+        match outcome {
+            Outcome::Issued(r) => r,
+            other => panic!("expected an issued reservation, got {other:?}"),
+        }
+    }
+
     #[test]
     fn first_id_of_a_fresh_tick_has_sequence_zero() {
-        let r = plan(&l(), 0, 100, 1).unwrap();
+        let r = plan(&l(), 0, 100, 1, 0).unwrap();
         assert_eq!((r.first, r.last), (l().state(100, 0), l().state(100, 0)));
         assert_eq!(r.borrowed_ticks, 0);
     }
@@ -116,34 +208,34 @@ mod tests {
     #[test]
     fn same_tick_continues_the_sequence() {
         let last = l().state(100, 7);
-        let r = plan(&l(), last, 100, 1).unwrap();
+        let r = plan(&l(), last, 100, 1, 0).unwrap();
         assert_eq!(r.first, l().state(100, 8));
     }
 
     #[test]
     fn sequence_overflow_borrows_the_next_tick() {
         let last = l().state(100, 4095);
-        let r = plan(&l(), last, 100, 1).unwrap();
+        let r = plan(&l(), last, 100, 1, 0).unwrap();
         assert_eq!(r.first, l().state(101, 0));
         assert_eq!(r.borrowed_ticks, 1);
         // Once the tick is borrowed, further ids in it borrow nothing new.
-        let r2 = plan(&l(), r.last, 100, 1).unwrap();
+        let r2 = plan(&l(), r.last, 100, 1, 0).unwrap();
         assert_eq!(r2.borrowed_ticks, 0);
         // When the clock reaches that tick, nothing is borrowed either.
-        let r3 = plan(&l(), r.last, 101, 1).unwrap();
+        let r3 = plan(&l(), r.last, 101, 1, 0).unwrap();
         assert_eq!((r3.first, r3.borrowed_ticks), (l().state(101, 1), 0));
     }
 
     #[test]
     fn clock_behind_the_last_tick_never_goes_back() {
         let last = l().state(500, 3);
-        let r = plan(&l(), last, 400, 1).unwrap();
+        let r = plan(&l(), last, 400, 1, 0).unwrap();
         assert_eq!(r.first, l().state(500, 4));
     }
 
     #[test]
     fn a_batch_spans_ticks_and_counts_what_it_borrows() {
-        let r = plan(&l(), 0, 10, 3 * 4096 + 1).unwrap();
+        let r = plan(&l(), 0, 10, 3 * 4096 + 1, 0).unwrap();
         assert_eq!(r.first, l().state(10, 0));
         assert_eq!(r.last, l().state(13, 0));
         assert_eq!(r.borrowed_ticks, 3);
@@ -153,22 +245,25 @@ mod tests {
     fn reservations_past_the_last_tick_fail_and_reserve_nothing() {
         let max = l().max_tick();
         let last = l().state(max, 4094);
-        assert_eq!(plan(&l(), last, max, 1).unwrap().last, l().state(max, 4095));
+        assert_eq!(
+            plan(&l(), last, max, 1, 0).unwrap().last,
+            l().state(max, 4095)
+        );
         assert!(matches!(
-            plan(&l(), last, max, 2),
+            plan(&l(), last, max, 2, 0),
             Err(LayoutError::TimeExhausted { .. })
         ));
         assert!(matches!(
-            plan(&l(), 0, max + 1, 1),
+            plan(&l(), 0, max + 1, 1, 0),
             Err(LayoutError::TimeExhausted { .. })
         ));
         assert!(matches!(
-            plan(&l(), u64::MAX - 1, 0, 5),
+            plan(&l(), u64::MAX - 1, 0, 5, 0),
             Err(LayoutError::TimeExhausted { .. })
         ));
 
         let word = AtomicU64::new(last);
-        assert!(reserve(&l(), &word, max, 2).is_err());
+        assert!(reserve(&l(), &word, max, 2, 0, OPEN).is_err());
         assert_eq!(
             word.load(Ordering::Relaxed),
             last,
@@ -187,11 +282,120 @@ mod tests {
     #[test]
     fn reserve_publishes_the_last_state_word() {
         let word = AtomicU64::new(0);
-        let r = reserve(&l(), &word, 7, 10).unwrap();
+        let r = issued(reserve(&l(), &word, 7, 10, 0, OPEN).unwrap());
         assert_eq!(word.load(Ordering::Relaxed), r.last);
         assert_eq!(r.last - r.first, 9);
-        let r2 = reserve(&l(), &word, 7, 1).unwrap();
+        let r2 = issued(reserve(&l(), &word, 7, 1, 0, OPEN).unwrap());
         assert_eq!(r2.first, r.last + 1);
+    }
+
+    #[test]
+    fn jitter_starts_a_new_tick_only() {
+        // A fresh tick starts at the jitter...
+        let r = plan(&l(), l().state(99, 4000), 100, 1, 37).unwrap();
+        assert_eq!(r.first, l().state(100, 37));
+        // ...but a continuation of the current tick, or a borrowed one, never jumps.
+        let r = plan(&l(), l().state(100, 3), 100, 1, 37).unwrap();
+        assert_eq!(r.first, l().state(100, 4));
+        let r = plan(&l(), l().state(100, 4095), 100, 1, 37).unwrap();
+        assert_eq!(r.first, l().state(101, 0));
+    }
+
+    #[test]
+    fn a_reservation_too_far_ahead_of_the_clock_is_refused_and_changes_nothing() {
+        let word = AtomicU64::new(l().state(1_005, 4095));
+        let bounded = Limits {
+            max_ahead_ticks: Some(5),
+            ..OPEN
+        };
+        // The next id would be at tick 1006, 6 ticks ahead of the clock at 1000.
+        assert_eq!(
+            reserve(&l(), &word, 1_000, 1, 0, bounded).unwrap(),
+            Outcome::TooFarAhead {
+                ahead_ticks: 6,
+                end_tick: 1_006
+            }
+        );
+        assert_eq!(word.load(Ordering::Relaxed), l().state(1_005, 4095));
+        // One tick later the clock has caught up enough.
+        let r = issued(reserve(&l(), &word, 1_001, 1, 0, bounded).unwrap());
+        assert_eq!(r.first, l().state(1_006, 0));
+        // Unbounded borrowing never refuses.
+        assert!(matches!(
+            reserve(&l(), &word, 0, 1, 0, OPEN).unwrap(),
+            Outcome::Issued(_)
+        ));
+    }
+
+    #[test]
+    fn a_bound_of_zero_ticks_is_classic_snowflake_waiting_for_the_next_tick() {
+        let word = AtomicU64::new(l().state(50, 4095));
+        let strict = Limits {
+            max_ahead_ticks: Some(0),
+            ..OPEN
+        };
+        assert!(matches!(
+            reserve(&l(), &word, 50, 1, 0, strict).unwrap(),
+            Outcome::TooFarAhead { ahead_ticks: 1, .. }
+        ));
+        assert!(matches!(
+            reserve(&l(), &word, 51, 1, 0, strict).unwrap(),
+            Outcome::Issued(_)
+        ));
+    }
+
+    #[test]
+    fn nothing_is_issued_at_or_beyond_the_reserved_end() {
+        let word = AtomicU64::new(0);
+        let limits = Limits {
+            max_ahead_ticks: None,
+            reserved_end: 101,
+        };
+        assert!(matches!(
+            reserve(&l(), &word, 100, 4096, 0, limits).unwrap(),
+            Outcome::Issued(_)
+        ));
+        assert_eq!(
+            reserve(&l(), &word, 100, 1, 0, limits).unwrap(),
+            Outcome::BeyondReservation { end_tick: 101 }
+        );
+        assert_eq!(word.load(Ordering::Relaxed), l().state(100, 4095));
+        // Before the reservation file is read (reserved_end 0) nothing is issued at all.
+        assert!(matches!(
+            reserve(
+                &l(),
+                &AtomicU64::new(0),
+                5,
+                1,
+                0,
+                Limits {
+                    reserved_end: 0,
+                    ..limits
+                }
+            )
+            .unwrap(),
+            Outcome::BeyondReservation { .. }
+        ));
+    }
+
+    #[test]
+    fn batches_are_capped_by_a_second_and_by_the_drift_bound() {
+        let layout = l();
+        assert_eq!(max_batch(&layout, None), 4_096_000);
+        assert_eq!(
+            max_batch(&layout, max_ahead_ticks(&layout, Some(1000))),
+            4_096_000
+        );
+        // With no drift allowed a batch must fit in the current tick.
+        assert_eq!(max_batch(&layout, max_ahead_ticks(&layout, Some(0))), 4096);
+        assert_eq!(
+            max_batch(&layout, max_ahead_ticks(&layout, Some(9))),
+            10 * 4096
+        );
+        // Drift is counted in whole ticks: 25 ms of 10 ms ticks is 2 ticks ahead.
+        let sonyflake = Layout::new(0, 16, 8, 10).unwrap();
+        assert_eq!(max_ahead_ticks(&sonyflake, Some(25)), Some(2));
+        assert_eq!(max_batch(&sonyflake, Some(2)), 3 * 256);
     }
 
     /// Eight threads hammer one word with a frozen clock, so every id after the first 4096 is a
@@ -210,7 +414,7 @@ mod tests {
                     let mut ids = Vec::with_capacity(PER_THREAD);
                     for i in 0..PER_THREAD {
                         let count = if (i + t) % 10 == 0 { 3 } else { 1 };
-                        let r = reserve(&layout, &word, 1_000, count).unwrap();
+                        let r = issued(reserve(&layout, &word, 1_000, count, 0, OPEN).unwrap());
                         for s in r.first..=r.last {
                             ids.push(layout.id_from_state(s, 5).unwrap());
                         }

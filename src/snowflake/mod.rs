@@ -5,6 +5,7 @@
 pub mod decode;
 pub mod generator;
 pub mod layout;
+pub mod reservation;
 pub mod server;
 
 use pgrx::datetime::TimestampWithTimeZone;
@@ -17,8 +18,12 @@ pub use server::wall_clock_unix_ms;
 /// The next Snowflake id of this server: `bigint`, positive, strictly greater than every id
 /// this server issued before, in any backend or database.
 ///
-/// Lock-free: one compare-and-swap on the shared state word. Errors: 55000 until
-/// `idgen.worker_id` is set; 25006 on a standby; 2200H when the layout has run out of time.
+/// Lock-free: one compare-and-swap on the shared state word. Never waits while the id stays
+/// within `idgen.max_drift_ms` of the wall clock; beyond it waits for the clock up to
+/// `idgen.max_wait_ms`, then fails with 53400 (DESIGN.md §1 "Clock policy"). Errors: 55000
+/// until `idgen.worker_id` is set; 25006 on a standby; 2200H when the layout has run out of
+/// time; XX001/58030/55000 when the reservation file is corrupt, unwritable or from another
+/// layout (see `server::reserve`).
 #[pg_extern(volatile, parallel_restricted)]
 fn snowflake_nextval() -> i64 {
     server::reserve(1).or_report().last_id
@@ -26,16 +31,17 @@ fn snowflake_nextval() -> i64 {
 
 /// `count` consecutive Snowflake ids from one reservation (one CAS), in increasing order.
 ///
-/// `count` is `1..=` the ids the layout issues per second (4,096,000 by default): a larger batch
-/// would run the generator far ahead of the clock. Errors: 22004 for NULL, 22023 out of range,
-/// and those of [`snowflake_nextval`]. `snowflake_currval()` becomes the last id.
+/// `count` is `1..=` the ids the layout issues per second (4,096,000 by default), and no more
+/// than fit in the ticks `idgen.max_drift_ms` allows ahead of the clock: a larger batch would
+/// run the generator far ahead of the clock. Errors: 22004 for NULL, 22023 out of range, and
+/// those of [`snowflake_nextval`]. `snowflake_currval()` becomes the last id.
 #[pg_extern(volatile, parallel_restricted)]
 fn snowflake_nextvals(count: Option<i32>) -> SetOfIterator<'static, i64> {
     let count = count
         .ok_or(Error::NullArgument { argument: "count" })
         .or_report();
     let layout = server::layout();
-    let max = layout.ids_per_second();
+    let max = server::max_batch();
     if count < 1 || count as u64 > max {
         Error::CountOutOfRange {
             count: count.into(),
@@ -96,10 +102,17 @@ fn snowflake_compose(
     decode::compose(server::layout(), ts, worker_id.into(), sequence.into()).or_report()
 }
 
-/// One row describing this server's generator: worker id (NULL while unset), layout (bits per
-/// field, tick length in ms), epoch and the time the layout runs out, the last id issued (NULL
-/// before the first) and its tick's time, drift (ms the last tick is ahead of the wall clock,
-/// 0 when behind), and the number of ticks borrowed ahead of the clock since start.
+/// One row describing this server's generator:
+///
+/// * `worker_id` (NULL while unset); the layout: bits per field, `time_unit_ms`, `epoch`, and
+///   `exhausted_at`, when the time field runs out;
+/// * `last_id` (NULL before the first since start) and `last_tick_at`, its tick's time;
+/// * `drift_ms`: how far the last tick is ahead of the wall clock (0 when behind);
+/// * `borrowed_ticks`, `waits` (calls that waited for the clock), `clock_failures` (calls that
+///   failed with 53400) and `clock_regressions`, counted since start;
+/// * `reserved_tick` and `reserved_until`: the last tick the durable reservation covers and the
+///   end of that tick (NULL until the first call since start has read the file), and
+///   `reservation_writes`, the file writes since start.
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_status() -> TableIterator<
     'static,
@@ -115,6 +128,12 @@ fn snowflake_status() -> TableIterator<
         name!(last_tick_at, Option<TimestampWithTimeZone>),
         name!(drift_ms, i64),
         name!(borrowed_ticks, i64),
+        name!(waits, i64),
+        name!(clock_failures, i64),
+        name!(clock_regressions, i64),
+        name!(reserved_tick, Option<i64>),
+        name!(reserved_until, Option<TimestampWithTimeZone>),
+        name!(reservation_writes, i64),
     ),
 > {
     let layout = server::layout();
@@ -131,6 +150,7 @@ fn snowflake_status() -> TableIterator<
         }
         Err(_) => 0, // the clock is outside the layout: nextval reports that itself
     };
+    let reserved = (snap.reserved_end > 0).then_some(snap.reserved_end);
     TableIterator::once((
         worker.map(|w| w as i32),
         layout.time_bits() as i32,
@@ -145,6 +165,12 @@ fn snowflake_status() -> TableIterator<
             .flatten(),
         drift_ms as i64,
         snap.borrowed_ticks as i64,
+        snap.waits as i64,
+        snap.clock_failures as i64,
+        snap.regressions as i64,
+        reserved.map(|end| end as i64 - 1),
+        reserved.and_then(|end| decode::tick_start(layout, end).ok()),
+        snap.reservation_writes as i64,
     ))
 }
 

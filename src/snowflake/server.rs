@@ -1,21 +1,27 @@
-//! The server's generator: the layout fixed at start, the wall clock, the shared state word, and
-//! this session's `snowflake_currval`.
+//! The server's generator: the layout fixed at start, the wall clock and its policy, the shared
+//! state word, the durable reservation, and this session's `snowflake_currval`.
 //!
-//! Shared state (the state word) is in shared memory and advanced with atomics only; the hot
-//! path takes no LWLock. Session state (`currval`) is a process static behind a `parking_lot`
-//! mutex, which no other process ever sees (DESIGN.md §3).
+//! Shared state (the state word, the reserved end, counters) is in shared memory and advanced
+//! with atomics only; the hot path takes no lock. The reservation file is read and written under
+//! the LWLock `idgen_snowflake`, by the one caller that needs it, about once a second. Session
+//! state (`currval`) is a process static behind a `parking_lot` mutex, which no other process
+//! ever sees (DESIGN.md §3).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
 
-use super::generator::{self, Reservation};
+use super::generator::{self, Limits, Outcome, Reservation};
 use super::layout::{Layout, LayoutError};
+use super::reservation::{self, FileError, Stored};
 use crate::error::Error;
-use crate::{guc, shmem};
+use crate::guc;
+use crate::shmem::{self, SnowflakeShared};
 
 /// The layout, built once from the settings in the postmaster and inherited by every backend.
 static LAYOUT: OnceLock<Layout> = OnceLock::new();
@@ -23,26 +29,75 @@ static LAYOUT: OnceLock<Layout> = OnceLock::new();
 /// The last id this session drew, for `snowflake_currval()`.
 static CURRVAL: Mutex<Option<i64>> = Mutex::new(None);
 
+/// The LWLock serializing the reservation file, set in the postmaster's shmem startup hook.
+static LOCK: AtomicPtr<pg_sys::LWLock> = AtomicPtr::new(std::ptr::null_mut());
+const TRANCHE: &std::ffi::CStr = c"idgen_snowflake";
+
+/// How far ahead of need the reservation is extended, in ms: "about a second" (DESIGN.md §1).
+pub const RESERVATION_WINDOW_MS: u64 = 1000;
+
+/// A wall-clock reading this far below an earlier one counts as a regression. Readings are
+/// ordered (a caller loads the highest reading before it reads the clock), so only a clock that
+/// really stepped back falls below; 1 ms absorbs rounding to milliseconds.
+const REGRESSION_TOLERANCE_MS: i64 = 1;
+
+/// At most one clock-regression WARNING per this many ms, per server.
+const WARNING_INTERVAL_MS: i64 = 10_000;
+
 /// Builds the layout from the settings. Called from `_PG_init` after `guc::init`, in the
-/// postmaster (idgen refuses to load anywhere else); an unusable layout stops the server.
+/// postmaster (idgen refuses to load anywhere else); an unusable layout, or a worker id that
+/// does not fit it, stops the server (22023, naming the setting).
 pub fn init() {
-    LAYOUT.get_or_init(|| configured().unwrap_or_else(|e| Error::from(e).report()));
+    let layout = LAYOUT.get_or_init(|| configured().unwrap_or_else(|e| e.report()));
+    if layout.exhausted_at_unix_ms() <= wall_clock_unix_ms() {
+        pgrx::warning!(
+            "the snowflake layout ran out of time at Unix time {} ms: snowflake_nextval() will fail",
+            layout.exhausted_at_unix_ms()
+        );
+    }
 }
 
-/// The layout the settings describe: `idgen.epoch` with Twitter's widths (41 | 10 | 12, 1 ms).
-fn configured() -> Result<Layout, LayoutError> {
-    let twitter = Layout::default();
-    Layout::new(
+/// The layout `idgen.epoch`, `idgen.worker_bits`, `idgen.sequence_bits` and
+/// `idgen.time_unit_ms` describe, checked against `idgen.worker_id`.
+fn configured() -> Result<Layout, Error> {
+    let (worker_bits, sequence_bits, time_unit_ms) = guc::layout_widths();
+    let layout = Layout::new(
         guc::epoch_unix_ms(),
-        twitter.worker_bits(),
-        twitter.sequence_bits(),
-        twitter.time_unit_ms(),
-    )
+        worker_bits,
+        sequence_bits,
+        time_unit_ms,
+    )?;
+    match guc::worker_id() {
+        Some(worker) if worker > layout.max_worker() => Err(Error::InvalidSetting {
+            name: "idgen.worker_id".into(),
+            value: worker.to_string(),
+            detail: format!(
+                "idgen.worker_bits = {worker_bits} allows worker ids 0 to {}.",
+                layout.max_worker()
+            ),
+        }),
+        _ => Ok(layout),
+    }
 }
 
 /// The server's layout, built by [`init`] in the postmaster and inherited by every backend.
 pub fn layout() -> &'static Layout {
     LAYOUT.get().expect("the layout is built in _PG_init")
+}
+
+/// Shared-memory request hook part: the reservation file's LWLock.
+pub fn request_shmem() {
+    // SAFETY: called from shmem_request_hook, where tranche requests are allowed.
+    unsafe { pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1) };
+}
+
+/// Shared-memory startup hook part: remembers where the LWLock is.
+pub fn attach_shmem() {
+    // SAFETY: called from shmem_startup_hook, after the tranche was requested.
+    unsafe {
+        let tranche = pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr());
+        LOCK.store(&raw mut (*tranche).lock, Ordering::SeqCst);
+    }
 }
 
 /// The wall clock in Unix milliseconds (negative before 1970).
@@ -51,6 +106,17 @@ pub fn wall_clock_unix_ms() -> i64 {
         Ok(d) => d.as_millis() as i64,
         Err(e) => -(e.duration().as_millis() as i64),
     }
+}
+
+/// CLOCK_MONOTONIC in ms: the same in every process, unaffected by steps of the wall clock.
+fn monotonic_ms() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
 }
 
 /// What [`reserve`] drew: the state words, the worker id to put in them, and the last id.
@@ -63,10 +129,26 @@ pub struct Drawn {
     pub last_id: i64,
 }
 
-/// Reserves `count >= 1` consecutive ids. Sets this session's `currval` to the last id.
+/// The largest batch `snowflake_nextvals` may take under the current drift bound.
+pub fn max_batch() -> u64 {
+    let layout = layout();
+    generator::max_batch(
+        layout,
+        generator::max_ahead_ticks(layout, guc::max_drift_ms()),
+    )
+}
+
+/// Reserves `count >= 1` consecutive ids (`count <= max_batch()`). Sets this session's
+/// `currval` to the last id.
 ///
-/// Errors: 55000 when `idgen.worker_id` is unset, 25006 during recovery, 22008 when the clock
-/// reads before the epoch, 2200H when the layout has run out of time.
+/// The clock policy (DESIGN.md §1): while the last id stays within `idgen.max_drift_ms` of the
+/// wall clock, the call never waits. Beyond it, it sleeps (interruptibly) until the clock has
+/// caught up, if that takes at most `idgen.max_wait_ms` in all; otherwise it fails at once.
+///
+/// Errors: 55000 when `idgen.worker_id` is unset or the reservation file was written under
+/// another layout, 25006 during recovery, 22008 when the clock reads before the epoch, 2200H
+/// when the layout has run out of time, 53400 when the clock is too far behind, XX001 for a
+/// corrupt reservation file, 58030 when it cannot be written.
 pub fn reserve(count: u64) -> Result<Drawn, Error> {
     let worker = guc::worker_id().ok_or(Error::WorkerIdNotSet)?;
     // SAFETY: RecoveryInProgress reads shared memory that exists in every backend; once it has
@@ -75,29 +157,305 @@ pub fn reserve(count: u64) -> Result<Drawn, Error> {
         return Err(Error::InRecovery);
     }
     let layout = layout();
-    let now_tick = match layout.tick_at(wall_clock_unix_ms()) {
-        Ok(tick) => tick,
-        Err(LayoutError::BeforeEpoch { ms }) => return Err(Error::ClockBeforeEpoch { ms }),
-        Err(e) => return Err(exhausted(layout, e)),
-    };
     let shared = shmem::snowflake();
-    let r = generator::reserve(layout, &shared.state.0, now_tick, count)
+    let mut waiting_since: Option<Instant> = None;
+    loop {
+        let now_ms = read_clock(shared);
+        let now_tick = match layout.tick_at(now_ms) {
+            Ok(tick) => tick,
+            Err(LayoutError::BeforeEpoch { ms }) => return Err(Error::ClockBeforeEpoch { ms }),
+            Err(e) => return Err(exhausted(layout, e)),
+        };
+        let limits = Limits {
+            max_ahead_ticks: generator::max_ahead_ticks(layout, guc::max_drift_ms()),
+            reserved_end: shared.reserved_end.0.load(Ordering::Acquire),
+        };
+        let outcome = generator::reserve(
+            layout,
+            &shared.state.0,
+            now_tick,
+            count,
+            jitter(layout),
+            limits,
+        )
         .map_err(|e| exhausted(layout, e))?;
-    if r.borrowed_ticks > 0 {
-        shared
-            .borrowed_ticks
-            .0
-            .fetch_add(r.borrowed_ticks, Ordering::Relaxed);
+        match outcome {
+            Outcome::Issued(r) => {
+                let counters = &shared.counters.0;
+                if r.borrowed_ticks > 0 {
+                    counters
+                        .borrowed_ticks
+                        .fetch_add(r.borrowed_ticks, Ordering::Relaxed);
+                }
+                let end_tick = layout.state_tick(r.last);
+                if end_tick + low_water_ticks(layout) >= limits.reserved_end {
+                    // Extend ahead of need, unless another backend is at it. A failure here
+                    // costs nothing yet: the caller that really needs the extension reports it.
+                    let _ = extend(layout, shared, end_tick, now_ms, false);
+                }
+                let last_id = layout
+                    .id_from_state(r.last, worker)
+                    .map_err(|e| exhausted(layout, e))?;
+                *CURRVAL.lock() = Some(last_id);
+                return Ok(Drawn {
+                    reservation: r,
+                    worker,
+                    last_id,
+                });
+            }
+            Outcome::BeyondReservation { end_tick } => {
+                extend(layout, shared, end_tick, now_ms, true)?;
+            }
+            Outcome::TooFarAhead {
+                ahead_ticks,
+                end_tick,
+            } => {
+                let max_ahead = limits.max_ahead_ticks.unwrap_or(ahead_ticks);
+                let catch_up_ms =
+                    (layout.unix_ms_of_tick(end_tick - max_ahead) - now_ms).max(1) as u64;
+                let waited_ms = waiting_since.map_or(0, |t| t.elapsed().as_millis() as u64);
+                if waited_ms + catch_up_ms > guc::max_wait_ms() {
+                    shared
+                        .counters
+                        .0
+                        .clock_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Err(Error::ClockBehind {
+                        behind_ms: layout.unix_ms_of_tick(end_tick) - now_ms,
+                        max_drift_ms: guc::max_drift_ms().unwrap_or(0),
+                        max_wait_ms: guc::max_wait_ms(),
+                    });
+                }
+                if waiting_since.is_none() {
+                    waiting_since = Some(Instant::now());
+                    shared.counters.0.waits.fetch_add(1, Ordering::Relaxed);
+                }
+                sleep_interruptibly(Duration::from_millis(catch_up_ms));
+            }
+        }
     }
-    let last_id = layout
-        .id_from_state(r.last, worker)
-        .map_err(|e| exhausted(layout, e))?;
-    *CURRVAL.lock() = Some(last_id);
-    Ok(Drawn {
-        reservation: r,
-        worker,
-        last_id,
-    })
+}
+
+/// Reads the wall clock and notes a regression: a reading below the highest one any caller
+/// has seen. The highest reading is loaded *before* the clock is read, so a clock that did not
+/// step back can never read below it.
+fn read_clock(shared: &SnowflakeShared) -> i64 {
+    let seen = shared.clock_seen_ms.0.load(Ordering::Acquire);
+    let now_ms = wall_clock_unix_ms();
+    if now_ms > seen {
+        shared.clock_seen_ms.0.fetch_max(now_ms, Ordering::AcqRel);
+    } else if now_ms < seen - REGRESSION_TOLERANCE_MS
+        && shared
+            .clock_seen_ms
+            .0
+            .compare_exchange(seen, now_ms, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    {
+        // The one caller whose CAS lowered the mark counts this regression.
+        regression(shared, seen - now_ms, "moved backwards");
+    }
+    now_ms
+}
+
+/// Counts a clock regression of `by_ms` and logs it as a WARNING, at most one per
+/// [`WARNING_INTERVAL_MS`] per server.
+fn regression(shared: &SnowflakeShared, by_ms: i64, how: &str) {
+    let counters = &shared.counters.0;
+    let total = counters.regressions.fetch_add(1, Ordering::Relaxed) + 1;
+    let now = monotonic_ms();
+    let last = counters.last_warning_ms.load(Ordering::Relaxed);
+    let due = last == 0 || now - last >= WARNING_INTERVAL_MS;
+    if due
+        && counters
+            .last_warning_ms
+            .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        let drift = match guc::max_drift_ms() {
+            Some(ms) => format!("{ms} ms"),
+            None => "unbounded".into(),
+        };
+        ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_WARNING,
+            format!("idgen: the system clock {how} by {by_ms} ms"),
+            "idgen",
+        )
+        .set_detail(format!(
+            "Snowflake ids keep increasing: within idgen.max_drift_ms ({drift}) the generator stamps ids ahead of the clock; beyond it calls wait up to idgen.max_wait_ms ({} ms) and then fail with SQLSTATE 53400. Regressions since start: {total}.",
+            guc::max_wait_ms()
+        ))
+        .set_hint("Check the time synchronisation of this machine (NTP steps, VM migration).")
+        .report(PgLogLevel::WARNING);
+    }
+}
+
+/// The random sequence start of a new tick (`idgen.sequence_jitter`), below the bound and below
+/// the layout's sequence range; 0 when jitter is off.
+fn jitter(layout: &Layout) -> u64 {
+    let bound = guc::sequence_jitter().min(layout.max_sequence() + 1);
+    if bound <= 1 {
+        return 0;
+    }
+    // SAFETY: PostgreSQL's per-process PRNG, seeded at backend start.
+    unsafe { pg_sys::pg_prng_uint64_range(&raw mut pg_sys::pg_global_prng_state, 0, bound - 1) }
+}
+
+/// Sleeps up to `duration` on the process latch; returns early on a signal and raises a
+/// pending cancel or termination (CHECK_FOR_INTERRUPTS). Exits if the postmaster dies.
+fn sleep_interruptibly(duration: Duration) {
+    let ms = duration.as_millis().clamp(1, i32::MAX as u128) as std::ffi::c_long;
+    // SAFETY: MyLatch is this process's latch; the wait event is the generic extension one.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            ms,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pgrx::check_for_interrupts!();
+}
+
+/// Reservation width in ticks: [`RESERVATION_WINDOW_MS`], at least one tick.
+fn window_ticks(layout: &Layout) -> u64 {
+    RESERVATION_WINDOW_MS
+        .div_ceil(layout.time_unit_ms() as u64)
+        .max(1)
+}
+
+/// A quarter window: when fewer reserved ticks than this are left, the reservation is extended
+/// ahead of need.
+fn low_water_ticks(layout: &Layout) -> u64 {
+    (window_ticks(layout) / 4).max(1)
+}
+
+/// Makes the durable reservation cover `end_tick`, reading the file first if this is the first
+/// use since the server (re)started. `wait`: block on the LWLock (the caller cannot proceed
+/// without it); otherwise give up at once if another backend holds it.
+fn extend(
+    layout: &Layout,
+    shared: &SnowflakeShared,
+    end_tick: u64,
+    now_ms: i64,
+    wait: bool,
+) -> Result<(), Error> {
+    let lock = LOCK.load(Ordering::Acquire);
+    // SAFETY: LOCK points into the main LWLock array, set up before any backend exists; nothing
+    // between acquire and release raises an error (file errors are values), and an unexpected
+    // panic is turned into an ERROR whose cleanup releases every LWLock.
+    unsafe {
+        if wait {
+            pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        } else if !pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) {
+            return Ok(());
+        }
+    }
+    let result = extend_locked(layout, shared, end_tick, now_ms);
+    // SAFETY: acquired above.
+    unsafe { pg_sys::LWLockRelease(lock) };
+    let regressed = result?;
+    if let Some(by_ms) = regressed {
+        regression(
+            shared,
+            by_ms,
+            "is behind the time of the last reservation before the restart,",
+        );
+    }
+    Ok(())
+}
+
+/// [`extend`] under the LWLock. Returns how far the clock is behind the stored reservation's
+/// write time, when the file was read now and the clock went back across the restart.
+fn extend_locked(
+    layout: &Layout,
+    shared: &SnowflakeShared,
+    end_tick: u64,
+    now_ms: i64,
+) -> Result<Option<i64>, Error> {
+    let path = reservation::path_in(&data_dir());
+    let mut reserved_end = shared.reserved_end.0.load(Ordering::Acquire);
+    let mut regressed = None;
+    if reserved_end == 0 {
+        // First use since start: continue after the stored reservation.
+        if let Some(stored) = reservation::read(&path).map_err(file_error)? {
+            if stored.layout != *layout {
+                return Err(Error::LayoutChanged {
+                    path: path.display().to_string(),
+                    stored: describe(&stored.layout),
+                    configured: describe(layout),
+                });
+            }
+            let resume = stored.reserved_end.min(layout.max_tick() + 1);
+            if resume > 0 {
+                shared
+                    .state
+                    .0
+                    .fetch_max((resume << layout.sequence_bits()) - 1, Ordering::AcqRel);
+            }
+            if now_ms < stored.written_at_unix_ms - REGRESSION_TOLERANCE_MS {
+                regressed = Some(stored.written_at_unix_ms - now_ms);
+            }
+            reserved_end = resume;
+            shared.reserved_end.0.store(resume, Ordering::Release);
+        }
+    }
+    let low_water = low_water_ticks(layout);
+    if end_tick.saturating_add(low_water) < reserved_end {
+        return Ok(regressed); // covered: another backend extended it, or the file did
+    }
+    let now_tick = layout.tick_at(now_ms).unwrap_or(0);
+    let last_tick = layout.state_tick(shared.state.0.load(Ordering::Acquire));
+    let target = end_tick
+        .max(now_tick)
+        .max(last_tick)
+        .saturating_add(window_ticks(layout) + low_water + 1)
+        .min(layout.max_tick() + 1);
+    if target > reserved_end {
+        let stored = Stored {
+            reserved_end: target,
+            written_at_unix_ms: now_ms,
+            layout: *layout,
+        };
+        reservation::write(&path, &stored).map_err(file_error)?;
+        shared
+            .counters
+            .0
+            .reservation_writes
+            .fetch_add(1, Ordering::Relaxed);
+        shared.reserved_end.0.store(target, Ordering::Release);
+    }
+    Ok(regressed)
+}
+
+/// The data directory (the current directory of every backend, but named explicitly).
+fn data_dir() -> std::path::PathBuf {
+    // SAFETY: DataDir is set before shared_preload_libraries are loaded and never changes.
+    let dir = unsafe { std::ffi::CStr::from_ptr(pg_sys::DataDir) };
+    std::path::PathBuf::from(dir.to_string_lossy().into_owned())
+}
+
+fn file_error(e: FileError) -> Error {
+    match e {
+        FileError::Corrupt { path, reason } => Error::ReservationCorrupt {
+            path: path.display().to_string(),
+            reason,
+        },
+        io @ FileError::Io { .. } => Error::ReservationIo {
+            message: io.to_string(),
+        },
+    }
+}
+
+/// A layout as the settings that make it, for messages.
+pub fn describe(layout: &Layout) -> String {
+    format!(
+        "idgen.epoch = {} ms after 1970, idgen.worker_bits = {}, idgen.sequence_bits = {}, idgen.time_unit_ms = {}",
+        layout.epoch_unix_ms(),
+        layout.worker_bits(),
+        layout.sequence_bits(),
+        layout.time_unit_ms()
+    )
 }
 
 fn exhausted(layout: &Layout, e: LayoutError) -> Error {
@@ -120,8 +478,18 @@ pub fn currval() -> Result<i64, Error> {
 pub struct Snapshot {
     /// The last issued state word (0: none yet).
     pub last_state: u64,
+    /// The first tick not covered by the reservation file (0: not read since start).
+    pub reserved_end: u64,
     /// Ticks borrowed ahead of the wall clock since start.
     pub borrowed_ticks: u64,
+    /// Calls that waited for the clock since start.
+    pub waits: u64,
+    /// Calls that failed because the clock was too far behind (53400) since start.
+    pub clock_failures: u64,
+    /// Clock regressions seen since start.
+    pub regressions: u64,
+    /// Reservation file writes since start.
+    pub reservation_writes: u64,
     /// The wall clock when the snapshot was taken, Unix ms.
     pub now_unix_ms: i64,
 }
@@ -129,9 +497,15 @@ pub struct Snapshot {
 /// Reads the shared state without changing it.
 pub fn snapshot() -> Snapshot {
     let shared = shmem::snowflake();
+    let counters = &shared.counters.0;
     Snapshot {
         last_state: shared.state.0.load(Ordering::Acquire),
-        borrowed_ticks: shared.borrowed_ticks.0.load(Ordering::Relaxed),
+        reserved_end: shared.reserved_end.0.load(Ordering::Acquire),
+        borrowed_ticks: counters.borrowed_ticks.load(Ordering::Relaxed),
+        waits: counters.waits.load(Ordering::Relaxed),
+        clock_failures: counters.clock_failures.load(Ordering::Relaxed),
+        regressions: counters.regressions.load(Ordering::Relaxed),
+        reservation_writes: counters.reservation_writes.load(Ordering::Relaxed),
         now_unix_ms: wall_clock_unix_ms(),
     }
 }

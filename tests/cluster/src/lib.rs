@@ -19,6 +19,27 @@ pub const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 pub struct Cluster {
     dir: PathBuf,
     port: u16,
+    /// Environment of the server processes (e.g. libfaketime's).
+    env: Vec<(String, String)>,
+}
+
+/// Debian's libfaketime (package `faketime`), preloaded into a server by [`Cluster::fake_clock`].
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The clock of a server running under libfaketime: an offset from the real time, read from a
+/// file that every server process re-reads at least once a second.
+pub struct FakeClock {
+    spec: PathBuf,
+}
+
+impl FakeClock {
+    /// How long until every server process has picked up a change (libfaketime's cache).
+    pub const PICKUP: std::time::Duration = std::time::Duration::from_millis(1500);
+
+    /// Sets the server's clock to the real time plus `secs` (negative: behind).
+    pub fn set_offset_secs(&self, secs: f64) {
+        fs::write(&self.spec, format!("{secs:+.3}\n")).expect("write the faketime spec");
+    }
 }
 
 fn is_root() -> bool {
@@ -97,6 +118,7 @@ impl Cluster {
         let c = Cluster {
             dir,
             port: free_port(),
+            env: Vec::new(),
         };
         let mut initdb = as_postgres("initdb");
         initdb.args([
@@ -135,9 +157,37 @@ impl Cluster {
         c
     }
 
+    /// Makes the server (from its next start) run under libfaketime with a clock offset read
+    /// from a file in the cluster directory, initially the real time. CLOCK_MONOTONIC is left
+    /// alone, as a real clock step leaves it alone.
+    pub fn fake_clock(&mut self) -> FakeClock {
+        let clock = FakeClock {
+            spec: self.dir.join("faketime.spec"),
+        };
+        clock.set_offset_secs(0.0);
+        self.env = vec![
+            ("LD_PRELOAD".into(), LIBFAKETIME.into()),
+            (
+                "FAKETIME_TIMESTAMP_FILE".into(),
+                clock.spec.display().to_string(),
+            ),
+            ("FAKETIME_CACHE_DURATION".into(), "1".into()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+        ];
+        clock
+    }
+
+    /// The postmaster's process id, from `postmaster.pid`.
+    pub fn postmaster_pid(&self) -> u32 {
+        let pid_file = fs::read_to_string(self.data().join("postmaster.pid"))
+            .expect("postmaster.pid of a running server");
+        pid_file.lines().next().unwrap().trim().parse().unwrap()
+    }
+
     /// `pg_ctl start -w`; returns its output (the server log has the reasons for a failure).
     pub fn pg_ctl_start(&self) -> Output {
         let mut cmd = as_postgres("pg_ctl");
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd.args([
             "-D",
             self.data().to_str().unwrap(),
