@@ -320,9 +320,36 @@ mod tests {
         assert_sqlstate("SELECT snowflake_compose('-infinity')", "22008");
     }
 
+    /// Every id is below the durable reservation, which runs ahead of the last id and was
+    /// written (at least once for this server) rather than per id.
+    #[pg_test]
+    fn the_reservation_runs_ahead_of_the_last_id() {
+        let id = one_i64("SELECT snowflake_nextval()");
+        let (reserved, writes, ahead) = Spi::get_three::<i64, i64, bool>(
+            "SELECT reserved_tick, reservation_writes, reserved_until > last_tick_at FROM snowflake_status()",
+        )
+        .unwrap();
+        assert!(
+            reserved.unwrap() >= id >> 22,
+            "reserved {reserved:?}, id {id}"
+        );
+        assert_eq!(ahead, Some(true));
+        let writes = writes.unwrap();
+        assert!(writes >= 1);
+        Spi::run("SELECT snowflake_nextval() FROM generate_series(1, 1000)").unwrap();
+        let later = one_i64("SELECT reservation_writes FROM snowflake_status()");
+        assert!(
+            later - writes <= 2,
+            "{} writes for 1000 ids",
+            later - writes
+        );
+    }
+
     #[pg_test]
     fn worker_id_cannot_be_changed_in_a_session() {
         assert_sqlstate("SET idgen.worker_id = 3", "55P02");
+        assert_sqlstate("SET idgen.worker_bits = 5", "55P02");
+        assert_sqlstate("SET idgen.max_drift_ms = -1", "55P02");
         assert_sqlstate("SET idgen.epoch = '2025-01-01+00'", "55P02");
         assert_sqlstate("SET idgen.no_such_setting = 1", "42602"); // the prefix is reserved
     }

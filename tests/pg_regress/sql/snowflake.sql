@@ -49,7 +49,9 @@ SELECT snowflake_timestamp(NULL) IS NULL AS ts_null, snowflake_compose(NULL) IS 
 
 -- status: one row describing this server's generator.
 SELECT worker_id, time_bits, worker_bits, sequence_bits, time_unit_ms, epoch, exhausted_at,
-       last_id >= :b AS last_id_current, drift_ms <= greatest(0, ceil(extract(epoch FROM last_tick_at - now()) * 1000) + 1) AS drift_bounded, borrowed_ticks >= 2 AS borrowed
+       last_id >= :b AS last_id_current, drift_ms <= greatest(0, ceil(extract(epoch FROM last_tick_at - now()) * 1000) + 1) AS drift_bounded, borrowed_ticks >= 2 AS borrowed,
+       reserved_tick >= :b >> 22 AND reserved_until > last_tick_at AS reserved_ahead, reservation_writes >= 1 AS reservation_written,
+       clock_failures = 0 AND clock_regressions = 0 AS clock_steady
 FROM snowflake_status();
 
 -- Argument errors.
