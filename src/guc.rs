@@ -1,9 +1,11 @@
 //! Every idgen setting: one private static each, defined in [`init`], read through typed getters.
 //! Nothing else touches the statics (the model is pg_search's `gucs.rs`).
 //!
-//! Settings that uniqueness depends on are `postmaster` context: they are read from
-//! `postgresql.conf` at server start, cannot be changed by `SET` (SQLSTATE 55P02), and are the
-//! same in every backend of the server.
+//! Settings that uniqueness depends on (worker id, layout, epoch) are `postmaster` context: they
+//! are read from `postgresql.conf` at server start, cannot be changed by `SET` (SQLSTATE 55P02),
+//! and are the same in every backend of the server. The clock policy (`idgen.max_drift_ms`,
+//! `idgen.max_wait_ms`) and `idgen.sequence_jitter` are `sighup`: reloadable, never per session,
+//! and none of their values can make an id repeat.
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::str::FromStr;

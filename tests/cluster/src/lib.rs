@@ -107,9 +107,18 @@ impl Cluster {
     /// Panics with the server log if it does not start.
     pub fn start(tag: &str, settings: &[&str]) -> Cluster {
         let c = Cluster::init(tag, settings);
-        let out = c.pg_ctl_start();
-        assert!(out.status.success(), "server did not start:\n{}", c.log());
+        c.start_server();
         c
+    }
+
+    /// `pg_ctl start` of an initialized or stopped server; panics with the log if it fails.
+    pub fn start_server(&self) {
+        let out = self.pg_ctl_start();
+        assert!(
+            out.status.success(),
+            "server did not start:\n{}",
+            self.log()
+        );
     }
 
     /// initdb only; `settings` are written to postgresql.conf. Start with [`Cluster::pg_ctl_start`].

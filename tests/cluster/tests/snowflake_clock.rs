@@ -90,6 +90,19 @@ fn twitter_ms(id: i64) -> i64 {
     (id >> 22) + 1_704_067_200_000
 }
 
+/// `n` ids drawn by one statement, in order.
+fn draw(client: &mut postgres::Client, n: i32) -> Vec<i64> {
+    client
+        .query(
+            "SELECT snowflake_nextval() FROM generate_series(1, $1)",
+            &[&n],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
 fn status_i64(client: &mut postgres::Client, column: &str) -> i64 {
     client
         .query_one(&format!("SELECT {column} FROM snowflake_status()"), &[])
@@ -125,7 +138,7 @@ fn clock_stepped_back_while_drawing_waits_then_fails_as_configured() {
         ],
     );
     let clock = cluster.fake_clock();
-    assert!(cluster.pg_ctl_start().status.success(), "{}", cluster.log());
+    cluster.start_server();
     cluster.create_db_with_idgen("postgres");
     let mut admin = cluster.connect("postgres");
 
@@ -138,7 +151,11 @@ fn clock_stepped_back_while_drawing_waits_then_fails_as_configured() {
         thread::sleep(Duration::from_secs(8));
     });
     for (i, calls) in waiting.iter().enumerate() {
-        assert!(calls.len() > 10, "connection {i} made {} calls", calls.len());
+        assert!(
+            calls.len() > 10,
+            "connection {i} made {} calls",
+            calls.len()
+        );
         for c in calls {
             if let Err(e) = &c.result {
                 panic!("connection {i}: a call within max_wait_ms failed: {e:?}");
@@ -213,13 +230,19 @@ fn clock_stepped_back_while_drawing_waits_then_fails_as_configured() {
             last.result.as_ref().err()
         );
     }
-    assert!(failures > 0, "no call failed although the clock was 10 s behind");
+    assert!(
+        failures > 0,
+        "no call failed although the clock was 10 s behind"
+    );
     assert!(status_i64(&mut admin, "clock_failures") >= failures);
     assert_distinct_and_increasing(&failing);
     let mut everything = HashSet::new();
     for c in waiting.iter().chain(&failing).flatten() {
         for (id, _) in c.result.iter().flatten() {
-            assert!(everything.insert(*id), "duplicate id {id} across the phases");
+            assert!(
+                everything.insert(*id),
+                "duplicate id {id} across the phases"
+            );
         }
     }
 }
@@ -235,20 +258,14 @@ fn restart_with_the_clock_an_hour_behind_fails_loudly_until_the_bound_is_raised(
         &[PRELOAD, "idgen.worker_id = 6", "idgen.max_wait_ms = 5000"],
     );
     let clock = cluster.fake_clock();
-    assert!(cluster.pg_ctl_start().status.success(), "{}", cluster.log());
+    cluster.start_server();
     cluster.create_db_with_idgen("postgres");
-    let before: Vec<i64> = cluster
-        .connect("postgres")
-        .query("SELECT snowflake_nextval() FROM generate_series(1, 20000)", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let before = draw(&mut cluster.connect("postgres"), 20_000);
     let max_before = *before.iter().max().unwrap();
 
     cluster.stop("fast");
     clock.set_offset_secs(-3600.0);
-    assert!(cluster.pg_ctl_start().status.success(), "{}", cluster.log());
+    cluster.start_server();
     let mut client = cluster.connect("postgres");
     let t = Instant::now();
     let err = db_error(client.query_one("SELECT snowflake_nextval()", &[]));
@@ -276,12 +293,7 @@ fn restart_with_the_clock_an_hour_behind_fails_loudly_until_the_bound_is_raised(
 
     reload(&mut client, "idgen.max_drift_ms = -1");
     let mut client = cluster.connect("postgres");
-    let after: Vec<i64> = client
-        .query("SELECT snowflake_nextval() FROM generate_series(1, 20000)", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let after = draw(&mut client, 20_000);
     let min_after = *after.iter().min().unwrap();
     assert!(
         min_after > max_before,
@@ -324,12 +336,14 @@ fn kill_9_of_the_postmaster_never_repeats_an_id() {
                     let mut ids = Vec::new();
                     // Draw until the server goes away under us (its backends exit when they
                     // notice the postmaster is gone).
-                    while let Ok(rows) = client
-                        .query("SELECT snowflake_nextval() FROM generate_series(1, 100)", &[])
-                    {
+                    while let Ok(rows) = client.query(
+                        "SELECT snowflake_nextval() FROM generate_series(1, 100)",
+                        &[],
+                    ) {
                         ids.extend(rows.iter().map(|r| r.get::<_, i64>(0)));
                         assert!(
-                            !crashed.load(Ordering::Relaxed) || start.elapsed() < Duration::from_secs(60),
+                            !crashed.load(Ordering::Relaxed)
+                                || start.elapsed() < Duration::from_secs(60),
                             "a backend kept serving long after the postmaster died"
                         );
                     }
@@ -350,7 +364,11 @@ fn kill_9_of_the_postmaster_never_repeats_an_id() {
             .flat_map(|h| h.join().unwrap())
             .collect::<Vec<i64>>()
     });
-    assert!(before.len() > 1000, "only {} ids before the crash", before.len());
+    assert!(
+        before.len() > 1000,
+        "only {} ids before the crash",
+        before.len()
+    );
     let max_before = (*before.iter().max().unwrap()).max(pushed);
 
     // Orphaned backends exit when they notice the postmaster is gone; until then the old shared
@@ -360,13 +378,7 @@ fn kill_9_of_the_postmaster_never_repeats_an_id() {
         assert!(Instant::now() < deadline, "no restart:\n{}", cluster.log());
         thread::sleep(Duration::from_millis(500));
     }
-    let after: Vec<i64> = cluster
-        .connect("postgres")
-        .query("SELECT snowflake_nextval() FROM generate_series(1, 10000)", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let after = draw(&mut cluster.connect("postgres"), 10_000);
     let min_after = *after.iter().min().unwrap();
     assert!(
         min_after > max_before,
@@ -442,20 +454,29 @@ fn the_reservation_file_covers_ids_and_refuses_corruption_and_a_changed_layout()
         .unwrap()
         .parse()
         .unwrap();
-    assert!(max >> 22 < end_tick, "id {max} beyond the stored reservation");
+    assert!(
+        max >> 22 < end_tick,
+        "id {max} beyond the stored reservation"
+    );
     assert_eq!(status_i64(&mut client, "reserved_tick"), end_tick - 1);
     drop(client);
 
     cluster.stop("fast");
     std::fs::write(&file, "reserved_end_tick=1\n").unwrap();
-    assert!(cluster.pg_ctl_start().status.success(), "{}", cluster.log());
+    cluster.start_server();
     let mut client = cluster.connect("postgres");
     let err = db_error(client.query_one("SELECT snowflake_nextval()", &[]));
     assert_eq!(err.code().code(), "XX001", "{err:?}");
-    assert!(err.message().contains("idgen_snowflake.reservation"), "{err:?}");
+    assert!(
+        err.message().contains("idgen_snowflake.reservation"),
+        "{err:?}"
+    );
     // The status still answers, and the file is left for the operator.
     assert_eq!(status_i64(&mut client, "reservation_writes"), 0);
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "reserved_end_tick=1\n");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "reserved_end_tick=1\n"
+    );
     std::fs::remove_file(&file).unwrap();
     let id: i64 = client
         .query_one("SELECT snowflake_nextval()", &[])
@@ -470,7 +491,7 @@ fn the_reservation_file_covers_ids_and_refuses_corruption_and_a_changed_layout()
         .open(cluster.data().join("postgresql.conf"))
         .unwrap();
     std::io::Write::write_all(&mut conf, b"idgen.sequence_bits = 11\n").unwrap();
-    assert!(cluster.pg_ctl_start().status.success(), "{}", cluster.log());
+    cluster.start_server();
     let mut client = cluster.connect("postgres");
     let err = db_error(client.query_one("SELECT snowflake_nextval()", &[]));
     assert_eq!(err.code().code(), "55000", "{err:?}");

@@ -112,7 +112,10 @@ fn a_datacenter_machine_split_and_a_random_sequence_start() {
             &[],
         )
         .unwrap();
-    assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (datacenter, machine));
+    assert_eq!(
+        (row.get::<_, i32>(0), row.get::<_, i32>(1)),
+        (datacenter, machine)
+    );
     // The lowest id of datacenter 3 at a time, for range scans by datacenter.
     let low: i64 = client
         .query_one("SELECT snowflake_compose(now(), 3 << 5)", &[])
@@ -166,7 +169,7 @@ fn the_layout_runs_out_loudly_never_wrapping() {
             .as_millis() as i64
     };
     clock.set_offset_secs((end_ms - 20_000 - real_ms()) as f64 / 1000.0);
-    assert!(cluster.pg_ctl_start().status.success(), "{}", cluster.log());
+    cluster.start_server();
     cluster.create_db_with_idgen("postgres");
     let mut client = cluster.connect("postgres");
     let at_end: bool = client
@@ -206,7 +209,11 @@ fn the_layout_runs_out_loudly_never_wrapping() {
         }
     }
     let max_tick = (1i64 << 41) - 1;
-    assert_eq!(last, max_tick << 22 | 1 << 12 | 4095, "the last id is not the layout's last");
+    assert_eq!(
+        last,
+        max_tick << 22 | 1 << 12 | 4095,
+        "the last id is not the layout's last"
+    );
     let (currval, last_id): (i64, i64) = {
         let row = client
             .query_one(

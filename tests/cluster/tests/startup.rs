@@ -130,12 +130,21 @@ fn settings_are_fixed_at_server_start() {
 #[test]
 fn invalid_settings_stop_the_server_from_starting() {
     for (setting, name) in [
-        ("idgen.worker_bits = 16\nidgen.sequence_bits = 16", "idgen.worker_bits"),
+        (
+            "idgen.worker_bits = 16\nidgen.sequence_bits = 16",
+            "idgen.worker_bits",
+        ),
         ("idgen.sequence_bits = 32", "idgen.sequence_bits"),
         ("idgen.sequence_bits = 'twelve'", "idgen.sequence_bits"),
         ("idgen.time_unit_ms = 0", "idgen.time_unit_ms"),
-        ("idgen.worker_bits = 5\nidgen.worker_id = 32", "idgen.worker_id"),
-        ("idgen.worker_bits = 0\nidgen.worker_id = 1", "idgen.worker_id"),
+        (
+            "idgen.worker_bits = 5\nidgen.worker_id = 32",
+            "idgen.worker_id",
+        ),
+        (
+            "idgen.worker_bits = 0\nidgen.worker_id = 1",
+            "idgen.worker_id",
+        ),
         ("idgen.max_drift_ms = -2", "idgen.max_drift_ms"),
         ("idgen.max_wait_ms = -1", "idgen.max_wait_ms"),
         ("idgen.sequence_jitter = -1", "idgen.sequence_jitter"),
