@@ -104,6 +104,10 @@ pub enum Error {
     /// A `segment_create` start without a predecessor: `-9223372036854775808` (22003).
     #[error("start {start} is out of range")]
     StartOutOfRange { start: i64 },
+    /// `segment_alter(step => ...)` while several servers share segment names (55000): the step
+    /// is the size of the blocks they take in turn.
+    #[error("cannot change the step of segment \"{name}\" while idgen.segment_node_count is {count}")]
+    InterleavedStepChange { name: String, count: u32 },
     /// A description longer than allowed (22001).
     #[error("segment description is too long")]
     DescriptionTooLong { bytes: usize, max: usize },
@@ -156,7 +160,8 @@ impl Error {
             Error::NotPreloaded { .. }
             | Error::WorkerIdNotSet
             | Error::CurrvalNotYetDefined
-            | Error::LayoutChanged { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            | Error::LayoutChanged { .. }
+            | Error::InterleavedStepChange { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             Error::InRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             Error::NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
             Error::CountOutOfRange { .. }
@@ -237,6 +242,10 @@ impl Error {
             Error::SegmentCacheFull { max } => {
                 Some(format!("The shared segment cache holds {max} segments per server."))
             }
+            Error::InterleavedStepChange { .. } => Some(
+                "Servers sharing a segment name take blocks of step numbers in turn; a different step on one server would make its blocks overlap the others'."
+                    .into(),
+            ),
             Error::Allocator { detail, .. } => detail.clone(),
             _ => None,
         }
@@ -292,6 +301,9 @@ impl Error {
             Error::SegmentWaitTimeout { .. } => Some(
                 "The idgen allocator worker of this database did not deliver in time: check the server log, and raise idgen.segment_wait_timeout if commits are slow."
                     .into(),
+            ),
+            Error::InterleavedStepChange { .. } => Some(
+                "Create a new segment with the new step on every server and move to it.".into(),
             ),
             Error::SegmentCacheFull { .. } => Some(
                 "Drop segments that are no longer used; their cache slots are freed at once.".into(),

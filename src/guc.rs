@@ -68,6 +68,14 @@ static SEGMENT_MAX_STEP: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
 /// this long exits, in ms (default 60 s); the next caller that needs it starts it again.
 static SEGMENT_WORKER_IDLE_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 
+/// `idgen.segment_node_count`: how many servers share segment names (default 1). With more,
+/// server `idgen.segment_node_index` takes only the blocks of `step` numbers whose block number
+/// is its index modulo the count (seed 001's inner/outer step), so servers never overlap.
+static SEGMENT_NODE_COUNT: GucSetting<i32> = GucSetting::<i32>::new(1);
+
+/// `idgen.segment_node_index`: this server's 0-based place among `idgen.segment_node_count`.
+static SEGMENT_NODE_INDEX: GucSetting<i32> = GucSetting::<i32>::new(0);
+
 /// Every integer setting: (name, short description, long description, static, min, max,
 /// context, unit flags). None may silently fall back to its default (see [`init`]).
 type IntSetting = (
@@ -81,7 +89,7 @@ type IntSetting = (
     GucFlags,
 );
 
-fn int_settings() -> [IntSetting; 11] {
+fn int_settings() -> [IntSetting; 13] {
     [
         (
             c"idgen.worker_id",
@@ -184,6 +192,26 @@ fn int_settings() -> [IntSetting; 11] {
             GucFlags::default(),
         ),
         (
+            c"idgen.segment_node_count",
+            c"How many servers share segment names, each taking its own blocks of numbers.",
+            c"1 (the default): this server takes every block. Set the same count on every server, and the same step for each segment.",
+            &SEGMENT_NODE_COUNT,
+            1,
+            1024,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        ),
+        (
+            c"idgen.segment_node_index",
+            c"This server's 0-based place among idgen.segment_node_count servers.",
+            c"Server i takes the blocks of step numbers whose block number is i modulo the count. Unique per server.",
+            &SEGMENT_NODE_INDEX,
+            0,
+            1023,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        ),
+        (
             c"idgen.segment_worker_idle_timeout",
             c"How long an idle idgen allocator worker stays before it exits.",
             c"In milliseconds. The next call that needs the worker starts it again.",
@@ -248,6 +276,14 @@ pub fn init() {
             );
         }
     }
+    let (count, index) = (SEGMENT_NODE_COUNT.get(), SEGMENT_NODE_INDEX.get());
+    if index >= count {
+        rejected(
+            "idgen.segment_node_index",
+            &index.to_string(),
+            &format!("idgen.segment_node_count = {count} allows indexes 0 to {}.", count - 1),
+        );
+    }
     if let Some(text) = epoch_text {
         let applied = EPOCH.get().map(|c| c.to_string_lossy().into_owned());
         if applied.as_deref() != Some(text.as_str()) {
@@ -306,6 +342,14 @@ pub fn segment_max_step() -> i64 {
 /// `idgen.segment_worker_idle_timeout` in ms.
 pub fn segment_worker_idle_timeout_ms() -> u64 {
     SEGMENT_WORKER_IDLE_TIMEOUT.get().max(1) as u64
+}
+
+/// `idgen.segment_node_count` and `idgen.segment_node_index` (checked at start: index < count).
+pub fn segment_nodes() -> crate::segment::range::Nodes {
+    crate::segment::range::Nodes {
+        count: SEGMENT_NODE_COUNT.get().max(1) as u32,
+        index: SEGMENT_NODE_INDEX.get().max(0) as u32,
+    }
 }
 
 /// `idgen.worker_id`, or `None` while it is unset (`-1`).

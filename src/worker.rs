@@ -175,7 +175,8 @@ fn run(db: pg_sys::Oid, work: Work) {
     }
 }
 
-/// Takes the next range of a cached segment: Leaf's dynamic step, one committed UPDATE.
+/// Takes the next range of a cached segment: Leaf's dynamic step (or, with
+/// `idgen.segment_node_count > 1`, this server's next own block), one committed UPDATE.
 fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
     let name = meta.name.as_str();
     let since_ms = if meta.last_refill_at == 0 {
@@ -184,16 +185,23 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
         (cache::now() - meta.last_refill_at) / 1000
     };
     let previous = (meta.step > 0).then_some(meta.step);
+    let nodes = guc::segment_nodes();
     let mut done = in_transaction(|| {
         let (max_id, base_step) = catalog::lock_row(name)?;
-        let step = next_step(
-            previous,
-            base_step,
-            guc::segment_max_step(),
-            since_ms,
-            guc::segment_refill_interval_ms(),
-        );
-        let range = next_range(max_id, step)
+        // Interleaved servers take one own block of the segment's step per refill: blocks must
+        // be the same size on every server, so the dynamic step does not apply.
+        let step = if nodes.interleaved() {
+            base_step
+        } else {
+            next_step(
+                previous,
+                base_step,
+                guc::segment_max_step(),
+                since_ms,
+                guc::segment_refill_interval_ms(),
+            )
+        };
+        let range = next_range(max_id, step, nodes)
             .ok_or_else(|| Error::SegmentExhausted { name: name.into() })?;
         catalog::set_max_id(name, range.last)?;
         Ok(Refilled {

@@ -50,15 +50,55 @@ impl Range {
     }
 }
 
+/// Which blocks of a segment's numbers this server may hand out (seed 001's outer/inner step,
+/// Tinyid's delta/remainder): with `count` servers sharing one logical segment, server `index`
+/// takes only the blocks whose number is `index` modulo `count`, so they never overlap and need
+/// no communication. Block `k` of a segment with step `s` holds `k*s + 1 ..= (k+1)*s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nodes {
+    /// How many servers share the segment names (`idgen.segment_node_count`), at least 1.
+    pub count: u32,
+    /// This server's 0-based place among them (`idgen.segment_node_index`), below `count`.
+    pub index: u32,
+}
+
+impl Nodes {
+    /// One server: every block is its own, and ranges follow the dynamic step.
+    pub const SINGLE: Nodes = Nodes { count: 1, index: 0 };
+
+    /// True when other servers own some blocks.
+    pub fn interleaved(&self) -> bool {
+        self.count > 1
+    }
+}
+
 /// The range a refill of `step` numbers takes above the high-water mark `max_id`, or `None`
-/// when `max_id` is already `i64::MAX` ("reached maximum value", as PostgreSQL's sequence.c).
-/// The last range is cut short at `i64::MAX` rather than wrapping. `step` must be positive.
-pub fn next_range(max_id: i64, step: i64) -> Option<Range> {
-    debug_assert!(step > 0);
+/// when no number above `max_id` is left for this server ("reached maximum value", as
+/// PostgreSQL's sequence.c). The last range is cut short at `i64::MAX` rather than wrapping.
+/// `step` must be positive.
+///
+/// One server ([`Nodes::SINGLE`]): `max_id + 1 ..= max_id + step`. Interleaved: the rest of
+/// the first block of `step` numbers above `max_id` that this server owns; `step` is then the
+/// block size and must be the same on every server.
+pub fn next_range(max_id: i64, step: i64, nodes: Nodes) -> Option<Range> {
+    debug_assert!(step > 0 && nodes.index < nodes.count);
     let first = max_id.checked_add(1)?;
+    if !nodes.interleaved() {
+        return Some(Range {
+            first,
+            last: max_id.saturating_add(step),
+        });
+    }
+    let (step, count) = (step as i128, nodes.count as i128);
+    let block = (first as i128 - 1).div_euclid(step);
+    let own = block + (nodes.index as i128 - block).rem_euclid(count);
+    let start = own * step + 1;
+    if start > i64::MAX as i128 {
+        return None;
+    }
     Some(Range {
-        first,
-        last: max_id.saturating_add(step),
+        first: start.max(first as i128) as i64,
+        last: (start + step - 1).min(i64::MAX as i128) as i64,
     })
 }
 
@@ -121,25 +161,25 @@ mod tests {
     #[test]
     fn next_range_starts_above_the_high_water_mark() {
         assert_eq!(
-            next_range(0, 1000),
+            next_range(0, 1000, Nodes::SINGLE),
             Some(Range {
                 first: 1,
                 last: 1000
             })
         );
         assert_eq!(
-            next_range(-5, 3),
+            next_range(-5, 3, Nodes::SINGLE),
             Some(Range {
                 first: -4,
                 last: -2
             })
         );
-        assert_eq!(next_range(1000, 1).map(|r| r.len()), Some(1));
+        assert_eq!(next_range(1000, 1, Nodes::SINGLE).map(|r| r.len()), Some(1));
     }
 
     #[test]
     fn next_range_stops_at_the_bigint_maximum() {
-        let r = next_range(i64::MAX - 10, 1000).unwrap();
+        let r = next_range(i64::MAX - 10, 1000, Nodes::SINGLE).unwrap();
         assert_eq!(
             r,
             Range {
@@ -148,7 +188,7 @@ mod tests {
             }
         );
         assert_eq!(r.len(), 10);
-        assert_eq!(next_range(i64::MAX, 1), None);
+        assert_eq!(next_range(i64::MAX, 1, Nodes::SINGLE), None);
     }
 
     #[test]
@@ -156,7 +196,7 @@ mod tests {
         assert_eq!(max_id_for_start(1), Some(0));
         assert_eq!(max_id_for_start(i64::MIN + 1), Some(i64::MIN));
         assert_eq!(max_id_for_start(i64::MIN), None);
-        let r = next_range(max_id_for_start(i64::MIN + 1).unwrap(), 2).unwrap();
+        let r = next_range(max_id_for_start(i64::MIN + 1).unwrap(), 2, Nodes::SINGLE).unwrap();
         assert_eq!(r.first, i64::MIN + 1);
     }
 
@@ -185,6 +225,34 @@ mod tests {
         }
     }
 
+    /// Three servers, step 1000, from start 1: server 0 takes 1..=1000, 3001..=4000, ...;
+    /// server 1 takes 1001..=2000, ...; server 2 takes 2001..=3000, ...
+    #[test]
+    fn interleaved_servers_take_their_own_blocks() {
+        let node = |index| Nodes { count: 3, index };
+        let r = |first, last| Some(Range { first, last });
+        assert_eq!(next_range(0, 1000, node(0)), r(1, 1000));
+        assert_eq!(next_range(0, 1000, node(1)), r(1001, 2000));
+        assert_eq!(next_range(0, 1000, node(2)), r(2001, 3000));
+        assert_eq!(next_range(1000, 1000, node(0)), r(3001, 4000));
+        assert_eq!(next_range(2000, 1000, node(1)), r(4001, 5000));
+        // A high-water mark inside an own block (a start, or setval) continues inside it.
+        assert_eq!(next_range(3500, 1000, node(0)), r(3501, 4000));
+        // ... and one inside another server's block skips to the next own block.
+        assert_eq!(next_range(1500, 1000, node(0)), r(3001, 4000));
+        // Negative numbers are blocks too (block -1 is -999..=0).
+        assert_eq!(next_range(-2000, 1000, node(1)), r(-1999, -1000));
+        // No own block left below the bigint maximum: exhausted, never wrapped.
+        let last_block = (i64::MAX - 1) / 1000; // the block holding i64::MAX
+        let owner = (last_block % 3) as u32;
+        let other = Nodes { count: 3, index: (owner + 1) % 3 };
+        assert_eq!(next_range(i64::MAX - 5, 1000, other), None);
+        assert_eq!(
+            next_range(i64::MAX - 5, 1000, Nodes { count: 3, index: owner }),
+            r(i64::MAX - 4, i64::MAX)
+        );
+    }
+
     #[test]
     fn prefetch_at_ten_percent() {
         assert_eq!(prefetch_offset(1000), 100);
@@ -202,12 +270,41 @@ mod tests {
             prop_assert!(s <= max.max(base));
         }
 
+        /// Servers sharing a segment name, each refilling from its own high-water mark (all
+        /// created with the same start and step), never hand out the same number, and each
+        /// server's ranges increase and stay within one of its own blocks (one server: whole
+        /// steps from the high-water mark, as before).
+        #[test]
+        fn interleaved_servers_never_overlap(count in 1u32..6, step in 1i64..500,
+                                             start in -10_000i64..10_000, refills in 1usize..30) {
+            let mut seen = std::collections::HashSet::new();
+            for index in 0..count {
+                let nodes = Nodes { count, index };
+                let mut max_id = max_id_for_start(start).unwrap();
+                for _ in 0..refills {
+                    let r = next_range(max_id, step, nodes).unwrap();
+                    prop_assert!(r.first > max_id && r.last >= r.first);
+                    if count > 1 {
+                        let block = |x: i64| (x - 1).div_euclid(step);
+                        prop_assert_eq!(block(r.first), block(r.last));
+                        prop_assert_eq!(block(r.first).rem_euclid(count as i64), index as i64);
+                    } else {
+                        prop_assert_eq!(r.len(), step as u64);
+                    }
+                    for x in r.first..=r.last {
+                        prop_assert!(seen.insert(x), "{} handed out twice", x);
+                    }
+                    max_id = r.last;
+                }
+            }
+        }
+
         #[test]
         fn consecutive_ranges_never_overlap(max_id in any::<i64>(), a in 1i64..i64::MAX, b in 1i64..i64::MAX) {
-            if let Some(r1) = next_range(max_id, a) {
+            if let Some(r1) = next_range(max_id, a, Nodes::SINGLE) {
                 prop_assert!(r1.first > max_id);
                 prop_assert!(r1.last >= r1.first);
-                if let Some(r2) = next_range(r1.last, b) {
+                if let Some(r2) = next_range(r1.last, b, Nodes::SINGLE) {
                     prop_assert!(r2.first > r1.last);
                 }
             }
