@@ -106,8 +106,14 @@ pub enum Error {
     StartOutOfRange { start: i64 },
     /// `segment_alter(step => ...)` while several servers share segment names (55000): the step
     /// is the size of the blocks they take in turn.
-    #[error("cannot change the step of segment \"{name}\" while idgen.segment_node_count is {count}")]
+    #[error(
+        "cannot change the step of segment \"{name}\" while idgen.segment_node_count is {count}"
+    )]
     InterleavedStepChange { name: String, count: u32 },
+    /// The allocator, working in its own transactions, does not see idgen in this database
+    /// (55000): the caller's `CREATE EXTENSION idgen` is not committed yet.
+    #[error("the idgen allocator cannot see the idgen extension in this database")]
+    ExtensionNotVisible,
     /// A description longer than allowed (22001).
     #[error("segment description is too long")]
     DescriptionTooLong { bytes: usize, max: usize },
@@ -161,7 +167,8 @@ impl Error {
             | Error::WorkerIdNotSet
             | Error::CurrvalNotYetDefined
             | Error::LayoutChanged { .. }
-            | Error::InterleavedStepChange { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            | Error::InterleavedStepChange { .. }
+            | Error::ExtensionNotVisible => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             Error::InRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             Error::NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
             Error::CountOutOfRange { .. }
@@ -242,6 +249,10 @@ impl Error {
             Error::SegmentCacheFull { max } => {
                 Some(format!("The shared segment cache holds {max} segments per server."))
             }
+            Error::ExtensionNotVisible => Some(
+                "Segments are created and advanced by the allocator in transactions of its own, which cannot see a CREATE EXTENSION idgen that is not committed yet."
+                    .into(),
+            ),
             Error::InterleavedStepChange { .. } => Some(
                 "Servers sharing a segment name take blocks of step numbers in turn; a different step on one server would make its blocks overlap the others'."
                     .into(),
@@ -300,6 +311,10 @@ impl Error {
             ),
             Error::SegmentWaitTimeout { .. } => Some(
                 "The idgen allocator worker of this database did not deliver in time: check the server log, and raise idgen.segment_wait_timeout if commits are slow."
+                    .into(),
+            ),
+            Error::ExtensionNotVisible => Some(
+                "Commit CREATE EXTENSION idgen first, then call the segment functions (split a migration that does both in one transaction)."
                     .into(),
             ),
             Error::InterleavedStepChange { .. } => Some(

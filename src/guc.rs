@@ -281,7 +281,10 @@ pub fn init() {
         rejected(
             "idgen.segment_node_index",
             &index.to_string(),
-            &format!("idgen.segment_node_count = {count} allows indexes 0 to {}.", count - 1),
+            &format!(
+                "idgen.segment_node_count = {count} allows indexes 0 to {}.",
+                count - 1
+            ),
         );
     }
     if let Some(text) = epoch_text {

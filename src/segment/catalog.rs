@@ -18,11 +18,13 @@ fn schema() -> Result<Option<String>, Error> {
     .or_else(no_row_is_none)
 }
 
-/// `schema.idgen_segment`, or "does not exist" for `name` if idgen is not installed here.
-fn table(name: &str) -> Result<String, Error> {
+/// `schema.idgen_segment`. When the allocator cannot see the extension (a caller reached a
+/// segment function, so it exists for the caller: its CREATE EXTENSION is not committed yet,
+/// or a DROP EXTENSION is), the error says so.
+fn table() -> Result<String, Error> {
     match schema()? {
         Some(s) => Ok(format!("{s}.idgen_segment")),
-        None => Err(Error::UnknownSegment { name: name.into() }),
+        None => Err(Error::ExtensionNotVisible),
     }
 }
 
@@ -58,7 +60,7 @@ pub fn exists(name: &str) -> Result<bool, Error> {
 
 /// The segment's step, without locking.
 pub fn step(name: &str) -> Result<i64, Error> {
-    let t = table(name)?;
+    let t = table()?;
     Spi::get_one_with_args::<i32>(
         &format!("SELECT step FROM {t} WHERE name OPERATOR(pg_catalog.=) $1"),
         &[name.into()],
@@ -70,7 +72,7 @@ pub fn step(name: &str) -> Result<i64, Error> {
 
 /// Locks the segment's row for this transaction and returns `(max_id, step)`.
 pub fn lock_row(name: &str) -> Result<(i64, i64), Error> {
-    let t = table(name)?;
+    let t = table()?;
     let row = Spi::connect(|client| {
         let rows = client.select(
             &format!(
@@ -93,7 +95,7 @@ pub fn lock_row(name: &str) -> Result<(i64, i64), Error> {
 
 /// Moves the segment's high-water mark to `max_id` (the row is locked by [`lock_row`]).
 pub fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
-    let t = table(name)?;
+    let t = table()?;
     Spi::connect_mut(|client| {
         client.update(
             &format!(
@@ -115,7 +117,7 @@ pub fn insert(
     step: i32,
     description: Option<&str>,
 ) -> Result<bool, Error> {
-    let t = table(name)?;
+    let t = table()?;
     Spi::connect_mut(|client| {
         let rows = client.update(
             &format!(
@@ -137,7 +139,7 @@ pub fn alter(
     step: Option<i32>,
     description: Option<Option<&str>>,
 ) -> Result<i64, Error> {
-    let t = table(name)?;
+    let t = table()?;
     let row = Spi::connect_mut(|client| {
         let rows = client.update(
             &format!(
@@ -166,7 +168,7 @@ pub fn alter(
 
 /// Deletes a segment; false if it did not exist.
 pub fn delete(name: &str) -> Result<bool, Error> {
-    let t = table(name)?;
+    let t = table()?;
     Spi::connect_mut(|client| {
         let rows = client.update(
             &format!("DELETE FROM {t} WHERE name OPERATOR(pg_catalog.=) $1 RETURNING name"),

@@ -245,10 +245,20 @@ mod tests {
         // No own block left below the bigint maximum: exhausted, never wrapped.
         let last_block = (i64::MAX - 1) / 1000; // the block holding i64::MAX
         let owner = (last_block % 3) as u32;
-        let other = Nodes { count: 3, index: (owner + 1) % 3 };
+        let other = Nodes {
+            count: 3,
+            index: (owner + 1) % 3,
+        };
         assert_eq!(next_range(i64::MAX - 5, 1000, other), None);
         assert_eq!(
-            next_range(i64::MAX - 5, 1000, Nodes { count: 3, index: owner }),
+            next_range(
+                i64::MAX - 5,
+                1000,
+                Nodes {
+                    count: 3,
+                    index: owner
+                }
+            ),
             r(i64::MAX - 4, i64::MAX)
         );
     }
