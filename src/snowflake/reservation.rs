@@ -15,6 +15,7 @@
 //! reserved_end_tick=1234567890
 //! reserved_end_unix_ms=1765000000000
 //! written_at_unix_ms=1764999999000
+//! timeline=1
 //! epoch_unix_ms=1704067200000
 //! worker_bits=10
 //! sequence_bits=12
@@ -50,6 +51,9 @@ pub struct Stored {
     pub reserved_end: u64,
     /// The wall clock when the file was written, Unix ms: a clock now behind it was set back.
     pub written_at_unix_ms: i64,
+    /// The WAL timeline the server was on when it wrote the file. A server on another timeline
+    /// was promoted (or recovered to a point in time) since: the file is an old copy.
+    pub timeline: u32,
     /// The layout the tick is counted in.
     pub layout: Layout,
 }
@@ -78,6 +82,7 @@ pub fn encode(stored: &Stored) -> String {
          reserved_end_tick={}\n\
          reserved_end_unix_ms={}\n\
          written_at_unix_ms={}\n\
+         timeline={}\n\
          epoch_unix_ms={}\n\
          worker_bits={}\n\
          sequence_bits={}\n\
@@ -85,6 +90,7 @@ pub fn encode(stored: &Stored) -> String {
         stored.reserved_end,
         l.unix_ms_of_tick(stored.reserved_end),
         stored.written_at_unix_ms,
+        stored.timeline,
         l.epoch_unix_ms(),
         l.worker_bits(),
         l.sequence_bits(),
@@ -141,6 +147,7 @@ pub fn decode(text: &str) -> Result<Stored, String> {
     Ok(Stored {
         reserved_end: unsigned("reserved_end_tick")?,
         written_at_unix_ms: number("written_at_unix_ms")?,
+        timeline: u32::try_from(unsigned("timeline")?).map_err(|_| "timeline is too large")?,
         layout,
     })
 }
@@ -211,6 +218,7 @@ mod tests {
         Stored {
             reserved_end: 123_456_789,
             written_at_unix_ms: 1_800_000_000_000,
+            timeline: 3,
             layout: Layout::new(DEFAULT_EPOCH_UNIX_MS, 16, 8, 10).unwrap(),
         }
     }
@@ -254,11 +262,13 @@ mod tests {
 
     #[test]
     fn a_well_formed_file_with_a_bad_field_is_corrupt() {
-        let body = "version=1\nreserved_end_tick=-5\nwritten_at_unix_ms=0\nepoch_unix_ms=0\n\
+        let body =
+            "version=1\nreserved_end_tick=-5\nwritten_at_unix_ms=0\ntimeline=1\nepoch_unix_ms=0\n\
                     worker_bits=10\nsequence_bits=12\ntime_unit_ms=1\n";
         let text = format!("{body}crc32={:08x}\n", crc32fast::hash(body.as_bytes()));
         assert_eq!(decode(&text), Err("reserved_end_tick is negative".into()));
-        let body = "version=1\nreserved_end_tick=5\nwritten_at_unix_ms=0\nepoch_unix_ms=0\n\
+        let body =
+            "version=1\nreserved_end_tick=5\nwritten_at_unix_ms=0\ntimeline=1\nepoch_unix_ms=0\n\
                     worker_bits=20\nsequence_bits=20\ntime_unit_ms=1\n";
         let text = format!("{body}crc32={:08x}\n", crc32fast::hash(body.as_bytes()));
         assert!(decode(&text)

@@ -354,31 +354,74 @@ fn extend(
     let result = extend_locked(layout, shared, end_tick, now_ms);
     // SAFETY: acquired above.
     unsafe { pg_sys::LWLockRelease(lock) };
-    let regressed = result?;
-    if let Some(by_ms) = regressed {
+    let notes = result?;
+    if let Some(by_ms) = notes.regressed_by_ms {
         regression(
             shared,
             by_ms,
             "is behind the time of the last reservation before the restart,",
         );
     }
+    if let Some(p) = notes.promoted {
+        let file = p.file_timeline.map_or("no reservation file".into(), |t| {
+            format!("a reservation file of timeline {t}")
+        });
+        pgrx::log!(
+            "idgen: this server is on timeline {} with {file}: it was promoted or recovered since; snowflake ids start {} ms ahead of the clock, past any id the previous primary can have issued",
+            p.timeline,
+            p.ahead_ms
+        );
+        if guc::max_drift_ms().is_none() {
+            pgrx::warning!(
+                "idgen: with idgen.max_drift_ms = -1 the previous primary may have run further ahead of its clock than this server can tell; give a promoted server its own idgen.worker_id"
+            );
+        }
+    }
     Ok(())
 }
 
-/// [`extend`] under the LWLock. Returns how far the clock is behind the stored reservation's
-/// write time, when the file was read now and the clock went back across the restart.
+/// What reading the reservation file found, to be logged once the LWLock is released.
+#[derive(Default)]
+struct LoadNotes {
+    /// The clock is this far behind the time the stored reservation was written.
+    regressed_by_ms: Option<i64>,
+    /// The server is on another timeline than the file (or has none past timeline 1).
+    promoted: Option<Promotion>,
+}
+
+struct Promotion {
+    file_timeline: Option<u32>,
+    timeline: u32,
+    ahead_ms: i64,
+}
+
+/// How far the clocks of a primary and its standbys may disagree, in ms: a promoted server
+/// starts this much (plus `idgen.max_drift_ms`) ahead of its clock.
+pub const PROMOTION_CLOCK_SKEW_MS: i64 = 1000;
+
+/// [`extend`] under the LWLock.
+///
+/// At the first use since start it reads the file and continues after the stored reservation.
+/// If the server's timeline differs from the file's (or there is no file past timeline 1), the
+/// server was promoted, or recovered to a point in time, since the file was written: the file
+/// is the old primary's copy (from `pg_basebackup`) and says nothing of the ids issued after
+/// it. The old primary never stamped an id more than `idgen.max_drift_ms` ahead of its clock,
+/// so this server starts past its own clock plus that bound plus [`PROMOTION_CLOCK_SKEW_MS`].
 fn extend_locked(
     layout: &Layout,
     shared: &SnowflakeShared,
     end_tick: u64,
     now_ms: i64,
-) -> Result<Option<i64>, Error> {
+) -> Result<LoadNotes, Error> {
     let path = reservation::path_in(&data_dir());
     let mut reserved_end = shared.reserved_end.0.load(Ordering::Acquire);
-    let mut regressed = None;
+    let mut notes = LoadNotes::default();
+    // SAFETY: only called when not in recovery (reserve checks first).
+    let timeline = unsafe { pg_sys::GetWALInsertionTimeLine() };
     if reserved_end == 0 {
-        // First use since start: continue after the stored reservation.
-        if let Some(stored) = reservation::read(&path).map_err(file_error)? {
+        let stored = reservation::read(&path).map_err(file_error)?;
+        let file_timeline = stored.as_ref().map(|s| s.timeline);
+        if let Some(stored) = stored {
             if stored.layout != *layout {
                 return Err(Error::LayoutChanged {
                     path: path.display().to_string(),
@@ -386,23 +429,31 @@ fn extend_locked(
                     configured: describe(layout),
                 });
             }
+            // Continue after the stored reservation.
             let resume = stored.reserved_end.min(layout.max_tick() + 1);
-            if resume > 0 {
-                shared
-                    .state
-                    .0
-                    .fetch_max((resume << layout.sequence_bits()) - 1, Ordering::AcqRel);
-            }
+            advance_state_to(layout, shared, resume);
             if now_ms < stored.written_at_unix_ms - REGRESSION_TOLERANCE_MS {
-                regressed = Some(stored.written_at_unix_ms - now_ms);
+                notes.regressed_by_ms = Some(stored.written_at_unix_ms - now_ms);
             }
             reserved_end = resume;
             shared.reserved_end.0.store(resume, Ordering::Release);
         }
+        if file_timeline.map_or(timeline > 1, |t| t != timeline) {
+            let ahead_ms = guc::max_drift_ms().unwrap_or(0) as i64 + PROMOTION_CLOCK_SKEW_MS;
+            let floor = layout
+                .tick_at(now_ms.saturating_add(ahead_ms))
+                .unwrap_or(layout.max_tick() + 1);
+            advance_state_to(layout, shared, floor);
+            notes.promoted = Some(Promotion {
+                file_timeline,
+                timeline,
+                ahead_ms,
+            });
+        }
     }
     let low_water = low_water_ticks(layout);
     if end_tick.saturating_add(low_water) < reserved_end {
-        return Ok(regressed); // covered: another backend extended it, or the file did
+        return Ok(notes); // covered: another backend extended it, or the file did
     }
     let now_tick = layout.tick_at(now_ms).unwrap_or(0);
     let last_tick = layout.state_tick(shared.state.0.load(Ordering::Acquire));
@@ -415,6 +466,7 @@ fn extend_locked(
         let stored = Stored {
             reserved_end: target,
             written_at_unix_ms: now_ms,
+            timeline,
             layout: *layout,
         };
         reservation::write(&path, &stored).map_err(file_error)?;
@@ -425,7 +477,17 @@ fn extend_locked(
             .fetch_add(1, Ordering::Relaxed);
         shared.reserved_end.0.store(target, Ordering::Release);
     }
-    Ok(regressed)
+    Ok(notes)
+}
+
+/// Moves the state word so that the next id is at `tick` or later (sequence 0); never back.
+fn advance_state_to(layout: &Layout, shared: &SnowflakeShared, tick: u64) {
+    if tick > 0 {
+        shared
+            .state
+            .0
+            .fetch_max((tick << layout.sequence_bits()) - 1, Ordering::AcqRel);
+    }
 }
 
 /// The data directory (the current directory of every backend, but named explicitly).

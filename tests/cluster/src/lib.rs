@@ -23,6 +23,9 @@ pub struct Cluster {
     env: Vec<(String, String)>,
 }
 
+/// The `application_name` a standby made by [`Cluster::standby_of`] streams as.
+pub const STANDBY_NAME: &str = "idgen_standby";
+
 /// Debian's libfaketime (package `faketime`), preloaded into a server by [`Cluster::fake_clock`].
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
@@ -164,6 +167,70 @@ impl Cluster {
             writeln!(conf, "{s}").unwrap();
         }
         c
+    }
+
+    /// A hot standby of `primary`, made with `pg_basebackup -R` and started: it streams from the
+    /// primary as `application_name` [`STANDBY_NAME`] (for `synchronous_standby_names`). The
+    /// primary's postgresql.conf is copied; `settings` are appended after this server's own port
+    /// and socket directory, so they win.
+    pub fn standby_of(primary: &Cluster, tag: &str, settings: &[&str]) -> Cluster {
+        let c = Cluster {
+            dir: unique_dir(tag),
+            port: free_port(),
+            env: Vec::new(),
+        };
+        let mut backup = as_postgres("pg_basebackup");
+        backup.args([
+            "-D",
+            c.data().to_str().unwrap(),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "-d",
+            &format!(
+                "host=127.0.0.1 port={} user=postgres application_name={STANDBY_NAME}",
+                primary.port
+            ),
+        ]);
+        let out = run(backup, "pg_basebackup");
+        assert!(
+            out.status.success(),
+            "pg_basebackup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut conf = fs::OpenOptions::new()
+            .append(true)
+            .open(c.data().join("postgresql.conf"))
+            .unwrap();
+        writeln!(conf, "\n# idgen test standby").unwrap();
+        writeln!(conf, "port = {}", c.port).unwrap();
+        writeln!(conf, "unix_socket_directories = '{}'", c.dir.display()).unwrap();
+        for s in settings {
+            writeln!(conf, "{s}").unwrap();
+        }
+        c.start_server();
+        c
+    }
+
+    /// Appends `settings` to postgresql.conf (they take effect at the next start or reload).
+    pub fn append_settings(&self, settings: &[&str]) {
+        let mut conf = fs::OpenOptions::new()
+            .append(true)
+            .open(self.data().join("postgresql.conf"))
+            .unwrap();
+        for s in settings {
+            writeln!(conf, "{s}").unwrap();
+        }
+    }
+
+    /// `pg_ctl promote -w`: the standby becomes a primary.
+    pub fn promote(&self) {
+        let mut cmd = as_postgres("pg_ctl");
+        cmd.args(["-D", self.data().to_str().unwrap(), "-w", "promote"]);
+        let out = run(cmd, "pg_ctl promote");
+        assert!(out.status.success(), "promote failed:\n{}", self.log());
     }
 
     /// Makes the server (from its next start) run under libfaketime with a clock offset read

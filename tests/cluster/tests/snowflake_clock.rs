@@ -486,11 +486,7 @@ fn the_reservation_file_covers_ids_and_refuses_corruption_and_a_changed_layout()
     drop(client);
 
     cluster.stop("fast");
-    let mut conf = std::fs::OpenOptions::new()
-        .append(true)
-        .open(cluster.data().join("postgresql.conf"))
-        .unwrap();
-    std::io::Write::write_all(&mut conf, b"idgen.sequence_bits = 11\n").unwrap();
+    cluster.append_settings(&["idgen.sequence_bits = 11"]);
     cluster.start_server();
     let mut client = cluster.connect("postgres");
     let err = db_error(client.query_one("SELECT snowflake_nextval()", &[]));
