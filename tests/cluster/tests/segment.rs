@@ -656,3 +656,26 @@ fn a_standby_refuses_to_hand_out_numbers() {
     }
     assert_eq!(max_id(&mut standby, "s"), 1000);
 }
+
+/// The allocator works in transactions of its own: a `segment_create` in the transaction that
+/// creates the extension cannot be served, and the error says to commit first (not "does not
+/// exist"). After the commit the same call works.
+#[test]
+fn segment_create_in_the_creating_transaction_says_to_commit_first() {
+    let cluster = Cluster::start("uncommitted", &[PRELOAD]);
+    let mut client = cluster.connect("postgres");
+    let mut tx = client.transaction().unwrap();
+    tx.batch_execute("CREATE EXTENSION idgen").unwrap();
+    let err = idgen_cluster_tests::db_error(tx.batch_execute("SELECT segment_create('x')"));
+    assert_eq!(err.code().code(), "55000", "{err:?}");
+    assert!(
+        err.hint()
+            .unwrap_or("")
+            .contains("Commit CREATE EXTENSION idgen first"),
+        "{err:?}"
+    );
+    drop(tx); // rolled back
+    client.batch_execute("CREATE EXTENSION idgen").unwrap();
+    client.batch_execute("SELECT segment_create('x')").unwrap();
+    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('x')"), 1);
+}

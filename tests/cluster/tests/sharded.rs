@@ -214,3 +214,56 @@ fn three_shards_behind_plproxy_issue_globally_distinct_ids_and_order_numbers() {
         "an inversion {widest_us} us wide is beyond a millisecond plus skew"
     );
 }
+
+/// One server of three: a segment's numbers come only from this server's blocks, also after a
+/// `segment_setval`; the step, which is the block size all servers share, cannot be changed
+/// (55000) while the description can.
+#[test]
+fn a_server_of_three_takes_only_its_own_blocks() {
+    let server = Cluster::start(
+        "nodeof3",
+        &[
+            "shared_preload_libraries = 'idgen'",
+            "idgen.segment_node_count = 3",
+            "idgen.segment_node_index = 1",
+        ],
+    );
+    server.create_db_with_idgen("postgres");
+    let mut client = server.connect("postgres");
+    client
+        .batch_execute("SELECT segment_create('invoice', step => 100)")
+        .unwrap();
+    let numbers: Vec<i64> = client
+        .query("SELECT segment_nextvals('invoice', 250)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let expected: Vec<i64> = (101..=200).chain(401..=500).chain(701..=750).collect();
+    assert_eq!(numbers, expected);
+    // setval into another server's block: the next number is the start of the next own block.
+    client
+        .batch_execute("SELECT segment_setval('invoice', 1250)")
+        .unwrap();
+    let next: i64 = client
+        .query_one("SELECT segment_nextval('invoice')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(next, 1301);
+    let err = idgen_cluster_tests::db_error(
+        client.batch_execute("SELECT segment_alter('invoice', step => 200)"),
+    );
+    assert_eq!(err.code().code(), "55000", "{err:?}");
+    assert!(
+        err.message().contains("idgen.segment_node_count"),
+        "{err:?}"
+    );
+    client
+        .batch_execute("SELECT segment_alter('invoice', description => 'invoices of node 1')")
+        .unwrap();
+    let step: i32 = client
+        .query_one("SELECT step FROM idgen_segment WHERE name = 'invoice'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(step, 100);
+}

@@ -148,6 +148,11 @@ fn invalid_settings_stop_the_server_from_starting() {
         ("idgen.max_drift_ms = -2", "idgen.max_drift_ms"),
         ("idgen.max_wait_ms = -1", "idgen.max_wait_ms"),
         ("idgen.sequence_jitter = -1", "idgen.sequence_jitter"),
+        (
+            "idgen.segment_node_count = 3\nidgen.segment_node_index = 3",
+            "idgen.segment_node_index",
+        ),
+        ("idgen.segment_node_count = 0", "idgen.segment_node_count"),
         ("idgen.epoch = 'yesterday-ish'", "idgen.epoch"),
         ("idgen.epoch = '2999-01-01 00:00:00+00'", "idgen.epoch"),
         ("idgen.worker_id = 1024", "idgen.worker_id"),
