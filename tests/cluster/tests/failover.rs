@@ -92,6 +92,7 @@ fn failover(promoted_worker: i64) {
 
     // Load on the primary, then push its generator to the drift bound and crash it.
     let stop = AtomicBool::new(false);
+    let crashed_at = std::cell::Cell::new(None);
     let (mut before, pushed) = thread::scope(|s| {
         let handles: Vec<_> = (0..4)
             .map(|_| {
@@ -117,6 +118,7 @@ fn failover(promoted_worker: i64) {
             .unwrap()
             .get(0);
         primary.stop("immediate");
+        crashed_at.set(Some(Instant::now()));
         stop.store(true, Ordering::Relaxed);
         let mut all = Drawn::default();
         for h in handles {
@@ -141,7 +143,9 @@ fn failover(promoted_worker: i64) {
     standby.promote();
     let mut after = Drawn::default();
     let mut client = standby.connect("postgres");
-    for _ in 0..100 {
+    after.extend(&client.query(DRAW, &[]).unwrap());
+    let first_after = crashed_at.get().expect("crashed").elapsed();
+    for _ in 0..99 {
         after.extend(&client.query(DRAW, &[]).unwrap());
     }
 
@@ -166,6 +170,14 @@ fn failover(promoted_worker: i64) {
         standby.log().contains("it was promoted or recovered since"),
         "{}",
         standby.log()
+    );
+    println!(
+        "failover to worker id {promoted_worker}: {} ids and {} segment numbers before the crash, \
+         {} and {} after the promotion, none repeated; first id {first_after:?} after the crash",
+        before.ids.len(),
+        before.numbers.len(),
+        after.ids.len(),
+        after.numbers.len()
     );
 }
 
