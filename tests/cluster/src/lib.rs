@@ -126,12 +126,7 @@ impl Cluster {
 
     /// initdb only; `settings` are written to postgresql.conf. Start with [`Cluster::pg_ctl_start`].
     pub fn init(tag: &str, settings: &[&str]) -> Cluster {
-        let dir = unique_dir(tag);
-        let c = Cluster {
-            dir,
-            port: free_port(),
-            env: Vec::new(),
-        };
+        let c = Cluster::new(tag);
         let mut initdb = as_postgres("initdb");
         initdb.args([
             "-D",
@@ -145,27 +140,13 @@ impl Cluster {
             "UTF8",
             "--locale=C",
         ]);
-        let out = run(initdb, "initdb");
-        assert!(
-            out.status.success(),
-            "initdb failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mut conf = fs::OpenOptions::new()
-            .append(true)
-            .open(c.data().join("postgresql.conf"))
-            .unwrap();
-        writeln!(conf, "\n# idgen test cluster").unwrap();
-        writeln!(conf, "listen_addresses = '127.0.0.1'\nport = {}", c.port).unwrap();
-        writeln!(conf, "unix_socket_directories = '{}'", c.dir.display()).unwrap();
-        writeln!(
-            conf,
-            "fsync = off\nmax_connections = 40\nlog_min_messages = warning"
-        )
-        .unwrap();
-        for s in settings {
-            writeln!(conf, "{s}").unwrap();
-        }
+        c.create_data(initdb, "initdb");
+        c.append_settings(&[
+            "\n# idgen test cluster",
+            "listen_addresses = '127.0.0.1'",
+            "fsync = off\nmax_connections = 40\nlog_min_messages = warning",
+        ]);
+        c.append_own_settings(settings);
         c
     }
 
@@ -174,11 +155,7 @@ impl Cluster {
     /// primary's postgresql.conf is copied; `settings` are appended after this server's own port
     /// and socket directory, so they win.
     pub fn standby_of(primary: &Cluster, tag: &str, settings: &[&str]) -> Cluster {
-        let c = Cluster {
-            dir: unique_dir(tag),
-            port: free_port(),
-            env: Vec::new(),
-        };
+        let c = Cluster::new(tag);
         let mut backup = as_postgres("pg_basebackup");
         backup.args([
             "-D",
@@ -194,24 +171,38 @@ impl Cluster {
                 primary.port
             ),
         ]);
-        let out = run(backup, "pg_basebackup");
-        assert!(
-            out.status.success(),
-            "pg_basebackup failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mut conf = fs::OpenOptions::new()
-            .append(true)
-            .open(c.data().join("postgresql.conf"))
-            .unwrap();
-        writeln!(conf, "\n# idgen test standby").unwrap();
-        writeln!(conf, "port = {}", c.port).unwrap();
-        writeln!(conf, "unix_socket_directories = '{}'", c.dir.display()).unwrap();
-        for s in settings {
-            writeln!(conf, "{s}").unwrap();
-        }
+        c.create_data(backup, "pg_basebackup");
+        c.append_settings(&["\n# idgen test standby"]);
+        c.append_own_settings(settings);
         c.start_server();
         c
+    }
+
+    fn new(tag: &str) -> Cluster {
+        Cluster {
+            dir: unique_dir(tag),
+            port: free_port(),
+            env: Vec::new(),
+        }
+    }
+
+    /// Runs the command that creates the data directory (initdb, pg_basebackup).
+    fn create_data(&self, cmd: Command, what: &str) {
+        let out = run(cmd, what);
+        assert!(
+            out.status.success(),
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// This server's port and socket directory, then `settings`.
+    fn append_own_settings(&self, settings: &[&str]) {
+        self.append_settings(&[
+            &format!("port = {}", self.port),
+            &format!("unix_socket_directories = '{}'", self.dir.display()),
+        ]);
+        self.append_settings(settings);
     }
 
     /// Appends `settings` to postgresql.conf (they take effect at the next start or reload).
