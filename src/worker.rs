@@ -316,8 +316,20 @@ fn alter(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
         DescriptionChange::Set => Some(Some(r.description.as_str())),
         DescriptionChange::Clear => Some(None),
     };
-    let step =
-        in_transaction(|| catalog::alter(name, (r.step != 0).then_some(r.step), description))?;
+    let nodes = guc::segment_nodes();
+    let step = in_transaction(|| {
+        if r.step != 0 && nodes.interleaved() {
+            // The step is the block size every server interleaves by: it cannot change here.
+            let (_, current) = catalog::lock_row(name)?;
+            if current != i64::from(r.step) {
+                return Err(Error::InterleavedStepChange {
+                    name: name.into(),
+                    count: nodes.count,
+                });
+            }
+        }
+        catalog::alter(name, (r.step != 0).then_some(r.step), description)
+    })?;
     let mut g = cache::lock();
     if let Some(i) = g.find(db, name) {
         let m = g.meta(i);

@@ -200,8 +200,8 @@ fn segment_setval(name: Option<&str>, value: Option<i64>) -> i64 {
 
 /// Changes the step (NULL keeps it) and the description (NULL keeps it, `''` clears it) of
 /// segment `name`. The dynamic step starts again from the new step. Not executable by PUBLIC.
-/// Errors: 42704 unknown segment, 22023 step <= 0, 22001 description too long, 55000 a step
-/// change while `idgen.segment_node_count > 1` (the step is the block size all servers share).
+/// Errors: 42704 unknown segment, 22023 step <= 0, 22001 description too long, 55000 a new
+/// step while `idgen.segment_node_count > 1` (the step is the block size all servers share).
 #[pg_extern(volatile, parallel_unsafe)]
 fn segment_alter(
     name: Option<&str>,
@@ -209,14 +209,6 @@ fn segment_alter(
     description: default!(Option<&str>, "NULL"),
 ) {
     let name = name_arg(name);
-    let nodes = crate::guc::segment_nodes();
-    if step.is_some() && nodes.interleaved() {
-        Error::InterleavedStepChange {
-            name: name.into(),
-            count: nodes.count,
-        }
-        .report();
-    }
     let step = step.map(step_arg).unwrap_or(0);
     let (description_change, description) = match description {
         None => (DescriptionChange::Keep, FixedText::default()),

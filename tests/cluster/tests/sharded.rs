@@ -258,9 +258,18 @@ fn a_server_of_three_takes_only_its_own_blocks() {
         err.message().contains("idgen.segment_node_count"),
         "{err:?}"
     );
+    // The same step, an unknown segment, and the description behave as on one server.
     client
-        .batch_execute("SELECT segment_alter('invoice', description => 'invoices of node 1')")
+        .batch_execute(
+            "SELECT segment_alter('invoice', step => 100, description => 'invoices of node 1')",
+        )
         .unwrap();
+    assert_eq!(
+        idgen_cluster_tests::sqlstate(
+            client.batch_execute("SELECT segment_alter('nosuch', step => 200)")
+        ),
+        "42704"
+    );
     let step: i32 = client
         .query_one("SELECT step FROM idgen_segment WHERE name = 'invoice'", &[])
         .unwrap()
