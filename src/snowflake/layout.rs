@@ -226,7 +226,9 @@ impl Layout {
                 ms: (-since).min(i64::MAX as i128) as i64,
             });
         }
-        let tick = (since / self.time_unit_ms as i128).min(u64::MAX as i128) as u64;
+        // The difference of two i64 always fits a u64: divide in 64 bits (this runs per id;
+        // a 128-bit division is a library call).
+        let tick = since as u64 / self.time_unit_ms as u64;
         if tick > self.max_tick() {
             return Err(LayoutError::TimeExhausted {
                 tick,

@@ -367,6 +367,21 @@ pub fn db_error<T: std::fmt::Debug>(
     }
 }
 
+/// Runs the Snowflake generator ahead of the clock: `batches` reservations of `count` ids each
+/// (`LIMIT 1` stops the set-returning function after its first row, but the whole batch is
+/// reserved). Returns the last id reserved (`snowflake_currval()`).
+pub fn push_generator_ahead(client: &mut postgres::Client, batches: usize, count: i32) -> i64 {
+    for _ in 0..batches {
+        client
+            .execute("SELECT snowflake_nextvals($1) LIMIT 1", &[&count])
+            .unwrap();
+    }
+    client
+        .query_one("SELECT snowflake_currval()", &[])
+        .unwrap()
+        .get(0)
+}
+
 /// `pg_config --pkglibdir`-relative path of pg_regress (from postgresql-server-dev-15).
 pub fn pg_regress_path() -> PathBuf {
     let out = Command::new(format!("{PG_BIN}/pg_config"))

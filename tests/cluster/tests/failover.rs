@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{db_error, twitter, Cluster, STANDBY_NAME};
+use idgen_cluster_tests::{db_error, push_generator_ahead, twitter, Cluster, STANDBY_NAME};
 
 const PRIMARY_WORKER: i64 = 11;
 const DRAW: &str =
@@ -110,13 +110,7 @@ fn failover(promoted_worker: i64) {
             })
             .collect();
         thread::sleep(Duration::from_millis(1500));
-        admin
-            .batch_execute("SELECT snowflake_nextvals(4000000) LIMIT 1")
-            .unwrap();
-        let pushed: i64 = admin
-            .query_one("SELECT snowflake_currval()", &[])
-            .unwrap()
-            .get(0);
+        let pushed = push_generator_ahead(&mut admin, 1, 4_000_000);
         primary.stop("immediate");
         crashed_at.set(Some(Instant::now()));
         stop.store(true, Ordering::Relaxed);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{db_error, sqlstate, twitter, Cluster, FakeClock};
+use idgen_cluster_tests::{db_error, push_generator_ahead, sqlstate, twitter, Cluster};
 
 const PRELOAD: &str = "shared_preload_libraries = 'idgen'";
 
@@ -173,7 +173,10 @@ fn clock_stepped_back_while_drawing_waits_then_fails_as_configured() {
         );
     }
     assert_distinct_and_increasing(&waiting);
-    let settled = step_at + FakeClock::PICKUP;
+    // Each process switches to the new clock at its own moment, and the id and the row's
+    // clock_timestamp() may be read on either side of that switch: check only calls well after
+    // every process must have switched (observed: one switched more than PICKUP late).
+    let settled = step_at + Duration::from_secs(5);
     let mut checked = 0;
     for c in waiting.iter().flatten().filter(|c| c.at > settled) {
         for (id, clock_ms) in c.result.as_ref().unwrap() {
@@ -291,6 +294,24 @@ fn restart_with_the_clock_an_hour_behind_fails_loudly_until_the_bound_is_raised(
         cluster.log()
     );
 
+    // The wait is interruptible: allowed to wait the hour out, a call is cancelled by
+    // statement_timeout.
+    reload(&mut client, "idgen.max_wait_ms = 7200000");
+    let mut client = cluster.connect("postgres");
+    client.batch_execute("SET statement_timeout = 300").unwrap();
+    let t = Instant::now();
+    assert_eq!(
+        sqlstate(client.query_one("SELECT snowflake_nextval()", &[])),
+        "57014"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(status_i64(&mut client, "waits") >= 1);
+    client.batch_execute("RESET statement_timeout").unwrap();
+
     reload(&mut client, "idgen.max_drift_ms = -1");
     let mut client = cluster.connect("postgres");
     let after = draw(&mut client, 20_000);
@@ -314,16 +335,7 @@ fn kill_9_of_the_postmaster_never_repeats_an_id() {
     );
     cluster.create_db_with_idgen("postgres");
     let mut pusher = cluster.connect("postgres");
-    for _ in 0..30 {
-        // LIMIT 1 stops the SRF after its first row; the whole batch is reserved.
-        pusher
-            .batch_execute("SELECT snowflake_nextvals(4096000) LIMIT 1")
-            .unwrap();
-    }
-    let pushed: i64 = pusher
-        .query_one("SELECT snowflake_currval()", &[])
-        .unwrap()
-        .get(0);
+    let pushed = push_generator_ahead(&mut pusher, 30, 4_096_000);
     assert!(status_i64(&mut pusher, "drift_ms") > 20_000);
     drop(pusher);
     let start = Instant::now();
