@@ -10,6 +10,7 @@
 //! See `DESIGN.md` for the guarantees and `README.md` for operation.
 
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -59,6 +60,40 @@ fn preload_line() -> String {
         Some(libs) => format!("shared_preload_libraries = '{libs},idgen'"),
         None => "shared_preload_libraries = 'idgen'".to_owned(),
     }
+}
+
+/// Whether this server is in recovery (a standby, or still replaying WAL after a crash), where
+/// neither generator may issue ids. Once PostgreSQL has said no, recovery cannot start again in
+/// this process, so the answer is kept: the generators ask per id, and every call into
+/// PostgreSQL from Rust costs pgrx a `sigsetjmp` (a seventh of `snowflake_nextval()`'s time).
+#[inline]
+pub fn recovery_in_progress() -> bool {
+    !RECOVERY_ENDED.load(Ordering::Relaxed) && ask_recovery_in_progress()
+}
+
+/// Set once this process has seen recovery end.
+static RECOVERY_ENDED: AtomicBool = AtomicBool::new(false);
+
+/// The out-of-line part of [`recovery_in_progress`]: asks PostgreSQL.
+#[cold]
+#[inline(never)]
+fn ask_recovery_in_progress() -> bool {
+    // SAFETY: RecoveryInProgress reads shared memory that exists in every backend.
+    let in_recovery = unsafe { pg_sys::RecoveryInProgress() };
+    if !in_recovery {
+        RECOVERY_ENDED.store(true, Ordering::Relaxed);
+    }
+    in_recovery
+}
+
+/// The call floor of the benchmarks (`scripts/bench.sh`): a pgrx function that returns the
+/// bigint 0 and does nothing else, so that a benchmark can tell what a call through pgrx's
+/// wrapper and PostgreSQL's fmgr costs from what idgen's generators cost. Not part of the
+/// extension's SQL (`sql = false`); the benchmark declares it in its own database with
+/// `CREATE FUNCTION ... LANGUAGE c AS '$libdir/idgen', 'idgen_call_floor_wrapper'`.
+#[pg_extern(sql = false)]
+fn idgen_call_floor() -> i64 {
+    0
 }
 
 /// Helpers for the `#[pg_test]`s of every module.

@@ -773,8 +773,7 @@ fn my_database() -> pg_sys::Oid {
 }
 
 fn check_not_in_recovery() -> Result<(), Error> {
-    // SAFETY: RecoveryInProgress only reads shared state.
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    if crate::recovery_in_progress() {
         return Err(Error::SegmentInRecovery);
     }
     Ok(())

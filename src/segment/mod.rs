@@ -56,11 +56,13 @@ unsafe extern "C-unwind" fn object_access(
 
 /// A checked segment name: not NULL (22004), not empty (42602), at most 63 bytes (42622).
 fn name_arg(name: Option<&str>) -> &str {
-    let name = name
-        .ok_or(Error::NullArgument {
+    // let-else, not `ok_or`: an eagerly built error is dropped on every call.
+    let Some(name) = name else {
+        Error::NullArgument {
             argument: "segment name",
-        })
-        .or_report();
+        }
+        .report()
+    };
     match check_name(name) {
         Ok(()) => name,
         Err(NameError::Empty) => Error::SegmentNameEmpty.report(),

@@ -153,7 +153,7 @@ pub fn reserve(
 
 /// The most ticks ahead of the clock that `max_drift_ms` allows (`None`: unbounded).
 pub fn max_ahead_ticks(layout: &Layout, max_drift_ms: Option<u64>) -> Option<u64> {
-    max_drift_ms.map(|ms| ms / layout.time_unit_ms() as u64)
+    max_drift_ms.map(|ms| layout.ticks_in_ms(ms))
 }
 
 /// The largest `count` one reservation may take: a second's worth of ids, and no more ticks than

@@ -4,14 +4,12 @@
 //! Shared state (the state word, the reserved end, counters) is in shared memory and advanced
 //! with atomics only; the hot path takes no lock. The reservation file is read and written under
 //! the LWLock `idgen_snowflake`, by the one caller that needs it, about once a second. Session
-//! state (`currval`) is a process static behind a `parking_lot` mutex, which no other process
-//! ever sees (DESIGN.md §3).
+//! state (`currval`) is a process static, which no other process ever sees (DESIGN.md §3).
 
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicPtr, Ordering};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -26,8 +24,13 @@ use crate::shmem::{self, SnowflakeShared};
 /// The layout, built once from the settings in the postmaster and inherited by every backend.
 static LAYOUT: OnceLock<Layout> = OnceLock::new();
 
-/// The last id this session drew, for `snowflake_currval()`.
-static CURRVAL: Mutex<Option<i64>> = Mutex::new(None);
+/// The last id this session drew, for `snowflake_currval()`; [`NO_CURRVAL`] before the first.
+/// A backend is one thread, so a relaxed atomic is a plain load and store: a mutex here cost
+/// two locked instructions per id.
+static CURRVAL: AtomicI64 = AtomicI64::new(NO_CURRVAL);
+
+/// [`CURRVAL`] before the session's first id (ids are never negative).
+const NO_CURRVAL: i64 = -1;
 
 /// The LWLock serializing the reservation file, set in the postmaster's shmem startup hook.
 static LOCK: AtomicPtr<pg_sys::LWLock> = AtomicPtr::new(std::ptr::null_mut());
@@ -102,20 +105,24 @@ pub fn attach_shmem() {
 
 /// The wall clock in Unix milliseconds (negative before 1970).
 pub fn wall_clock_unix_ms() -> i64 {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_millis() as i64,
-        Err(e) => -(e.duration().as_millis() as i64),
-    }
+    clock_ms(libc::CLOCK_REALTIME)
 }
 
 /// CLOCK_MONOTONIC in ms: the same in every process, unaffected by steps of the wall clock.
 fn monotonic_ms() -> i64 {
+    clock_ms(libc::CLOCK_MONOTONIC)
+}
+
+/// `clock` in whole milliseconds, rounded down (also before 1970). Read with clock_gettime
+/// (the vDSO, no system call) directly: `SystemTime` added a checked subtraction per id.
+fn clock_ms(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: a valid out pointer; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: a valid out pointer; CLOCK_REALTIME and CLOCK_MONOTONIC always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    // tv_nsec is in 0..1e9, so the division rounds down even for negative tv_sec.
     ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
 }
 
@@ -150,10 +157,11 @@ pub fn max_batch() -> u64 {
 /// when the layout has run out of time, 53400 when the clock is too far behind, XX001 for a
 /// corrupt reservation file, 58030 when it cannot be written.
 pub fn reserve(count: u64) -> Result<Drawn, Error> {
-    let worker = guc::worker_id().ok_or(Error::WorkerIdNotSet)?;
-    // SAFETY: RecoveryInProgress reads shared memory that exists in every backend; once it has
-    // returned false it only reads a process-local flag.
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    // let-else, not `ok_or`: an eagerly built error is dropped on every call.
+    let Some(worker) = guc::worker_id() else {
+        return Err(Error::WorkerIdNotSet);
+    };
+    if crate::recovery_in_progress() {
         return Err(Error::InRecovery);
     }
     let layout = layout();
@@ -196,42 +204,60 @@ pub fn reserve(count: u64) -> Result<Drawn, Error> {
                 let last_id = layout
                     .id_from_state(r.last, worker)
                     .map_err(|e| exhausted(layout, e))?;
-                *CURRVAL.lock() = Some(last_id);
+                CURRVAL.store(last_id, Ordering::Relaxed);
                 return Ok(Drawn {
                     reservation: r,
                     worker,
                     last_id,
                 });
             }
-            Outcome::BeyondReservation { end_tick } => {
-                extend(layout, shared, end_tick, now_ms, true)?;
+            blocked => unblock(layout, shared, blocked, limits, now_ms, &mut waiting_since)?,
+        }
+    }
+}
+
+/// Clears the way for a reservation that `outcome` refused under `limits`: extends the durable
+/// reservation (BeyondReservation), or sleeps until the clock has caught up with the generator
+/// (TooFarAhead) if all the waiting of this call, `waiting_since`, stays within
+/// `idgen.max_wait_ms`; else fails with 53400. Out of line: the per-id path never comes here.
+#[cold]
+#[inline(never)]
+fn unblock(
+    layout: &Layout,
+    shared: &SnowflakeShared,
+    outcome: Outcome,
+    limits: Limits,
+    now_ms: i64,
+    waiting_since: &mut Option<Instant>,
+) -> Result<(), Error> {
+    match outcome {
+        Outcome::Issued(_) => Ok(()),
+        Outcome::BeyondReservation { end_tick } => extend(layout, shared, end_tick, now_ms, true),
+        Outcome::TooFarAhead {
+            ahead_ticks,
+            end_tick,
+        } => {
+            let max_ahead = limits.max_ahead_ticks.unwrap_or(ahead_ticks);
+            let catch_up_ms = (layout.unix_ms_of_tick(end_tick - max_ahead) - now_ms).max(1) as u64;
+            let waited_ms = waiting_since.map_or(0, |t| t.elapsed().as_millis() as u64);
+            if waited_ms + catch_up_ms > guc::max_wait_ms() {
+                shared
+                    .counters
+                    .0
+                    .clock_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(Error::ClockBehind {
+                    behind_ms: layout.unix_ms_of_tick(end_tick) - now_ms,
+                    max_drift_ms: guc::max_drift_ms().unwrap_or(0),
+                    max_wait_ms: guc::max_wait_ms(),
+                });
             }
-            Outcome::TooFarAhead {
-                ahead_ticks,
-                end_tick,
-            } => {
-                let max_ahead = limits.max_ahead_ticks.unwrap_or(ahead_ticks);
-                let catch_up_ms =
-                    (layout.unix_ms_of_tick(end_tick - max_ahead) - now_ms).max(1) as u64;
-                let waited_ms = waiting_since.map_or(0, |t| t.elapsed().as_millis() as u64);
-                if waited_ms + catch_up_ms > guc::max_wait_ms() {
-                    shared
-                        .counters
-                        .0
-                        .clock_failures
-                        .fetch_add(1, Ordering::Relaxed);
-                    return Err(Error::ClockBehind {
-                        behind_ms: layout.unix_ms_of_tick(end_tick) - now_ms,
-                        max_drift_ms: guc::max_drift_ms().unwrap_or(0),
-                        max_wait_ms: guc::max_wait_ms(),
-                    });
-                }
-                if waiting_since.is_none() {
-                    waiting_since = Some(Instant::now());
-                    shared.counters.0.waits.fetch_add(1, Ordering::Relaxed);
-                }
-                sleep_interruptibly(Duration::from_millis(catch_up_ms));
+            if waiting_since.is_none() {
+                *waiting_since = Some(Instant::now());
+                shared.counters.0.waits.fetch_add(1, Ordering::Relaxed);
             }
+            sleep_interruptibly(Duration::from_millis(catch_up_ms));
+            Ok(())
         }
     }
 }
@@ -259,6 +285,7 @@ fn read_clock(shared: &SnowflakeShared) -> i64 {
 
 /// Counts a clock regression of `by_ms` and logs it as a WARNING, at most one per
 /// [`WARNING_INTERVAL_MS`] per server.
+#[cold]
 fn regression(shared: &SnowflakeShared, by_ms: i64, how: &str) {
     let counters = &shared.counters.0;
     let total = counters.regressions.fetch_add(1, Ordering::Relaxed) + 1;
@@ -292,7 +319,11 @@ fn regression(shared: &SnowflakeShared, by_ms: i64, how: &str) {
 /// The random sequence start of a new tick (`idgen.sequence_jitter`), below the bound and below
 /// the layout's sequence range; 0 when jitter is off.
 fn jitter(layout: &Layout) -> u64 {
-    let bound = guc::sequence_jitter().min(layout.max_sequence() + 1);
+    let setting = guc::sequence_jitter();
+    if setting == 0 {
+        return 0;
+    }
+    let bound = setting.min(layout.max_sequence() + 1);
     if bound <= 1 {
         return 0;
     }
@@ -327,12 +358,15 @@ fn window_ticks(layout: &Layout) -> u64 {
 /// A quarter window: when fewer reserved ticks than this are left, the reservation is extended
 /// ahead of need.
 fn low_water_ticks(layout: &Layout) -> u64 {
-    (window_ticks(layout) / 4).max(1)
+    // Per id: no division at the default 1 ms tick.
+    layout.ticks_in_ms(RESERVATION_WINDOW_MS / 4).max(1)
 }
 
 /// Makes the durable reservation cover `end_tick`, reading the file first if this is the first
 /// use since the server (re)started. `wait`: block on the LWLock (the caller cannot proceed
 /// without it); otherwise give up at once if another backend holds it.
+#[cold]
+#[inline(never)]
 fn extend(
     layout: &Layout,
     shared: &SnowflakeShared,
@@ -520,6 +554,7 @@ pub fn describe(layout: &Layout) -> String {
     )
 }
 
+#[cold]
 fn exhausted(layout: &Layout, e: LayoutError) -> Error {
     Error::TimeExhausted {
         detail: format!(
@@ -533,7 +568,10 @@ fn exhausted(layout: &Layout, e: LayoutError) -> Error {
 
 /// This session's last id. Errors with 55000 before the first one, as `currval` does.
 pub fn currval() -> Result<i64, Error> {
-    CURRVAL.lock().ok_or(Error::CurrvalNotYetDefined)
+    match CURRVAL.load(Ordering::Relaxed) {
+        NO_CURRVAL => Err(Error::CurrvalNotYetDefined),
+        id => Ok(id),
+    }
 }
 
 /// A snapshot of the shared state for `snowflake_status()`.
