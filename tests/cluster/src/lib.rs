@@ -4,6 +4,8 @@
 //! the `postgres` user when the tests run as root (PostgreSQL refuses to run as root), listening
 //! only on 127.0.0.1 at a free port. It is stopped (`-m immediate`) and removed on drop.
 
+pub mod bench;
+
 use std::fs;
 use std::io::Write;
 use std::net::TcpListener;

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# idgen's benchmark against PostgreSQL's own generators (README, "Performance"):
+#   bash scripts/bench.sh           full run, about 20 minutes on 2 cores
+#   bash scripts/bench.sh --quick   every measurement at a tiny size, in seconds
+# Installs what is missing, builds and installs the release build, then starts its own server
+# (default durability, idgen preloaded) and prints one table; writes it as Markdown and CSV to
+# target/bench/ of the project. Not a pass/fail test: the test suite runs --quick only to check
+# that every cell is still measured.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+idgen_setup
+idgen_install_release
+idgen_log "idgen-bench $*"
+cd tests/cluster
+cargo run --release --quiet --bin idgen-bench -- "$@"
