@@ -1,7 +1,7 @@
 //! Every shared-memory object of idgen, in one place; names are prefixed `idgen_`.
 //!
 //! Only PostgreSQL's primitives live here: atomics, LWLocks and condition variables. A
-//! process-local lock (`std` or `parking_lot`) must never be placed in shared memory: its
+//! process-local lock (`std::sync::Mutex` and the like) must never be placed in shared memory: its
 //! waiters park in a per-process table and another backend would never wake them (DESIGN.md §3).
 
 use std::sync::atomic::{AtomicI64, AtomicU64};
