@@ -695,7 +695,7 @@ impl Report {
                 let m = Measurement::PerStatement { clients };
                 let r = self.versus(g, m, CONSTANT, m, ratio);
                 targets.push(Target {
-                    what: format!("{g}: per statement at {clients} clients ≥ 0.97 × SELECT 1"),
+                    what: format!("{g}: {} ≥ 0.97 × SELECT 1", m.label()),
                     measured: r.map_or("-".into(), |r| format!("{r:.3} ×")),
                     met: r.map(|r| r >= 0.97),
                 });
