@@ -389,9 +389,9 @@ pub fn sequence_jitter() -> u64 {
 /// calling thread on every read (a thread-local lookup): three such reads were a fifth of
 /// `snowflake_nextval()`'s own instructions.
 fn per_call(setting: &GucSetting<i32>) -> i32 {
-    // SAFETY: the value is a plain `int` that PostgreSQL writes only on the backend's one thread
-    // (at a SET or a configuration reload, between statements); it is read here on that same
-    // thread, inside an SQL function that pgrx's wrapper has already run the thread check for.
+    // SAFETY: the value is a plain `int` that PostgreSQL writes only on the process's one thread
+    // (at a SET or a configuration reload, between statements). It is read on that same thread:
+    // from `_PG_init` and from SQL functions, whose pgrx wrapper has run the thread check.
     unsafe { *setting.as_ptr() }
 }
 
