@@ -9,22 +9,23 @@
 //! * One condition variable, broadcast whenever a range is installed, a request completes or an
 //!   allocator exits; waiters re-check their own condition.
 //!
-//! Backends keep a process-local map name → (slot, generation) and this session's
-//! `segment_currval`s in a thread-local `RefCell` (a backend is one thread; a mutex cost two
-//! locked instructions per number), which no other process sees.
+//! Backends keep a process-local map name → [`Entry`] (slot, generation and this session's
+//! `segment_currval`) in a thread-local `RefCell` (a backend is one thread; a mutex cost two
+//! locked instructions per number), which no other process sees. Entries live as long as the
+//! session, so that a call site can keep its entry and skip the lookup (`segment_nextval`).
 //!
 //! Allocator results carry a fixed-size [`Failure`] (it lives in shared memory): large, but
 //! built once per unit of work, never on the hot path.
 #![allow(clippy::result_large_err)]
 
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::SeqCst};
 
-use rustc_hash::FxBuildHasher;
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
+use rustc_hash::FxBuildHasher;
 
 use super::buffer::{BufferView, DoubleBuffer, Drawn};
 use super::range::Range;
@@ -855,67 +856,87 @@ impl Drop for AbandonOnUnwind {
     }
 }
 
-/// What this session knows about one segment name.
+/// What this session knows about one segment name: where it is cached (slot and generation,
+/// checked on every draw) and the session's `currval`. Leaked, one per name the session ever
+/// drew from, so that a call site may keep it for the session's life ([`Entry`]); the fields are
+/// cells because the map and the call sites share it.
 struct Local {
-    slot: usize,
-    generation: u64,
-    currval: Option<i64>,
+    name: String,
+    resolved: Cell<(usize, u64)>,
+    currval: Cell<Option<i64>>,
 }
 
 /// This session's segments by name (this backend's database only), hashed with FxHash: the
 /// names are the session's own, and SipHash was a tenth of `segment_nextval()`'s time.
-type LocalMap = HashMap<String, Local, FxBuildHasher>;
+type LocalMap = HashMap<String, &'static Local, FxBuildHasher>;
 
 thread_local! {
     static LOCAL: RefCell<LocalMap> = RefCell::new(LocalMap::default());
 }
 
-/// Draws `n >= 1` numbers of segment `name`, passing each run of consecutive numbers to
+/// This session's handle on one segment name, valid until the session ends: what a call site
+/// keeps (`fn_extra`) to skip the name lookup on the next call.
+#[derive(Clone, Copy)]
+pub struct Entry(&'static Local);
+
+/// The session's entry for segment `name`, resolving it (42704 when no such segment exists)
+/// on first use. Only names that resolved get an entry.
+pub fn entry(name: &str) -> Result<Entry, Error> {
+    if let Some(e) = LOCAL.with_borrow(|local| local.get(name).copied()) {
+        return Ok(Entry(e));
+    }
+    let resolved = resolve(name)?;
+    let e: &'static Local = Box::leak(Box::new(Local {
+        name: name.to_owned(),
+        resolved: Cell::new(resolved),
+        currval: Cell::new(None),
+    }));
+    LOCAL.with_borrow_mut(|local| local.insert(name.to_owned(), e));
+    Ok(Entry(e))
+}
+
+impl Entry {
+    /// Whether this is the entry of the segment named by `bytes`.
+    pub fn is_named(&self, bytes: &[u8]) -> bool {
+        self.0.name.as_bytes() == bytes
+    }
+}
+
+/// Draws `n >= 1` numbers of the entry's segment, passing each run of consecutive numbers to
 /// `run(first, count)` in increasing order, the counts summing to `n`. The hot path is one
 /// `fetch_add` on the cached range; a caller waits only when both ranges are empty, at most
 /// `idgen.segment_wait_timeout`.
-pub fn draw(name: &str, n: u64, mut run: impl FnMut(i64, u64)) -> Result<(), Error> {
-    LOCAL.with_borrow_mut(|local| draw_with(local, name, n, &mut run))
-}
-
-fn draw_with(
-    local: &mut LocalMap,
-    name: &str,
-    n: u64,
-    run: &mut impl FnMut(i64, u64),
-) -> Result<(), Error> {
+pub fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Result<(), Error> {
+    let e = entry.0;
     let mut left = n;
     while left > 0 {
-        let entry = match local.get_mut(name) {
-            Some(e) if slot(e.slot).generation.load(SeqCst) == e.generation => e,
+        let (index, generation) = match e.resolved.get() {
+            (i, g) if slot(i).generation.load(SeqCst) == g => (i, g),
+            // Evicted, or dropped and created again: find it anew (the currval stays).
             _ => {
-                let (index, generation) = resolve(name)?;
-                let currval = local.remove(name).and_then(|e| e.currval);
-                local.entry(name.to_owned()).or_insert(Local {
-                    slot: index,
-                    generation,
-                    currval,
-                })
+                let r = resolve(&e.name)?;
+                e.resolved.set(r);
+                r
             }
         };
-        let s = slot(entry.slot);
+        let s = slot(index);
         match s.buffers.draw(left) {
             Some(Drawn {
                 first,
                 count,
                 prefetch,
             }) => {
-                if s.generation.load(SeqCst) != entry.generation {
+                if s.generation.load(SeqCst) != generation {
                     continue; // the slot was reused meanwhile: drop the numbers, look up again
                 }
                 if prefetch {
-                    ask_for_next_range(entry.slot, entry.generation);
+                    ask_for_next_range(index, generation);
                 }
-                entry.currval = Some(first + (count as i64 - 1));
+                e.currval.set(Some(first + (count as i64 - 1)));
                 run(first, count);
                 left -= count;
             }
-            None => wait_for_range(name, entry.slot, entry.generation)?,
+            None => wait_for_range(&e.name, index, generation)?,
         }
     }
     Ok(())
@@ -923,7 +944,7 @@ fn draw_with(
 
 /// This session's last number of segment `name`, if it drew one.
 pub fn currval(name: &str) -> Option<i64> {
-    LOCAL.with_borrow(|local| local.get(name)?.currval)
+    LOCAL.with_borrow(|local| local.get(name)?.currval.get())
 }
 
 /// The slot and generation of segment `name` of this database, loading it into the cache

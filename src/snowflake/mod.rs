@@ -1,7 +1,8 @@
 //! Snowflake ids: the SQL surface (DESIGN.md §1). The arithmetic is in [`layout`], the
-//! lock-free generator in [`generator`], the server glue in [`server`], time conversions in
-//! [`decode`].
+//! lock-free generator in [`generator`], the clocks in [`clock`], the server glue in [`server`],
+//! time conversions in [`decode`].
 
+pub mod clock;
 pub mod decode;
 pub mod generator;
 pub mod layout;
@@ -12,8 +13,8 @@ use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
 use crate::error::{Error, OrReport};
+pub use clock::wall_clock_unix_ms;
 pub use decode::timestamptz_to_unix_ms;
-pub use server::wall_clock_unix_ms;
 
 /// The next Snowflake id of this server: `bigint`, positive, strictly greater than every id
 /// this server issued before, in any backend or database.

@@ -14,6 +14,8 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
+use super::clock::wall_clock_unix_ms;
+use super::clock::{self, monotonic_ms};
 use super::generator::{self, Limits, Outcome, Reservation};
 use super::layout::{Layout, LayoutError};
 use super::reservation::{self, FileError, Stored};
@@ -51,6 +53,7 @@ const WARNING_INTERVAL_MS: i64 = 10_000;
 /// postmaster (idgen refuses to load anywhere else); an unusable layout, or a worker id that
 /// does not fit it, stops the server (22023, naming the setting).
 pub fn init() {
+    clock::calibrate();
     let layout = LAYOUT.get_or_init(|| configured().unwrap_or_else(|e| e.report()));
     if layout.exhausted_at_unix_ms() <= wall_clock_unix_ms() {
         pgrx::warning!(
@@ -101,29 +104,6 @@ pub fn attach_shmem() {
         let tranche = pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr());
         LOCK.store(&raw mut (*tranche).lock, Ordering::SeqCst);
     }
-}
-
-/// The wall clock in Unix milliseconds (negative before 1970).
-pub fn wall_clock_unix_ms() -> i64 {
-    clock_ms(libc::CLOCK_REALTIME)
-}
-
-/// CLOCK_MONOTONIC in ms: the same in every process, unaffected by steps of the wall clock.
-fn monotonic_ms() -> i64 {
-    clock_ms(libc::CLOCK_MONOTONIC)
-}
-
-/// `clock` in whole milliseconds, rounded down (also before 1970). Read with clock_gettime
-/// (the vDSO, no system call) directly: `SystemTime` added a checked subtraction per id.
-fn clock_ms(clock: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out pointer; CLOCK_REALTIME and CLOCK_MONOTONIC always exist on Linux.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    // tv_nsec is in 0..1e9, so the division rounds down even for negative tv_sec.
-    ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
 }
 
 /// What [`reserve`] drew: the state words, the worker id to put in them, and the last id.
@@ -267,7 +247,7 @@ fn unblock(
 /// step back can never read below it.
 fn read_clock(shared: &SnowflakeShared) -> i64 {
     let seen = shared.clock_seen_ms.0.load(Ordering::Acquire);
-    let now_ms = wall_clock_unix_ms();
+    let now_ms = clock::now_ms();
     if now_ms > seen {
         shared.clock_seen_ms.0.fetch_max(now_ms, Ordering::AcqRel);
     } else if now_ms < seen - REGRESSION_TOLERANCE_MS
