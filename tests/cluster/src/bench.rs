@@ -334,7 +334,10 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Report {
     db.batch_execute(SETUP).expect("benchmark setup");
     let machine = machine(&mut db);
     let max_drift_ms: i64 = db
-        .query_one("SELECT setting::bigint FROM pg_settings WHERE name = 'idgen.max_drift_ms'", &[])
+        .query_one(
+            "SELECT setting::bigint FROM pg_settings WHERE name = 'idgen.max_drift_ms'",
+            &[],
+        )
         .unwrap()
         .get(0);
     let mut samples = Vec::new();
@@ -349,7 +352,12 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Report {
                     continue; // a capped size measured already this round
                 }
                 let n = config.bulk_size_of(g, n);
-                progress(&format!("round {}: bulk {} {}", round + 1, count(n), g.name));
+                progress(&format!(
+                    "round {}: bulk {} {}",
+                    round + 1,
+                    count(n),
+                    g.name
+                ));
                 if g.capped {
                     db.batch_execute("VACUUM bench_ticket").unwrap();
                 }
@@ -401,7 +409,13 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Report {
                 .unwrap()
                 .get(0);
             samples.push(sample(g, Measurement::InsertSeconds, round, n, secs));
-            samples.push(sample(g, Measurement::InsertRate, round, n, n as f64 / secs));
+            samples.push(sample(
+                g,
+                Measurement::InsertRate,
+                round,
+                n,
+                n as f64 / secs,
+            ));
             samples.push(sample(
                 g,
                 Measurement::IndexSize,
@@ -410,10 +424,13 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Report {
                 bytes as f64 / 1048576.0,
             ));
         }
-        db.batch_execute("DROP TABLE IF EXISTS bench_insert").unwrap();
+        db.batch_execute("DROP TABLE IF EXISTS bench_insert")
+            .unwrap();
         for &clients in &config.clients {
             for g in GENERATORS {
-                let Some(statement) = g.statement else { continue };
+                let Some(statement) = g.statement else {
+                    continue;
+                };
                 progress(&format!(
                     "round {}: pgbench {clients} clients {}",
                     round + 1,
@@ -715,7 +732,10 @@ impl Report {
                 });
                 let r = self.versus(g, m, NEXTVAL_CACHE_1000, m, ratio);
                 targets.push(Target {
-                    what: format!("{g}: bulk {} faster per id than nextval CACHE 1000", count(n)),
+                    what: format!(
+                        "{g}: bulk {} faster per id than nextval CACHE 1000",
+                        count(n)
+                    ),
                     measured: r.map_or("-".into(), |r| format!("{r:.3} × its time")),
                     met: r.map(|r| r < 1.0),
                 });

@@ -18,7 +18,13 @@ fn quick_benchmark_measures_every_cell() {
         );
     }
     for r in &rows {
-        assert_eq!(r.rounds, config.rounds, "{} / {}", r.generator, r.measurement.label());
+        assert_eq!(
+            r.rounds,
+            config.rounds,
+            "{} / {}",
+            r.generator,
+            r.measurement.label()
+        );
         assert!(
             r.min.is_finite() && r.min <= r.median && r.median <= r.max,
             "{} / {}: median {} outside {}..{}",

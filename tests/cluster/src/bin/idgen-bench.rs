@@ -12,7 +12,11 @@ use idgen_cluster_tests::bench::{self, Config};
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut config = Config::full();
-    let mut out_dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench"));
+    // At run time: a binary built from another clone into the shared target directory must
+    // still write into this one.
+    let manifest =
+        std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo run (scripts/bench.sh)");
+    let mut out_dir = PathBuf::from(manifest).join("../../target/bench");
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => config = Config::quick(),
