@@ -2,7 +2,10 @@
 # Runs every test tier of idgen and ends with one summary line, "N passed, N failed":
 #   1. cargo pgrx test: plain #[test]s (pure arithmetic) and #[pg_test]s (SQL surface, SQLSTATEs)
 #   2. the release build installed into the system PostgreSQL 15
-#   3. tests/cluster: servers started by the tests (concurrency, start-up, pg_regress files)
+#   3. tests/cluster: servers started by the tests (concurrency, start-up, pg_regress files,
+#      bad input, privileges, dump/restore, upgrades)
+#   4. the Debian package (scripts/package.sh) installed with apt-get, alone; then the release
+#      build again
 # Installs what is missing first (scripts/setup.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +31,11 @@ tier pgrx cargo pgrx test pg15 --runas postgres --pgdata "$PGRX_DATA"
 # cargo pgrx test leaves its test build installed: install the real one.
 tier install idgen_install_release
 tier cluster bash -c 'cd tests/cluster && cargo test --release --no-fail-fast -- --test-threads=2'
+# The Debian package replaces the installed files, so its test runs alone, after the others;
+# then the development build goes back in.
+tier package bash -c 'deb=$(bash scripts/package.sh) && cd tests/cluster &&
+    IDGEN_DEB="$deb" cargo test --release --test package -- --ignored'
+tier reinstall idgen_install_release
 
 passed=0; failed=0
 while read -r p f; do

@@ -30,11 +30,26 @@ COMMENT ON TABLE idgen_segment IS
 REVOKE ALL ON TABLE idgen_segment FROM PUBLIC;
 GRANT SELECT ON TABLE idgen_segment TO PUBLIC;
 
--- Changing segments is for the owner and whom they grant it to; drawing numbers is for all.
+-- Changing segments is for superusers and members of idgen_admin; drawing numbers is for all.
+-- Roles belong to the cluster, not the database: the role is created by the first database's
+-- CREATE EXTENSION and reused by the others (and survives DROP EXTENSION, without its grants).
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_admin') THEN
+    CREATE ROLE idgen_admin NOLOGIN;
+    COMMENT ON ROLE idgen_admin IS
+      'Members may create, alter, drop and setval idgen segments (GRANT idgen_admin TO ...).';
+  END IF;
+END
+$$;
 REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_drop(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_setval(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION segment_drop(text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION segment_setval(text, bigint) TO idgen_admin;
 
 CREATE FUNCTION segment_status()
 RETURNS TABLE (

@@ -89,8 +89,9 @@ pub enum Error {
     /// An empty segment name (42602).
     #[error("segment name must not be empty")]
     SegmentNameEmpty,
-    /// A segment name longer than 63 bytes (42622).
-    #[error("segment name \"{name}\" is too long")]
+    /// A segment name longer than 63 bytes (42622). `name` is the name's first 63 bytes at
+    /// most: the message never repeats a long argument in full.
+    #[error("segment name \"{name}…\" is too long")]
     SegmentNameTooLong { name: String, bytes: usize },
     /// A segment that does not exist in this database (42704); the hint shows how to create it.
     #[error("segment \"{name}\" does not exist")]
@@ -98,8 +99,8 @@ pub enum Error {
     /// `segment_create` of a name that exists (42710).
     #[error("segment \"{name}\" already exists")]
     SegmentExists { name: String },
-    /// A step that is not positive (22023).
-    #[error("step must be greater than zero, not {step}")]
+    /// A step outside `1..=MAX_STEP` (22023).
+    #[error("step must be between 1 and {max}, not {step}", max = crate::segment::range::MAX_STEP)]
     StepOutOfRange { step: i64 },
     /// A `segment_create` start without a predecessor: `-9223372036854775808` (22003).
     #[error("start {start} is out of range")]

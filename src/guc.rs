@@ -187,7 +187,7 @@ fn int_settings() -> [IntSetting; 13] {
             c"A segment whose own step is larger keeps its own step.",
             &SEGMENT_MAX_STEP,
             1,
-            i32::MAX,
+            crate::segment::range::MAX_STEP,
             GucContext::Sighup,
             GucFlags::default(),
         ),

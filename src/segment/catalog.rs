@@ -2,8 +2,11 @@
 //! writes it (each call here runs inside the allocator's own transaction); backends only read.
 //!
 //! Names are bound as parameters, never spliced into SQL text; the table is qualified with the
-//! extension's schema, and the allocator runs with an empty `search_path`.
+//! extension's schema, operators with `pg_catalog`, and the allocator runs with an empty
+//! `search_path`. The one query run in a caller's session ([`exists`]) runs with `search_path`
+//! fixed to `pg_catalog`, as if its function were declared `SET search_path = pg_catalog`.
 
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::error::Error;
@@ -45,17 +48,48 @@ fn internal(e: pgrx::spi::SpiError) -> Error {
     }
 }
 
-/// Whether segment `name` exists (in the caller's snapshot).
+/// Whether segment `name` exists (in the caller's snapshot). Runs in the caller's session, with
+/// the `search_path` fixed ([`with_catalog_search_path`]).
 pub fn exists(name: &str) -> Result<bool, Error> {
-    let Some(s) = schema()? else { return Ok(false) };
-    Spi::get_one_with_args::<bool>(
-        &format!(
-            "SELECT EXISTS (SELECT FROM {s}.idgen_segment WHERE name OPERATOR(pg_catalog.=) $1)"
-        ),
-        &[name.into()],
-    )
-    .map(|v| v.unwrap_or(false))
-    .map_err(internal)
+    with_catalog_search_path(|| {
+        let Some(s) = schema()? else { return Ok(false) };
+        Spi::get_one_with_args::<bool>(
+            &format!(
+                "SELECT EXISTS (SELECT FROM {s}.idgen_segment WHERE name OPERATOR(pg_catalog.=) $1)"
+            ),
+            &[name.into()],
+        )
+        .map(|v| v.unwrap_or(false))
+        .map_err(internal)
+    })
+}
+
+/// Runs `body` with `search_path` set to `pg_catalog` alone, restored afterwards: what a
+/// function's `SET search_path` clause does (PostgreSQL's `fmgr_security_definer`:
+/// `NewGUCNestLevel`, `set_config_option` with `GUC_ACTION_SAVE`, `AtEOXact_GUC`), for SPI in a
+/// caller's session, where the caller chose the `search_path`. On an error the transaction's
+/// abort restores it.
+fn with_catalog_search_path<T>(body: impl FnOnce() -> T) -> T {
+    // SAFETY: called in a transaction (SQL functions are); the nest level opened here is closed
+    // below, or by the abort of the transaction if `body` raises an error.
+    let level = unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"search_path".as_ptr(),
+            c"pg_catalog".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        level
+    };
+    let result = body();
+    // SAFETY: closes the nest level opened above, restoring the caller's search_path.
+    unsafe { pg_sys::AtEOXact_GUC(true, level) };
+    result
 }
 
 /// The segment's step, without locking.

@@ -67,7 +67,7 @@ fn name_arg(name: Option<&str>) -> &str {
         Ok(()) => name,
         Err(NameError::Empty) => Error::SegmentNameEmpty.report(),
         Err(NameError::TooLong(bytes)) => Error::SegmentNameTooLong {
-            name: name.into(),
+            name: name[..name.floor_char_boundary(range::MAX_NAME_BYTES)].into(),
             bytes,
         }
         .report(),
@@ -75,7 +75,7 @@ fn name_arg(name: Option<&str>) -> &str {
 }
 
 fn step_arg(step: i32) -> i32 {
-    if step <= 0 {
+    if !(1..=range::MAX_STEP).contains(&step) {
         Error::StepOutOfRange { step: step.into() }.report();
     }
     step

@@ -5,6 +5,11 @@
 //! numbers above it never have (DESIGN.md §2, after Leaf's `leaf_alloc.max_id`). A refill moves
 //! it up by one step and hands out the numbers in between.
 
+/// The largest `step` a segment may have: a billion. A restart skips the numbers still cached
+/// (up to two ranges), so a larger step is almost certainly a mistake, such as a start value
+/// passed as the step.
+pub const MAX_STEP: i32 = 1_000_000_000;
+
 /// Longest segment name, in bytes: PostgreSQL's `NAMEDATALEN - 1`.
 pub const MAX_NAME_BYTES: usize = 63;
 

@@ -94,15 +94,6 @@ fn settings_are_fixed_at_server_start() {
         // Reloadable, but not per session: only postgresql.conf or ALTER SYSTEM change them.
         ("SET idgen.max_drift_ms = -1", "55P02"),
         ("SET idgen.sequence_jitter = 100", "55P02"),
-        ("ALTER SYSTEM SET idgen.max_drift_ms = -2", "22023"),
-        ("ALTER SYSTEM SET idgen.sequence_bits = 32", "22023"),
-        // ALTER SYSTEM checks the value before writing postgresql.auto.conf.
-        ("ALTER SYSTEM SET idgen.epoch = 'not a time'", "22023"),
-        ("ALTER SYSTEM SET idgen.epoch = '2999-01-01+00'", "22023"),
-        // Each value is checked against its own range; combinations (a worker id that does not
-        // fit idgen.worker_bits) are checked at start, as PostgreSQL does for wal_level and
-        // max_wal_senders.
-        ("ALTER SYSTEM SET idgen.worker_id = -2", "22023"),
         // The idgen. prefix is reserved: a misspelt setting is an error, not a placeholder.
         ("SET idgen.wroker_id = 4", "42602"),
     ] {
@@ -110,6 +101,36 @@ fn settings_are_fixed_at_server_start() {
             sqlstate(client.batch_execute(statement)),
             code,
             "{statement}"
+        );
+    }
+    for (name, value) in ALTER_SYSTEM_REFUSALS {
+        let statement = format!("ALTER SYSTEM SET {name} = {value}");
+        assert_eq!(
+            sqlstate(client.batch_execute(&statement)),
+            "22023",
+            "{statement}"
+        );
+    }
+    // Every setting idgen defines has a refused value above and in
+    // invalid_settings_stop_the_server_from_starting.
+    let defined: Vec<String> = client
+        .query(
+            "SELECT name FROM pg_settings WHERE name LIKE 'idgen.%' ORDER BY name",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(defined.len(), 14, "{defined:?}");
+    for name in &defined {
+        assert!(
+            ALTER_SYSTEM_REFUSALS.iter().any(|(n, _)| n == name),
+            "no ALTER SYSTEM case for {name}"
+        );
+        assert!(
+            START_REFUSALS.iter().any(|(_, n)| n == name),
+            "no start-up case for {name}"
         );
     }
     let auto = std::fs::read_to_string(c.data().join("postgresql.auto.conf")).unwrap();
@@ -124,41 +145,82 @@ fn settings_are_fixed_at_server_start() {
     assert_eq!(shown, "3");
 }
 
+/// A value of each idgen setting that `ALTER SYSTEM` refuses (22023) before writing
+/// postgresql.auto.conf: each value is checked against its own range. Combinations (a worker id
+/// that does not fit idgen.worker_bits) are checked at start, as PostgreSQL does for wal_level
+/// and max_wal_senders.
+const ALTER_SYSTEM_REFUSALS: &[(&str, &str)] = &[
+    ("idgen.worker_id", "-2"),
+    ("idgen.worker_bits", "32"),
+    ("idgen.sequence_bits", "32"),
+    ("idgen.time_unit_ms", "0"),
+    ("idgen.epoch", "'not a time'"),
+    ("idgen.epoch", "'2999-01-01+00'"),
+    ("idgen.max_drift_ms", "-2"),
+    ("idgen.max_wait_ms", "-1"),
+    ("idgen.sequence_jitter", "-1"),
+    ("idgen.segment_wait_timeout", "-1"),
+    ("idgen.segment_refill_interval", "0"),
+    ("idgen.segment_max_step", "0"),
+    ("idgen.segment_max_step", "1000000001"),
+    ("idgen.segment_node_count", "0"),
+    ("idgen.segment_node_index", "-1"),
+    ("idgen.segment_worker_idle_timeout", "0"),
+];
+
+/// postgresql.conf lines that stop the server from starting, and the setting its log must name.
+const START_REFUSALS: &[(&str, &str)] = &[
+    (
+        "idgen.worker_bits = 16\nidgen.sequence_bits = 16",
+        "idgen.worker_bits",
+    ),
+    ("idgen.worker_bits = 32", "idgen.worker_bits"),
+    ("idgen.sequence_bits = 32", "idgen.sequence_bits"),
+    ("idgen.sequence_bits = 'twelve'", "idgen.sequence_bits"),
+    ("idgen.time_unit_ms = 0", "idgen.time_unit_ms"),
+    (
+        "idgen.worker_bits = 5\nidgen.worker_id = 32",
+        "idgen.worker_id",
+    ),
+    (
+        "idgen.worker_bits = 0\nidgen.worker_id = 1",
+        "idgen.worker_id",
+    ),
+    ("idgen.max_drift_ms = -2", "idgen.max_drift_ms"),
+    ("idgen.max_wait_ms = -1", "idgen.max_wait_ms"),
+    ("idgen.sequence_jitter = -1", "idgen.sequence_jitter"),
+    (
+        "idgen.segment_wait_timeout = -1",
+        "idgen.segment_wait_timeout",
+    ),
+    (
+        "idgen.segment_refill_interval = 0",
+        "idgen.segment_refill_interval",
+    ),
+    ("idgen.segment_max_step = 0", "idgen.segment_max_step"),
+    (
+        "idgen.segment_node_count = 3\nidgen.segment_node_index = 3",
+        "idgen.segment_node_index",
+    ),
+    ("idgen.segment_node_index = -1", "idgen.segment_node_index"),
+    ("idgen.segment_node_count = 0", "idgen.segment_node_count"),
+    (
+        "idgen.segment_worker_idle_timeout = 0",
+        "idgen.segment_worker_idle_timeout",
+    ),
+    ("idgen.epoch = 'yesterday-ish'", "idgen.epoch"),
+    ("idgen.epoch = '2999-01-01 00:00:00+00'", "idgen.epoch"),
+    ("idgen.worker_id = 1024", "idgen.worker_id"),
+    ("idgen.worker_id = -2", "idgen.worker_id"),
+    ("idgen.worker_id = 'seven'", "idgen.worker_id"),
+];
+
 /// A server whose postgresql.conf has an invalid idgen setting, or settings that make no usable
 /// Snowflake layout (fewer than 32 time bits, a worker id that does not fit the worker bits),
 /// does not start, and its log names the setting.
 #[test]
 fn invalid_settings_stop_the_server_from_starting() {
-    for (setting, name) in [
-        (
-            "idgen.worker_bits = 16\nidgen.sequence_bits = 16",
-            "idgen.worker_bits",
-        ),
-        ("idgen.sequence_bits = 32", "idgen.sequence_bits"),
-        ("idgen.sequence_bits = 'twelve'", "idgen.sequence_bits"),
-        ("idgen.time_unit_ms = 0", "idgen.time_unit_ms"),
-        (
-            "idgen.worker_bits = 5\nidgen.worker_id = 32",
-            "idgen.worker_id",
-        ),
-        (
-            "idgen.worker_bits = 0\nidgen.worker_id = 1",
-            "idgen.worker_id",
-        ),
-        ("idgen.max_drift_ms = -2", "idgen.max_drift_ms"),
-        ("idgen.max_wait_ms = -1", "idgen.max_wait_ms"),
-        ("idgen.sequence_jitter = -1", "idgen.sequence_jitter"),
-        (
-            "idgen.segment_node_count = 3\nidgen.segment_node_index = 3",
-            "idgen.segment_node_index",
-        ),
-        ("idgen.segment_node_count = 0", "idgen.segment_node_count"),
-        ("idgen.epoch = 'yesterday-ish'", "idgen.epoch"),
-        ("idgen.epoch = '2999-01-01 00:00:00+00'", "idgen.epoch"),
-        ("idgen.worker_id = 1024", "idgen.worker_id"),
-        ("idgen.worker_id = -2", "idgen.worker_id"),
-        ("idgen.worker_id = 'seven'", "idgen.worker_id"),
-    ] {
+    for &(setting, name) in START_REFUSALS {
         let c = Cluster::init("badconf", &["shared_preload_libraries = 'idgen'", setting]);
         let out = c.pg_ctl_start();
         assert!(!out.status.success(), "server started with {setting}");

@@ -1,0 +1,364 @@
+//! Pins that bad input fails safe (DESIGN.md §4): every SQL function of idgen × NULLs, empty,
+//! overlong and non-ASCII names, names full of SQL punctuation, unknown names, counts of 0, -1
+//! and huge, steps of 0, -1 and above the maximum, `segment_setval` backwards and past the
+//! bigint maximum, negative ids, and worker ids, sequences and times out of range in
+//! `snowflake_compose`. Each case must fail with its own SQLSTATE and a message naming the
+//! argument, and leave `idgen_segment`, the segment cache, the Snowflake generator and the
+//! session's currvals exactly as they were (compared after every case).
+//!
+//! The STRICT decoders (`snowflake_decode`, `snowflake_timestamp`, `snowflake_compose`) return
+//! NULL for a NULL argument, as PostgreSQL's own functions do; that is pinned too.
+
+use idgen_cluster_tests::{db_error, Cluster};
+use postgres::Client;
+
+/// One bad call: the SQL, the SQLSTATE it must fail with, and a word its message must contain
+/// (the argument's name, or the offending value).
+struct Case {
+    sql: String,
+    code: &'static str,
+    names: String,
+}
+
+fn case(sql: impl Into<String>, code: &'static str, names: impl Into<String>) -> Case {
+    Case {
+        sql: sql.into(),
+        code,
+        names: names.into(),
+    }
+}
+
+/// Names that are valid data but hostile as SQL text: quotes, spaces, `%`, `;`, comment
+/// markers, non-ASCII, and a would-be injection.
+const HOSTILE_NAMES: &[&str] = &[
+    "it's",
+    "two words",
+    "100%",
+    "a;b",
+    "\"quoted\"",
+    "x'); DROP TABLE idgen_segment; --",
+    "$$ dollar $$",
+    "ségment-номер-号段",
+    "back\\slash",
+    " leading and trailing ",
+];
+
+/// `name` as a SQL string literal (standard_conforming_strings is on).
+fn literal(name: &str) -> String {
+    format!("'{}'", name.replace('\'', "''"))
+}
+
+/// Every case of the matrix. `known` is a segment that exists and has handed out numbers.
+fn matrix(known: &str) -> Vec<Case> {
+    let k = literal(known);
+    let mut cases = Vec::new();
+
+    // Every function that takes a segment name, with the rest of its arguments valid.
+    let name_calls: [(&str, &dyn Fn(&str) -> String); 7] = [
+        ("segment_create", &|n| format!("SELECT segment_create({n})")),
+        ("segment_alter", &|n| {
+            format!("SELECT segment_alter({n}, step => 5)")
+        }),
+        ("segment_drop", &|n| format!("SELECT segment_drop({n})")),
+        ("segment_setval", &|n| {
+            format!("SELECT segment_setval({n}, 1000000)")
+        }),
+        ("segment_nextval", &|n| {
+            format!("SELECT segment_nextval({n})")
+        }),
+        ("segment_nextvals", &|n| {
+            format!("SELECT * FROM segment_nextvals({n}, 3)")
+        }),
+        ("segment_currval", &|n| {
+            format!("SELECT segment_currval({n})")
+        }),
+    ];
+    for (function, call) in name_calls {
+        cases.push(case(call("NULL"), "22004", "segment name"));
+        cases.push(case(call("''"), "42602", "segment name"));
+        cases.push(case(call("repeat('x', 64)"), "42622", "segment name"));
+        // 32 two-byte characters: 64 bytes although only 32 characters.
+        cases.push(case(call("repeat('é', 32)"), "42622", "segment name"));
+        cases.push(case(call("repeat('x', 100000)"), "42622", "segment name"));
+        if function != "segment_create" {
+            cases.push(case(call("'no_such_segment'"), "42704", "no_such_segment"));
+            for name in HOSTILE_NAMES {
+                cases.push(case(call(&literal(name)), "42704", *name));
+            }
+        }
+    }
+    // segment_create of a name that exists.
+    cases.push(case(format!("SELECT segment_create({k})"), "42710", known));
+
+    // The other arguments, one at a time.
+    cases.extend([
+        case("SELECT segment_create('new_seg', NULL)", "22004", "start"),
+        case("SELECT segment_create('new_seg', 1, NULL)", "22004", "step"),
+        case(
+            "SELECT segment_create('new_seg', -9223372036854775808)",
+            "22003",
+            "start",
+        ),
+        case(
+            "SELECT segment_create('new_seg', description => repeat('d', 1025))",
+            "22001",
+            "description",
+        ),
+        case(
+            format!("SELECT segment_alter({k}, description => repeat('d', 1025))"),
+            "22001",
+            "description",
+        ),
+        case(
+            format!("SELECT segment_setval({k}, NULL)"),
+            "22004",
+            "value",
+        ),
+        // Backwards: below numbers already handed out.
+        case(format!("SELECT segment_setval({k}, 0)"), "22003", "value"),
+        case(
+            format!("SELECT segment_setval({k}, -9223372036854775808)"),
+            "22003",
+            "value",
+        ),
+        // Past the bigint maximum: PostgreSQL refuses the value before idgen sees it.
+        case(
+            format!("SELECT segment_setval({k}, 9223372036854775808::numeric::bigint)"),
+            "22003",
+            "bigint",
+        ),
+        case(
+            format!("SELECT * FROM segment_nextvals({k}, NULL)"),
+            "22004",
+            "count",
+        ),
+        case("SELECT snowflake_nextvals(NULL)", "22004", "count"),
+    ]);
+    for step in ["0", "-1", "1000000001", "2147483647", "-2147483648"] {
+        cases.push(case(
+            format!("SELECT segment_create('new_seg', 1, {step})"),
+            "22023",
+            "step",
+        ));
+        cases.push(case(
+            format!("SELECT segment_alter({k}, step => {step})"),
+            "22023",
+            "step",
+        ));
+    }
+    for count in ["0", "-1", "2147483647", "-2147483648"] {
+        cases.push(case(
+            format!("SELECT * FROM segment_nextvals({k}, {count})"),
+            "22023",
+            "count",
+        ));
+        cases.push(case(
+            format!("SELECT * FROM snowflake_nextvals({count})"),
+            "22023",
+            "count",
+        ));
+    }
+
+    // Snowflake ids and their parts.
+    for id in ["-1", "-9223372036854775808"] {
+        cases.push(case(
+            format!("SELECT * FROM snowflake_decode({id})"),
+            "22023",
+            "id",
+        ));
+        cases.push(case(
+            format!("SELECT snowflake_timestamp({id})"),
+            "22023",
+            "id",
+        ));
+    }
+    for worker in ["-1", "1024", "2147483647", "-2147483648"] {
+        cases.push(case(
+            format!("SELECT snowflake_compose(now(), {worker})"),
+            "22003",
+            "worker_id",
+        ));
+    }
+    for sequence in ["-1", "4096", "2147483647"] {
+        cases.push(case(
+            format!("SELECT snowflake_compose(now(), 0, {sequence})"),
+            "22003",
+            "sequence",
+        ));
+    }
+    for ts in [
+        "'2000-01-01 00:00:00+00'",
+        "'2300-01-01 00:00:00+00'",
+        "'infinity'",
+        "'-infinity'",
+    ] {
+        cases.push(case(
+            format!("SELECT snowflake_compose({ts})"),
+            "22008",
+            "timestamp",
+        ));
+    }
+    cases
+}
+
+/// Everything a bad call must not change: the catalog rows, the shared cache (ranges and how
+/// much of them is used), the Snowflake generator's last id and this session's currvals.
+fn state(client: &mut Client, known: &str) -> String {
+    client
+        .query_one(
+            "SELECT (SELECT pg_catalog.json_agg(s ORDER BY s.name)::text FROM idgen_segment s)
+                 || ' | ' || (SELECT pg_catalog.json_agg(c ORDER BY c.name)::text FROM segment_status() c)
+                 || ' | ' || (SELECT last_id::text FROM snowflake_status())
+                 || ' | ' || snowflake_currval()::text
+                 || ' | ' || segment_currval($1)::text",
+            &[&known],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// Waits until the allocator has nothing in flight (no refill pending), so that the state
+/// compared around each case can only change because of the case.
+fn settle(client: &mut Client, known: &str) -> String {
+    let mut last = state(client, known);
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let pending: bool = client
+            .query_one(
+                "SELECT pg_catalog.bool_or(refill_pending) FROM segment_status()",
+                &[],
+            )
+            .unwrap()
+            .get::<_, Option<bool>>(0)
+            .unwrap_or(false);
+        let now = state(client, known);
+        if !pending && now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the segment cache did not settle: {last}");
+}
+
+#[test]
+fn every_bad_call_fails_with_its_sqlstate_and_changes_nothing() {
+    let c = Cluster::start(
+        "bad-input",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 5"],
+    );
+    c.create_db_with_idgen("postgres");
+    let mut client = c.connect("postgres");
+    let known = "orders";
+    client
+        .batch_execute(&format!(
+            "SELECT segment_create({}, step => 10);
+             SELECT segment_nextval({0}) FROM generate_series(1, 25);
+             SELECT snowflake_nextval();",
+            literal(known)
+        ))
+        .unwrap();
+    let mut before = settle(&mut client, known);
+    let cases = matrix(known);
+    for Case { sql, code, names } in &cases {
+        let err = db_error(client.batch_execute(sql));
+        assert_eq!(err.code().code(), *code, "{sql}: {err:?}");
+        assert!(
+            err.message().contains(names.as_str()),
+            "{sql}: the message does not name {names:?}: {}",
+            err.message()
+        );
+        assert!(
+            err.message().len() <= 200,
+            "{sql}: the message repeats a long argument: {} bytes",
+            err.message().len()
+        );
+        let after = state(&mut client, known);
+        assert_eq!(after, before, "{sql} changed the state");
+        before = after;
+    }
+    // STRICT decoders: NULL in, NULL out, as PostgreSQL's own functions.
+    for sql in [
+        "SELECT snowflake_timestamp(NULL)::text",
+        "SELECT ts::text FROM snowflake_decode(NULL) d(ts)",
+        "SELECT snowflake_compose(NULL)::text",
+        "SELECT snowflake_compose(now(), NULL)::text",
+        "SELECT snowflake_compose(now(), 1, NULL)::text",
+    ] {
+        let rows = client.query(sql, &[]).unwrap();
+        let values: Vec<Option<String>> = rows.iter().map(|r| r.get(0)).collect();
+        assert!(values.iter().all(Option::is_none), "{sql}: {values:?}");
+        assert_eq!(state(&mut client, known), before, "{sql} changed the state");
+    }
+    // The table the would-be injection names is still there, with its one row.
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM idgen_segment", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1);
+    eprintln!("{} bad calls, none changed the state", cases.len());
+}
+
+/// The positive control of the matrix: names that are hostile as SQL text are ordinary data.
+/// Each can be created, drawn from, found in `segment_status()` under its exact spelling,
+/// altered and dropped, and never touches another segment.
+#[test]
+fn hostile_names_are_data() {
+    let c = Cluster::start(
+        "hostile-names",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 5"],
+    );
+    c.create_db_with_idgen("postgres");
+    let mut client = c.connect("postgres");
+    for (i, name) in HOSTILE_NAMES.iter().enumerate() {
+        let start = 1000 * (i as i64 + 1);
+        client
+            .query(
+                "SELECT segment_create($1, start => $2, step => 5)",
+                &[name, &start],
+            )
+            .unwrap();
+    }
+    for (i, name) in HOSTILE_NAMES.iter().enumerate() {
+        let start = 1000 * (i as i64 + 1);
+        // Through a parameter and through a literal in the SQL text: the same segment.
+        let a: i64 = client
+            .query_one("SELECT segment_nextval($1)", &[name])
+            .unwrap()
+            .get(0);
+        let b: i64 = client
+            .query_one(&format!("SELECT segment_nextval({})", literal(name)), &[])
+            .unwrap()
+            .get(0);
+        assert_eq!((a, b), (start, start + 1), "{name:?}");
+        let listed: i64 = client
+            .query_one(
+                "SELECT count(*) FROM segment_status() WHERE name = $1 AND step = 5",
+                &[name],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(listed, 1, "{name:?}");
+        client
+            .query("SELECT segment_alter($1, step => 7)", &[name])
+            .unwrap();
+    }
+    let names: Vec<String> = client
+        .query("SELECT name FROM idgen_segment ORDER BY name", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut expected: Vec<String> = HOSTILE_NAMES.iter().map(|n| n.to_string()).collect();
+    expected.sort();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(sorted, expected);
+    for name in HOSTILE_NAMES {
+        client.query("SELECT segment_drop($1)", &[name]).unwrap();
+    }
+    let left: i64 = client
+        .query_one("SELECT count(*) FROM idgen_segment", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+}

@@ -1,0 +1,199 @@
+//! Pins the upgrade path: a database on the synthetic earlier release 0.0.9
+//! (`tests/upgrade/idgen--0.0.9.sql`) is brought to 0.1.0 by `ALTER EXTENSION idgen UPDATE`
+//! (`sql/idgen--0.0.9--0.1.0.sql`), keeps its segments and high-water marks, and ends with
+//! exactly the objects, privileges, comments and dump settings of a fresh `CREATE EXTENSION`.
+//! Also `DROP EXTENSION` and `CREATE EXTENSION` again while the library stays loaded.
+
+use idgen_cluster_tests::{as_postgres, sqlstate, Cluster};
+use postgres::Client;
+
+/// Puts the 0.0.9 install script beside the installed extension (the package never ships it).
+fn install_old_script() {
+    let out = as_postgres("pg_config").arg("--sharedir").output();
+    let sharedir = match out {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_owned(),
+        _ => "/usr/share/postgresql/15".to_owned(),
+    };
+    // At run time, not compile time: the test binary may have been built from another clone.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo test");
+    let fixture = format!("{manifest}/../upgrade/idgen--0.0.9.sql");
+    std::fs::copy(fixture, format!("{sharedir}/extension/idgen--0.0.9.sql"))
+        .expect("copy the 0.0.9 script into the extension directory (tests run as root)");
+}
+
+/// Everything about the extension's objects that a user or pg_dump can see, one line each,
+/// sorted: members, function definitions with privileges and comments, the table's columns,
+/// constraints, privileges and comment, the dump marking and the initial privileges.
+fn catalog(client: &mut Client) -> Vec<String> {
+    client
+        .query(
+            "WITH ext AS (SELECT oid, extconfig, extcondition FROM pg_extension WHERE extname = 'idgen'),
+                  members AS (SELECT d.classid, d.objid FROM pg_depend d, ext
+                               WHERE d.refclassid = 'pg_extension'::regclass
+                                 AND d.refobjid = ext.oid AND d.deptype = 'e')
+             SELECT 'member ' || pg_describe_object(classid, objid, 0) FROM members
+             UNION ALL
+             SELECT 'function ' || pg_get_functiondef(p.oid)
+                    || ' acl ' || coalesce(p.proacl::text, '-')
+                    || ' comment ' || coalesce(obj_description(p.oid, 'pg_proc'), '-')
+               FROM pg_proc p JOIN members m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
+             UNION ALL
+             SELECT 'column ' || a.attnum || ' ' || a.attname || ' '
+                    || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull || ' '
+                    || coalesce(pg_get_expr(ad.adbin, ad.adrelid), '-')
+               FROM pg_attribute a
+               LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+              WHERE a.attrelid = 'idgen_segment'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+             UNION ALL
+             SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(oid)
+               FROM pg_constraint WHERE conrelid = 'idgen_segment'::regclass
+             UNION ALL
+             SELECT 'table ' || coalesce(relacl::text, '-') || ' '
+                    || coalesce(obj_description(oid, 'pg_class'), '-')
+               FROM pg_class WHERE oid = 'idgen_segment'::regclass
+             UNION ALL
+             SELECT 'dump ' || extconfig::regclass[]::text || ' ' || extcondition::text FROM ext
+             UNION ALL
+             SELECT 'init privileges ' || pg_describe_object(i.classoid, i.objoid, i.objsubid)
+                    || ' ' || i.privtype::text || ' ' || i.initprivs::text
+               FROM pg_init_privs i JOIN members m ON m.classid = i.classoid AND m.objid = i.objoid
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+fn one_i64(client: &mut Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).unwrap().get(0)
+}
+
+#[test]
+fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install() {
+    install_old_script();
+    let c = Cluster::start(
+        "upgrade",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 7"],
+    );
+    let mut admin = c.connect("postgres");
+    admin.batch_execute("CREATE DATABASE old").unwrap();
+    admin.batch_execute("CREATE DATABASE fresh").unwrap();
+
+    let mut old = c.connect("old");
+    old.batch_execute("CREATE EXTENSION idgen VERSION '0.0.9'")
+        .unwrap();
+    old.batch_execute(
+        "SELECT segment_create('legacy', start => 100, step => 10, description => 'from 0.0.9')",
+    )
+    .unwrap();
+    let drawn: Vec<i64> = old
+        .query(
+            "SELECT segment_nextval('legacy') FROM generate_series(1, 15)",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(drawn, (100..115).collect::<Vec<_>>());
+    let id_before = one_i64(&mut old, "SELECT snowflake_nextval()");
+    // 0.0.9 has no batch functions yet.
+    assert_eq!(
+        sqlstate(old.batch_execute("SELECT segment_nextvals('legacy', 2)")),
+        "42883"
+    );
+    let rows = |c: &mut Client| -> Vec<String> {
+        c.query(
+            "SELECT row(name, step, description, created_at)::text FROM idgen_segment ORDER BY name",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    let rows_before = rows(&mut old);
+    let mark_before = one_i64(&mut old, "SELECT max_id FROM idgen_segment");
+
+    old.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
+    let version: String = old
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'idgen'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "0.1.0");
+    assert_eq!(rows(&mut old), rows_before);
+    assert!(one_i64(&mut old, "SELECT max_id FROM idgen_segment") >= mark_before);
+    // The new functions work on the old data, and numbers go on from where they were.
+    let batch: Vec<i64> = old
+        .query("SELECT * FROM segment_nextvals('legacy', 3)", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(batch, [115, 116, 117]);
+    assert!(
+        one_i64(
+            &mut old,
+            "SELECT current_used FROM segment_status() WHERE name = 'legacy'"
+        ) > 0
+    );
+    assert!(one_i64(&mut old, "SELECT snowflake_nextval()") > id_before);
+    assert!(
+        one_i64(&mut old, "SELECT snowflake_compose(now())") > 0,
+        "snowflake_compose after the update"
+    );
+    old.batch_execute("SELECT segment_alter('legacy', step => 20)")
+        .unwrap();
+
+    let mut fresh = c.connect("fresh");
+    fresh.batch_execute("CREATE EXTENSION idgen").unwrap();
+    let (upgraded, installed) = (catalog(&mut old), catalog(&mut fresh));
+    assert!(installed.len() > 40, "{installed:#?}");
+    for (a, b) in upgraded.iter().zip(&installed) {
+        assert_eq!(a, b, "upgraded (left) and fresh (right) differ");
+    }
+    assert_eq!(
+        upgraded.len(),
+        installed.len(),
+        "{upgraded:#?}\n{installed:#?}"
+    );
+}
+
+#[test]
+fn drop_and_create_extension_while_the_library_is_loaded() {
+    let c = Cluster::start(
+        "recreate",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 7"],
+    );
+    c.create_db_with_idgen("postgres");
+    let mut client = c.connect("postgres");
+    client
+        .batch_execute("SELECT segment_create('again', start => 1, step => 10)")
+        .unwrap();
+    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('again')"), 1);
+    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('again')"), 2);
+    let before = one_i64(&mut client, "SELECT snowflake_nextval()");
+
+    // Same session: the library, its shared memory and the session's caches stay.
+    client
+        .batch_execute("DROP EXTENSION idgen; CREATE EXTENSION idgen;")
+        .unwrap();
+    assert_eq!(
+        sqlstate(client.batch_execute("SELECT segment_nextval('again')")),
+        "42704"
+    );
+    client
+        .batch_execute("SELECT segment_create('again', start => 1, step => 10)")
+        .unwrap();
+    // A new segment of the same name starts at its start, not from the old cached range.
+    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('again')"), 1);
+    assert!(one_i64(&mut client, "SELECT snowflake_nextval()") > before);
+    // And a new session agrees.
+    let mut other = c.connect("postgres");
+    assert_eq!(one_i64(&mut other, "SELECT segment_nextval('again')"), 2);
+}
