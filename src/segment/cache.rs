@@ -740,11 +740,13 @@ fn wait_for<T>(
         }
         let timeout = match deadline_us {
             Some(d) => {
-                let left_ms = (d - now()).div_euclid(1000);
-                if left_ms <= 0 {
+                let left_us = d - now();
+                if left_us <= 0 {
                     return Err(());
                 }
-                left_ms.min(1000)
+                // Rounded up: a wait never ends before its deadline (rounding down gave up to
+                // 1 ms early, and `idgen.segment_wait_timeout = 300ms` waited 299 ms).
+                (left_us + 999).div_euclid(1000).min(1000)
             }
             None => 1000,
         };

@@ -318,8 +318,20 @@ impl Cluster {
 
     /// A new connection to database `db` as the superuser `postgres`.
     pub fn connect(&self, db: &str) -> postgres::Client {
-        postgres::Client::connect(&self.conninfo(db), postgres::NoTls).unwrap_or_else(|e| {
-            panic!("connect to {db} on port {}: {e}\n{}", self.port, self.log())
+        self.connect_as(db, "postgres")
+    }
+
+    /// A new connection to database `db` as `role` (which must be able to log in).
+    pub fn connect_as(&self, db: &str, role: &str) -> postgres::Client {
+        let conninfo = self
+            .conninfo(db)
+            .replace("user=postgres", &format!("user={role}"));
+        postgres::Client::connect(&conninfo, postgres::NoTls).unwrap_or_else(|e| {
+            panic!(
+                "connect to {db} as {role} on port {}: {e}\n{}",
+                self.port,
+                self.log()
+            )
         })
     }
 
@@ -343,6 +355,27 @@ impl Drop for Cluster {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// The one bigint `sql` returns (first column of its only row).
+pub fn one_i64(client: &mut postgres::Client, sql: &str) -> i64 {
+    client
+        .query_one(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .get(0)
+}
+
+/// The first column of every row `sql` returns, in order.
+pub fn column<T>(client: &mut postgres::Client, sql: &str) -> Vec<T>
+where
+    T: for<'a> postgres::types::FromSql<'a>,
+{
+    client
+        .query(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
 }
 
 /// The SQLSTATE of a failed statement, e.g. `"55000"`. Panics when it succeeded.

@@ -5,8 +5,7 @@
 //! wait; and nothing idgen runs resolves a table, function or operator through the caller's
 //! `search_path`.
 
-use idgen_cluster_tests::{sqlstate, Cluster};
-use postgres::Client;
+use idgen_cluster_tests::{column, one_i64, sqlstate, Cluster};
 
 fn start(tag: &str) -> Cluster {
     let c = Cluster::start(
@@ -15,20 +14,6 @@ fn start(tag: &str) -> Cluster {
     );
     c.create_db_with_idgen("postgres");
     c
-}
-
-fn connect_as(cluster: &Cluster, role: &str) -> Client {
-    Client::connect(
-        &cluster
-            .conninfo("postgres")
-            .replace("user=postgres", &format!("user={role}")),
-        postgres::NoTls,
-    )
-    .unwrap()
-}
-
-fn one_i64(client: &mut Client, sql: &str) -> i64 {
-    client.query_one(sql, &[]).unwrap().get(0)
 }
 
 /// Direct writes to the catalog table: refused to everyone but the extension's allocator.
@@ -62,7 +47,7 @@ fn roles_draw_administer_and_configure_as_documented() {
         .unwrap();
 
     // Any role draws ids and reads the status and the high-water marks.
-    let mut app = connect_as(&cluster, "app");
+    let mut app = cluster.connect_as("postgres", "app");
     assert_eq!(one_i64(&mut app, "SELECT segment_nextval('p')"), 1);
     assert_eq!(one_i64(&mut app, "SELECT segment_currval('p')"), 1);
     assert!(one_i64(&mut app, "SELECT snowflake_nextval()") > 0);
@@ -100,7 +85,7 @@ fn roles_draw_administer_and_configure_as_documented() {
         .unwrap();
 
     // A member of idgen_admin administers segments, through the allocator ...
-    let mut ops = connect_as(&cluster, "ops");
+    let mut ops = cluster.connect_as("postgres", "ops");
     ops.batch_execute(
         "SELECT segment_create('q', start => 500, step => 20);
          SELECT segment_alter('q', step => 30, description => 'by ops');",
@@ -138,13 +123,7 @@ fn roles_draw_administer_and_configure_as_documented() {
     second
         .batch_execute("DROP EXTENSION idgen; CREATE EXTENSION idgen;")
         .unwrap();
-    let mut ops2 = Client::connect(
-        &cluster
-            .conninfo("second")
-            .replace("user=postgres", "user=ops"),
-        postgres::NoTls,
-    )
-    .unwrap();
+    let mut ops2 = cluster.connect_as("second", "ops");
     ops2.batch_execute("SELECT segment_create('in_second')")
         .unwrap();
     assert_eq!(one_i64(&mut ops2, "SELECT segment_nextval('in_second')"), 1);
@@ -164,7 +143,7 @@ fn a_malicious_search_path_is_not_followed() {
              SELECT segment_create('p', step => 10);",
         )
         .unwrap();
-    let mut mallory = connect_as(&cluster, "mallory");
+    let mut mallory = cluster.connect_as("postgres", "mallory");
     mallory
         .batch_execute(
             "CREATE TABLE evil.calls (what text);
@@ -236,12 +215,10 @@ fn a_malicious_search_path_is_not_followed() {
 
     assert_eq!(one_i64(&mut mallory, "SELECT count(*) FROM evil.calls"), 0);
     // The real table saw exactly the real work.
-    let real: Vec<String> = superuser
-        .query("SELECT name FROM idgen_segment ORDER BY name", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let real: Vec<String> = column(
+        &mut superuser,
+        "SELECT name FROM idgen_segment ORDER BY name",
+    );
     assert_eq!(real, ["p"]);
     assert_eq!(
         one_i64(&mut superuser, "SELECT count(*) FROM evil.idgen_segment"),

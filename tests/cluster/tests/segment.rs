@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{as_postgres, sqlstate, Cluster};
+use idgen_cluster_tests::{as_postgres, one_i64, sqlstate, Cluster};
 use postgres::Client;
 
 const PRELOAD: &str = "shared_preload_libraries = 'idgen'";
@@ -20,10 +20,6 @@ fn start(tag: &str, extra: &[&str]) -> Cluster {
     let c = Cluster::start(tag, &settings);
     c.create_db_with_idgen("postgres");
     c
-}
-
-fn one_i64(client: &mut Client, sql: &str) -> i64 {
-    client.query_one(sql, &[]).unwrap().get(0)
 }
 
 /// Draws `n` numbers of `name` as `n` separate `segment_nextval` calls in one statement, in

@@ -4,7 +4,7 @@
 //! exactly the objects, privileges, comments and dump settings of a fresh `CREATE EXTENSION`.
 //! Also `DROP EXTENSION` and `CREATE EXTENSION` again while the library stays loaded.
 
-use idgen_cluster_tests::{as_postgres, sqlstate, Cluster};
+use idgen_cluster_tests::{as_postgres, column, one_i64, sqlstate, Cluster};
 use postgres::Client;
 
 /// Puts the 0.0.9 install script beside the installed extension (the package never ships it).
@@ -66,10 +66,6 @@ fn catalog(client: &mut Client) -> Vec<String> {
         .collect()
 }
 
-fn one_i64(client: &mut Client, sql: &str) -> i64 {
-    client.query_one(sql, &[]).unwrap().get(0)
-}
-
 #[test]
 fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install() {
     install_old_script();
@@ -88,15 +84,10 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
         "SELECT segment_create('legacy', start => 100, step => 10, description => 'from 0.0.9')",
     )
     .unwrap();
-    let drawn: Vec<i64> = old
-        .query(
-            "SELECT segment_nextval('legacy') FROM generate_series(1, 15)",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let drawn: Vec<i64> = column(
+        &mut old,
+        "SELECT segment_nextval('legacy') FROM generate_series(1, 15)",
+    );
     assert_eq!(drawn, (100..115).collect::<Vec<_>>());
     let id_before = one_i64(&mut old, "SELECT snowflake_nextval()");
     // 0.0.9 has no batch functions yet.
@@ -129,12 +120,7 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
     assert_eq!(rows(&mut old), rows_before);
     assert!(one_i64(&mut old, "SELECT max_id FROM idgen_segment") >= mark_before);
     // The new functions work on the old data, and numbers go on from where they were.
-    let batch: Vec<i64> = old
-        .query("SELECT * FROM segment_nextvals('legacy', 3)", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let batch: Vec<i64> = column(&mut old, "SELECT * FROM segment_nextvals('legacy', 3)");
     assert_eq!(batch, [115, 116, 117]);
     assert!(
         one_i64(
