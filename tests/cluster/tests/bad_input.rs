@@ -7,7 +7,8 @@
 //! session's currvals exactly as they were (compared after every case).
 //!
 //! The STRICT decoders (`snowflake_decode`, `snowflake_timestamp`, `snowflake_compose`) return
-//! NULL for a NULL argument, as PostgreSQL's own functions do; that is pinned too.
+//! NULL for a NULL argument, as PostgreSQL's own functions do, and an id from the future decodes
+//! to its time (the decoders are IMMUTABLE: they never read the clock); both are pinned too.
 
 use idgen_cluster_tests::{db_error, Cluster};
 use postgres::Client;
@@ -289,6 +290,18 @@ fn every_bad_call_fails_with_its_sqlstate_and_changes_nothing() {
         assert!(values.iter().all(Option::is_none), "{sql}: {values:?}");
         assert_eq!(state(&mut client, known), before, "{sql} changed the state");
     }
+    // An id from the future (another server's faster clock, or ids borrowed ahead) is a valid
+    // id: the decoders are IMMUTABLE functions of the id, usable in indexes and partition
+    // bounds, never of the clock, so it decodes to its own time instead of failing.
+    let future: bool = client
+        .query_one(
+            "SELECT snowflake_timestamp(snowflake_compose(t, 1023, 4095)) = t
+               FROM (SELECT date_trunc('milliseconds', now() + interval '10 years') t) s",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(future);
     // The table the would-be injection names is still there, with its one row.
     let rows: i64 = client
         .query_one("SELECT count(*) FROM idgen_segment", &[])
