@@ -43,6 +43,7 @@ pub extern "C-unwind" fn _PG_init() {
     guc::init();
     shmem::init();
     snowflake::server::init();
+    snowflake::server::register_keeper();
     segment::init();
 }
 

@@ -1,5 +1,7 @@
-//! The allocator background worker: one per database that uses segments, started on demand,
-//! gone after `idgen.segment_worker_idle_timeout` without work.
+//! idgen's background workers. The allocator: one per database that uses segments, started on
+//! demand, gone after `idgen.segment_worker_idle_timeout` without work. The reservation keeper
+//! ([`idgen_reservation_keeper_main`]): one per server, keeping the Snowflake reservation file
+//! ahead of the clock while ids are issued.
 //!
 //! It alone writes `idgen_segment`. Every unit of work (a refill, a load, an admin call) runs in
 //! a transaction of its own, committed with `synchronous_commit` at least `on` before any number
@@ -24,6 +26,32 @@ use crate::segment::cache::{
 };
 use crate::segment::catalog;
 use crate::segment::range::{max_id_for_start, next_range, next_step};
+
+/// Entry point of the reservation keeper (registered by `snowflake::server::register_keeper`):
+/// looks every [`KEEPER_PERIOD_MS`] while the generator is in use, every second otherwise, and
+/// extends the durable reservation before a caller would have to (`server::keep_ahead`). No
+/// database connection: it only touches shared memory and the file. Exits on SIGTERM.
+///
+/// [`KEEPER_PERIOD_MS`]: crate::snowflake::server::KEEPER_PERIOD_MS
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn idgen_reservation_keeper_main(_arg: pg_sys::Datum) {
+    use crate::snowflake::server;
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let mut period = Duration::from_secs(1);
+    while BackgroundWorker::wait_latch(Some(period)) {
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: reloading the configuration files between looks (idgen.max_drift_ms).
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        let active = !crate::recovery_in_progress() && server::keep_ahead();
+        period = if active {
+            Duration::from_millis(server::KEEPER_PERIOD_MS)
+        } else {
+            Duration::from_secs(1)
+        };
+    }
+}
 
 /// Registers the allocator of database `db` as a dynamic background worker. False when
 /// PostgreSQL has no free background worker slot (`max_worker_processes`).

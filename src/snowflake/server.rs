@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicI64, AtomicPtr, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -502,6 +503,56 @@ fn advance_state_to(layout: &Layout, shared: &SnowflakeShared, tick: u64) {
             .0
             .fetch_max((tick << layout.sequence_bits()) - 1, Ordering::AcqRel);
     }
+}
+
+/// How long after the generator's last id the reservation keeper goes on extending the
+/// reservation, in ms: a server whose ids stopped stops rewriting the file after this, and its
+/// next first id pays the write again.
+pub const KEEP_AHEAD_AFTER_USE_MS: u64 = 10 * 60 * 1000;
+
+/// How often the keeper looks, in ms, while the generator is in use: a fifth of the low-water
+/// mark, so that it extends the reservation before any caller comes within the low-water mark.
+pub const KEEPER_PERIOD_MS: u64 = RESERVATION_WINDOW_MS / 4 / 5;
+
+/// Registers the reservation keeper, a background worker without a database that keeps the
+/// durable reservation ahead of the clock while the generator is in use (see [`keep_ahead`]).
+/// Called from `_PG_init` in the postmaster; it starts once recovery has finished (a standby
+/// issues no ids), and takes one of `max_worker_processes`.
+pub fn register_keeper() {
+    BackgroundWorkerBuilder::new("idgen reservation keeper")
+        .set_type("idgen reservation keeper")
+        .set_library("idgen")
+        .set_function("idgen_reservation_keeper_main")
+        .enable_shmem_access(None)
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(5)))
+        .load();
+}
+
+/// One look of the reservation keeper: if the generator issued ids since start (the file has
+/// been read) and within [`KEEP_AHEAD_AFTER_USE_MS`], and the reservation ends within the
+/// low-water mark of the clock, extends it, exactly as a caller would but off the callers'
+/// path. Without it, the first id after an idle second waited for the file's write and fsync
+/// (2 to 3 ms here), i.e. every insert of a table written less than once a second did. Returns
+/// whether the generator is in use (the keeper then looks again soon). Errors are left to the
+/// callers, who report them.
+pub fn keep_ahead() -> bool {
+    let layout = layout();
+    let shared = shmem::snowflake();
+    if shared.reserved_end.0.load(Ordering::Acquire) == 0 || guc::worker_id().is_none() {
+        return false;
+    }
+    let now_ms = wall_clock_unix_ms();
+    let Ok(now_tick) = layout.tick_at(now_ms) else {
+        return false;
+    };
+    let last_tick = layout.state_tick(shared.state.0.load(Ordering::Acquire));
+    if now_tick > last_tick.saturating_add(layout.ticks_in_ms(KEEP_AHEAD_AFTER_USE_MS)) {
+        return false;
+    }
+    // Covered beyond the low-water mark: extend_locked returns without writing.
+    let _ = extend(layout, shared, now_tick, now_ms, false);
+    true
 }
 
 /// The data directory (the current directory of every backend, but named explicitly).

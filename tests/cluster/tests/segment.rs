@@ -576,7 +576,7 @@ fn a_caller_waits_at_most_the_wait_timeout_and_can_be_cancelled() {
 
 #[test]
 fn without_a_worker_slot_the_error_says_what_to_raise() {
-    // The logical replication launcher takes the only background worker slot.
+    // idgen's reservation keeper (registered first) takes the only background worker slot.
     let cluster = start("seg-no-slot", &["max_worker_processes = 1"]);
     let mut client = cluster.connect("postgres");
     let e = idgen_cluster_tests::db_error(client.batch_execute("SELECT segment_create('x')"));

@@ -435,6 +435,41 @@ fn ten_million_ids_in_one_statement_stay_within_the_drift_bound() {
     );
 }
 
+/// The reservation keeper keeps the durable reservation ahead of the clock while the generator
+/// is in use, so that the first id after an idle moment does not wait for the file: after 2.5 s
+/// without ids the reservation still ends ahead of the clock, and it was written meanwhile by
+/// no caller (the write count rose while nothing was drawn).
+#[test]
+fn the_keeper_keeps_the_reservation_ahead_while_idle() {
+    let cluster = Cluster::start("keeper", &[PRELOAD, "idgen.worker_id = 9"]);
+    cluster.create_db_with_idgen("postgres");
+    let mut client = cluster.connect("postgres");
+    let first: i64 = client
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    let writes = status_i64(&mut client, "reservation_writes");
+    thread::sleep(Duration::from_millis(2500));
+    let row = client
+        .query_one(
+            "SELECT reservation_writes, reserved_until > clock_timestamp() FROM snowflake_status()",
+            &[],
+        )
+        .unwrap();
+    let (idle_writes, ahead): (i64, bool) = (row.get(0), row.get(1));
+    assert!(idle_writes > writes, "{idle_writes} writes after {writes}");
+    assert!(ahead, "the reservation fell behind the clock while idle");
+    let next: i64 = client
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap()
+        .get(0);
+    assert!(next > first);
+    assert!(
+        next >> 22 <= status_i64(&mut client, "reserved_tick"),
+        "id {next} beyond the reservation"
+    );
+}
+
 /// The reservation file covers every id issued and matches `snowflake_status()`. A corrupt
 /// file stops generation (XX001) without stopping the server; removing it is a fresh start. A
 /// file written under another layout stops generation (55000) naming both layouts.
