@@ -116,6 +116,17 @@ impl Cluster {
         c
     }
 
+    /// A started server preloading idgen with worker id `worker_id`, `settings` appended, and
+    /// the extension created in database `postgres`: what most tests start from.
+    pub fn with_idgen(tag: &str, worker_id: u32, settings: &[&str]) -> Cluster {
+        let worker = format!("idgen.worker_id = {worker_id}");
+        let mut all = vec!["shared_preload_libraries = 'idgen'", worker.as_str()];
+        all.extend_from_slice(settings);
+        let c = Cluster::start(tag, &all);
+        c.create_db_with_idgen("postgres");
+        c
+    }
+
     /// `pg_ctl start` of an initialized or stopped server; panics with the log if it fails.
     pub fn start_server(&self) {
         let out = self.pg_ctl_start();

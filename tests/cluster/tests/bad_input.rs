@@ -243,11 +243,7 @@ fn settle(client: &mut Client, known: &str) -> String {
 
 #[test]
 fn every_bad_call_fails_with_its_sqlstate_and_changes_nothing() {
-    let c = Cluster::start(
-        "bad-input",
-        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 5"],
-    );
-    c.create_db_with_idgen("postgres");
+    let c = Cluster::with_idgen("bad-input", 5, &[]);
     let mut client = c.connect("postgres");
     let known = "orders";
     client
@@ -316,11 +312,7 @@ fn every_bad_call_fails_with_its_sqlstate_and_changes_nothing() {
 /// altered and dropped, and never touches another segment.
 #[test]
 fn hostile_names_are_data() {
-    let c = Cluster::start(
-        "hostile-names",
-        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 5"],
-    );
-    c.create_db_with_idgen("postgres");
+    let c = Cluster::with_idgen("hostile-names", 5, &[]);
     let mut client = c.connect("postgres");
     for (i, name) in HOSTILE_NAMES.iter().enumerate() {
         let start = 1000 * (i as i64 + 1);

@@ -97,11 +97,7 @@ fn the_package_installs_and_creates_the_extension() {
         assert!(files.contains(&needed), "{needed} missing: {files:?}");
     }
 
-    let c = Cluster::start(
-        "package",
-        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 8"],
-    );
-    c.create_db_with_idgen("postgres");
+    let c = Cluster::with_idgen("package", 8, &[]);
     let mut client = c.connect("postgres");
     let installed: String = client
         .query_one(

@@ -7,15 +7,6 @@
 
 use idgen_cluster_tests::{column, one_i64, sqlstate, Cluster};
 
-fn start(tag: &str) -> Cluster {
-    let c = Cluster::start(
-        tag,
-        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 6"],
-    );
-    c.create_db_with_idgen("postgres");
-    c
-}
-
 /// Direct writes to the catalog table: refused to everyone but the extension's allocator.
 const TABLE_WRITES: &[&str] = &[
     "INSERT INTO idgen_segment (name, max_id, step) VALUES ('w', 0, 1)",
@@ -37,7 +28,7 @@ const SETTING_CHANGES: &[(&str, &str)] = &[
 
 #[test]
 fn roles_draw_administer_and_configure_as_documented() {
-    let cluster = start("privileges");
+    let cluster = Cluster::with_idgen("privileges", 6, &[]);
     let mut superuser = cluster.connect("postgres");
     superuser
         .batch_execute(
@@ -134,7 +125,7 @@ fn roles_draw_administer_and_configure_as_documented() {
 /// idgen function must keep using the real objects.
 #[test]
 fn a_malicious_search_path_is_not_followed() {
-    let cluster = start("search-path");
+    let cluster = Cluster::with_idgen("search-path", 6, &[]);
     let mut superuser = cluster.connect("postgres");
     superuser
         .batch_execute(

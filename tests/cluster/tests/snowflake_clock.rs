@@ -441,8 +441,7 @@ fn ten_million_ids_in_one_statement_stay_within_the_drift_bound() {
 /// no caller (the write count rose while nothing was drawn).
 #[test]
 fn the_keeper_keeps_the_reservation_ahead_while_idle() {
-    let cluster = Cluster::start("keeper", &[PRELOAD, "idgen.worker_id = 9"]);
-    cluster.create_db_with_idgen("postgres");
+    let cluster = Cluster::with_idgen("keeper", 9, &[]);
     let mut client = cluster.connect("postgres");
     let first: i64 = client
         .query_one("SELECT snowflake_nextval()", &[])

@@ -152,11 +152,7 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
 
 #[test]
 fn drop_and_create_extension_while_the_library_is_loaded() {
-    let c = Cluster::start(
-        "recreate",
-        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 7"],
-    );
-    c.create_db_with_idgen("postgres");
+    let c = Cluster::with_idgen("recreate", 7, &[]);
     let mut client = c.connect("postgres");
     client
         .batch_execute("SELECT segment_create('again', start => 1, step => 10)")
