@@ -3,7 +3,7 @@
 //! ([`idgen_reservation_keeper_main`]): one per server, keeping the Snowflake reservation file
 //! ahead of the clock while ids are issued.
 //!
-//! It alone writes `idgen_segment`. Every unit of work (a refill, a load, an admin call) runs in
+//! The allocator alone writes `idgen_segment`. Every unit of work (a refill, a load, an admin call) runs in
 //! a transaction of its own, committed with `synchronous_commit` at least `on` before any number
 //! of a new range is published to the shared cache: a caller's ROLLBACK can never undo a
 //! high-water mark whose numbers are in use (DESIGN.md §2). A failed unit is reported to the
