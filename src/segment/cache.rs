@@ -868,9 +868,10 @@ struct Local {
     currval: Cell<Option<i64>>,
 }
 
-/// This session's segments by name (this backend's database only), hashed with FxHash: the
-/// names are the session's own, and SipHash was a tenth of `segment_nextval()`'s time.
-type LocalMap = HashMap<String, &'static Local, FxBuildHasher>;
+/// This session's segments by name (this backend's database only), keyed by the entry's own
+/// name, hashed with FxHash: the names are the session's own, and SipHash was a tenth of
+/// `segment_nextval()`'s time.
+type LocalMap = HashMap<&'static str, &'static Local, FxBuildHasher>;
 
 thread_local! {
     static LOCAL: RefCell<LocalMap> = RefCell::new(LocalMap::default());
@@ -893,7 +894,7 @@ pub fn entry(name: &str) -> Result<Entry, Error> {
         resolved: Cell::new(resolved),
         currval: Cell::new(None),
     }));
-    LOCAL.with_borrow_mut(|local| local.insert(name.to_owned(), e));
+    LOCAL.with_borrow_mut(|local| local.insert(e.name.as_str(), e));
     Ok(Entry(e))
 }
 

@@ -550,8 +550,10 @@ pub fn keep_ahead() -> bool {
     if now_tick > last_tick.saturating_add(layout.ticks_in_ms(KEEP_AHEAD_AFTER_USE_MS)) {
         return false;
     }
-    // Covered beyond the low-water mark: extend_locked returns without writing.
-    let _ = extend(layout, shared, now_tick, now_ms, false);
+    // The callers' own test (`reserve`), so that the LWLock is taken only when a write is due.
+    if now_tick + low_water_ticks(layout) >= shared.reserved_end.0.load(Ordering::Acquire) {
+        let _ = extend(layout, shared, now_tick, now_ms, false);
+    }
     true
 }
 

@@ -14,14 +14,6 @@ use postgres::Client;
 
 const PRELOAD: &str = "shared_preload_libraries = 'idgen'";
 
-fn start(tag: &str, extra: &[&str]) -> Cluster {
-    let mut settings = vec![PRELOAD, "idgen.worker_id = 3"];
-    settings.extend_from_slice(extra);
-    let c = Cluster::start(tag, &settings);
-    c.create_db_with_idgen("postgres");
-    c
-}
-
 /// Draws `n` numbers of `name` as `n` separate `segment_nextval` calls in one statement, in
 /// call order.
 fn draw(client: &mut Client, name: &str, n: i32) -> Result<Vec<i64>, postgres::Error> {
@@ -58,7 +50,7 @@ fn eight_connections_draw_distinct_increasing_numbers() {
     const CONNECTIONS: usize = 8;
     const PER_CONNECTION: usize = 100_000;
     const BATCH: i32 = 1000;
-    let cluster = start("seg-concurrency", &[]);
+    let cluster = Cluster::with_idgen("seg-concurrency", 3, &[]);
     cluster
         .connect("postgres")
         .batch_execute("SELECT segment_create('s', step => 100)")
@@ -116,7 +108,7 @@ fn eight_connections_draw_distinct_increasing_numbers() {
 
 #[test]
 fn rolled_back_draws_are_never_handed_out_again() {
-    let cluster = start("seg-rollback", &[]);
+    let cluster = Cluster::with_idgen("seg-rollback", 3, &[]);
     let mut admin = cluster.connect("postgres");
     // A small step: most transactions below cause refills, which must survive their ROLLBACK.
     admin
@@ -250,7 +242,7 @@ fn assert_survives(cluster: &Cluster, name: &str, disaster: impl FnOnce() + Send
 
 #[test]
 fn immediate_stop_never_leads_to_a_repeated_number() {
-    let cluster = start("seg-crash", &[]);
+    let cluster = Cluster::with_idgen("seg-crash", 3, &[]);
     cluster
         .connect("postgres")
         .batch_execute("SELECT segment_create('c', step => 50)")
@@ -264,7 +256,7 @@ fn immediate_stop_never_leads_to_a_repeated_number() {
 
 #[test]
 fn kill_9_of_the_allocator_never_leads_to_a_repeated_number() {
-    let cluster = start("seg-kill", &[]);
+    let cluster = Cluster::with_idgen("seg-kill", 3, &[]);
     let mut admin = cluster.connect("postgres");
     admin
         .batch_execute("SELECT segment_create('k', step => 50)")
@@ -298,7 +290,7 @@ fn kill_9_of_the_allocator_never_leads_to_a_repeated_number() {
 /// its own worker id; new Snowflake ids and segment numbers are above every restored one.
 #[test]
 fn pg_dump_carries_the_high_water_marks() {
-    let source = start("seg-dump-src", &[]);
+    let source = Cluster::with_idgen("seg-dump-src", 3, &[]);
     let mut client = source.connect("postgres");
     client
         .batch_execute(
@@ -422,7 +414,7 @@ fn pg_dump_carries_the_high_water_marks() {
 
 #[test]
 fn double_buffer_fetches_ahead_and_the_step_grows() {
-    let cluster = start("seg-buffer", &[]);
+    let cluster = Cluster::with_idgen("seg-buffer", 3, &[]);
     let mut client = cluster.connect("postgres");
     client
         .batch_execute("SELECT segment_create('d', step => 100)")
@@ -477,7 +469,7 @@ fn double_buffer_fetches_ahead_and_the_step_grows() {
 
 #[test]
 fn the_same_name_in_two_databases_is_two_segments() {
-    let cluster = start("seg-two-db", &[]);
+    let cluster = Cluster::with_idgen("seg-two-db", 3, &[]);
     cluster.create_db_with_idgen("other");
     let mut one = cluster.connect("postgres");
     let mut two = cluster.connect("other");
@@ -512,7 +504,7 @@ fn the_same_name_in_two_databases_is_two_segments() {
 
 #[test]
 fn a_caller_waits_at_most_the_wait_timeout_and_can_be_cancelled() {
-    let cluster = start("seg-wait", &["idgen.segment_worker_idle_timeout = '1s'"]);
+    let cluster = Cluster::with_idgen("seg-wait", 3, &["idgen.segment_worker_idle_timeout = '1s'"]);
     let mut admin = cluster.connect("postgres");
     admin
         .batch_execute("SELECT segment_create('w', step => 1)")
@@ -577,7 +569,7 @@ fn a_caller_waits_at_most_the_wait_timeout_and_can_be_cancelled() {
 #[test]
 fn without_a_worker_slot_the_error_says_what_to_raise() {
     // idgen's reservation keeper (registered first) takes the only background worker slot.
-    let cluster = start("seg-no-slot", &["max_worker_processes = 1"]);
+    let cluster = Cluster::with_idgen("seg-no-slot", 3, &["max_worker_processes = 1"]);
     let mut client = cluster.connect("postgres");
     let e = idgen_cluster_tests::db_error(client.batch_execute("SELECT segment_create('x')"));
     assert_eq!(e.code().code(), "53400");
@@ -593,7 +585,7 @@ fn without_a_worker_slot_the_error_says_what_to_raise() {
 
 #[test]
 fn more_than_a_thousand_segments_fit_and_then_a_clear_error() {
-    let cluster = start("seg-capacity", &[]);
+    let cluster = Cluster::with_idgen("seg-capacity", 3, &[]);
     let mut client = cluster.connect("postgres");
     client
         .batch_execute(
@@ -619,7 +611,7 @@ fn more_than_a_thousand_segments_fit_and_then_a_clear_error() {
 
 #[test]
 fn a_standby_refuses_to_hand_out_numbers() {
-    let cluster = start("seg-standby", &[]);
+    let cluster = Cluster::with_idgen("seg-standby", 3, &[]);
     let mut client = cluster.connect("postgres");
     client.batch_execute("SELECT segment_create('s')").unwrap();
     assert_eq!(draw(&mut client, "s", 1).unwrap(), [1]);

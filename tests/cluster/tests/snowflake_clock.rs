@@ -329,11 +329,7 @@ fn restart_with_the_clock_an_hour_behind_fails_loudly_until_the_bound_is_raised(
 /// the reservation file would issue lower ids.
 #[test]
 fn kill_9_of_the_postmaster_never_repeats_an_id() {
-    let cluster = Cluster::start(
-        "kill9",
-        &[PRELOAD, "idgen.worker_id = 8", "idgen.max_drift_ms = -1"],
-    );
-    cluster.create_db_with_idgen("postgres");
+    let cluster = Cluster::with_idgen("kill9", 8, &["idgen.max_drift_ms = -1"]);
     let mut pusher = cluster.connect("postgres");
     let pushed = push_generator_ahead(&mut pusher, 30, 4_096_000);
     assert!(status_i64(&mut pusher, "drift_ms") > 20_000);
@@ -404,11 +400,7 @@ fn kill_9_of_the_postmaster_never_repeats_an_id() {
 /// the statement; the reservation was written about once per window, not per id.
 #[test]
 fn ten_million_ids_in_one_statement_stay_within_the_drift_bound() {
-    let cluster = Cluster::start(
-        "tenmillion",
-        &[PRELOAD, "idgen.worker_id = 10", "idgen.max_drift_ms = 1000"],
-    );
-    cluster.create_db_with_idgen("postgres");
+    let cluster = Cluster::with_idgen("tenmillion", 10, &["idgen.max_drift_ms = 1000"]);
     let mut client = cluster.connect("postgres");
     let t = Instant::now();
     let row = client
@@ -474,8 +466,7 @@ fn the_keeper_keeps_the_reservation_ahead_while_idle() {
 /// file written under another layout stops generation (55000) naming both layouts.
 #[test]
 fn the_reservation_file_covers_ids_and_refuses_corruption_and_a_changed_layout() {
-    let cluster = Cluster::start("reservation", &[PRELOAD, "idgen.worker_id = 9"]);
-    cluster.create_db_with_idgen("postgres");
+    let cluster = Cluster::with_idgen("reservation", 9, &[]);
     let file = cluster.data().join("idgen_snowflake.reservation");
     let mut client = cluster.connect("postgres");
     assert_eq!(

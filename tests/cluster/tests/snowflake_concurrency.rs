@@ -14,11 +14,7 @@ const WORKER_ID: i64 = 7;
 
 #[test]
 fn eight_connections_draw_distinct_increasing_ids() {
-    let cluster = Cluster::start(
-        "concurrency",
-        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 7"],
-    );
-    cluster.create_db_with_idgen("postgres");
+    let cluster = Cluster::with_idgen("concurrency", 7, &[]);
     cluster.create_db_with_idgen("second_db");
 
     let per_connection: Vec<Vec<i64>> = thread::scope(|s| {

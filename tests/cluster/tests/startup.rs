@@ -80,11 +80,7 @@ fn without_worker_id_generation_fails_and_decoding_works() {
 
 #[test]
 fn settings_are_fixed_at_server_start() {
-    let c = Cluster::start(
-        "settings",
-        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 3"],
-    );
-    c.create_db_with_idgen("postgres");
+    let c = Cluster::with_idgen("settings", 3, &[]);
     let mut client = c.connect("postgres");
     for (statement, code) in [
         ("SET idgen.worker_id = 4", "55P02"),
