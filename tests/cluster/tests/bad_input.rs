@@ -10,7 +10,7 @@
 //! NULL for a NULL argument, as PostgreSQL's own functions do, and an id from the future decodes
 //! to its time (the decoders are IMMUTABLE: they never read the clock); both are pinned too.
 
-use idgen_cluster_tests::{db_error, Cluster};
+use idgen_cluster_tests::{column, db_error, Cluster};
 use postgres::Client;
 
 /// One bad call: the SQL, the SQLSTATE it must fail with, and a word its message must contain
@@ -347,12 +347,7 @@ fn hostile_names_are_data() {
             .query("SELECT segment_alter($1, step => 7)", &[name])
             .unwrap();
     }
-    let names: Vec<String> = client
-        .query("SELECT name FROM idgen_segment ORDER BY name", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let names: Vec<String> = column(&mut client, "SELECT name FROM idgen_segment ORDER BY name");
     let mut expected: Vec<String> = HOSTILE_NAMES.iter().map(|n| n.to_string()).collect();
     expected.sort();
     let mut sorted = names.clone();

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{as_postgres, one_i64, sqlstate, Cluster};
+use idgen_cluster_tests::{as_postgres, column, one_i64, sqlstate, Cluster};
 use postgres::Client;
 
 const PRELOAD: &str = "shared_preload_libraries = 'idgen'";
@@ -487,15 +487,10 @@ fn the_same_name_in_two_databases_is_two_segments() {
     assert_eq!(sqlstate(draw(&mut one, "n", 1)), "42704");
     assert_eq!(draw(&mut two, "n", 1).unwrap(), [504]);
     // One allocator per database that uses segments.
-    let workers: Vec<String> = one
-        .query(
-            "SELECT datname FROM pg_stat_activity WHERE backend_type = 'idgen allocator' ORDER BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let workers: Vec<String> = column(
+        &mut one,
+        "SELECT datname FROM pg_stat_activity WHERE backend_type = 'idgen allocator' ORDER BY 1",
+    );
     assert_eq!(workers, ["other", "postgres"]);
     // The allocator of a database being dropped leaves, so that DROP DATABASE goes through.
     drop(two);

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::thread;
 use std::time::Instant;
 
-use idgen_cluster_tests::{twitter, Cluster};
+use idgen_cluster_tests::{column, twitter, Cluster};
 
 const SHARDS: usize = 3;
 const CLIENTS: usize = 6;
@@ -265,12 +265,7 @@ fn a_server_of_three_takes_only_its_own_blocks() {
     client
         .batch_execute("SELECT segment_create('invoice', step => 100)")
         .unwrap();
-    let numbers: Vec<i64> = client
-        .query("SELECT segment_nextvals('invoice', 250)", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let numbers: Vec<i64> = column(&mut client, "SELECT segment_nextvals('invoice', 250)");
     let expected: Vec<i64> = (101..=200).chain(401..=500).chain(701..=750).collect();
     assert_eq!(numbers, expected);
     // setval into another server's block: the next number is the start of the next own block.

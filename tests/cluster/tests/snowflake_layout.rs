@@ -6,7 +6,7 @@
 use std::thread;
 use std::time::Duration;
 
-use idgen_cluster_tests::{db_error, sqlstate, Cluster, FakeClock};
+use idgen_cluster_tests::{column, db_error, sqlstate, Cluster, FakeClock};
 
 const PRELOAD: &str = "shared_preload_libraries = 'idgen'";
 const EPOCH_MS: i64 = 1_704_067_200_000;
@@ -45,12 +45,7 @@ fn a_sonyflake_layout_counts_ten_ms_ticks_with_a_16_bit_worker() {
         (39, 16, 8, 10, true)
     );
 
-    let ids: Vec<i64> = client
-        .query("SELECT snowflake_nextvals(1000)", &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let ids: Vec<i64> = column(&mut client, "SELECT snowflake_nextvals(1000)");
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
     assert!(ids.iter().all(|id| (id >> 8) & 0xffff == 40000));
     // 1000 ids at 256 per tick need at least four ticks.

@@ -2,7 +2,7 @@
 //! exact line as hint), refuses to generate without a worker id, keeps its settings at
 //! postmaster level, and a server with an invalid setting does not start.
 
-use idgen_cluster_tests::{db_error, sqlstate, Cluster};
+use idgen_cluster_tests::{column, db_error, sqlstate, Cluster};
 
 #[test]
 fn refuses_to_load_unless_preloaded_and_hints_the_exact_line() {
@@ -109,15 +109,10 @@ fn settings_are_fixed_at_server_start() {
     }
     // Every setting idgen defines has a refused value above and in
     // invalid_settings_stop_the_server_from_starting.
-    let defined: Vec<String> = client
-        .query(
-            "SELECT name FROM pg_settings WHERE name LIKE 'idgen.%' ORDER BY name",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let defined: Vec<String> = column(
+        &mut client,
+        "SELECT name FROM pg_settings WHERE name LIKE 'idgen.%' ORDER BY name",
+    );
     assert_eq!(defined.len(), 14, "{defined:?}");
     for name in &defined {
         assert!(

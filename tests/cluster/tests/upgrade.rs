@@ -25,9 +25,9 @@ fn install_old_script() {
 /// sorted: members, function definitions with privileges and comments, the table's columns,
 /// constraints, privileges and comment, the dump marking and the initial privileges.
 fn catalog(client: &mut Client) -> Vec<String> {
-    client
-        .query(
-            "WITH ext AS (SELECT oid, extconfig, extcondition FROM pg_extension WHERE extname = 'idgen'),
+    column(
+        client,
+        "WITH ext AS (SELECT oid, extconfig, extcondition FROM pg_extension WHERE extname = 'idgen'),
                   members AS (SELECT d.classid, d.objid FROM pg_depend d, ext
                                WHERE d.refclassid = 'pg_extension'::regclass
                                  AND d.refobjid = ext.oid AND d.deptype = 'e')
@@ -58,12 +58,7 @@ fn catalog(client: &mut Client) -> Vec<String> {
                     || ' ' || i.privtype::text || ' ' || i.initprivs::text
                FROM pg_init_privs i JOIN members m ON m.classid = i.classoid AND m.objid = i.objoid
              ORDER BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    )
 }
 
 #[test]
@@ -96,14 +91,10 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
         "42883"
     );
     let rows = |c: &mut Client| -> Vec<String> {
-        c.query(
+        column(
+            c,
             "SELECT row(name, step, description, created_at)::text FROM idgen_segment ORDER BY name",
-            &[],
         )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
     };
     let rows_before = rows(&mut old);
     let mark_before = one_i64(&mut old, "SELECT max_id FROM idgen_segment");
