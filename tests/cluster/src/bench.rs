@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{Cluster, PG_BIN};
+use crate::{pg_bin, Cluster};
 
 /// What a run measures, and how long.
 #[derive(Debug, Clone)]
@@ -481,7 +481,7 @@ fn sample(g: &Generator, measurement: Measurement, round: usize, n: u64, value: 
 fn pgbench(cluster: &Cluster, statement: &str, clients: u32, length: PgbenchLength) -> f64 {
     let script = cluster.dir().join("bench.sql");
     std::fs::write(&script, format!("{statement}\n")).unwrap();
-    let mut cmd = Command::new(format!("{PG_BIN}/pgbench"));
+    let mut cmd = Command::new(format!("{}/pgbench", pg_bin()));
     cmd.args(["-h", "127.0.0.1", "-U", "postgres", "-n", "-M", "prepared"])
         .args(["-p", &cluster.port().to_string()])
         .args(["-c", &clients.to_string(), "-j", &clients.to_string()])

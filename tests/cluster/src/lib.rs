@@ -14,8 +14,11 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Directory of the PostgreSQL 15 server programs (Debian's layout).
-pub const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+/// Directory of the PostgreSQL 15 server programs: Debian's, unless `IDGEN_PG_BIN` names
+/// another installation (a relocated copy, so that two builds of idgen can be tested at once).
+pub fn pg_bin() -> String {
+    std::env::var("IDGEN_PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".to_owned())
+}
 
 /// One throwaway server.
 pub struct Cluster {
@@ -56,10 +59,10 @@ extern "C" {
     fn geteuid() -> u32;
 }
 
-/// A PostgreSQL program (`pg_dump`, `psql`, ...) from [`PG_BIN`], run as the `postgres` user
+/// A PostgreSQL program (`pg_dump`, `psql`, ...) from [`pg_bin`], run as the `postgres` user
 /// when we are root, as ourselves otherwise.
 pub fn as_postgres(program: &str) -> Command {
-    let path = format!("{PG_BIN}/{program}");
+    let path = format!("{}/{program}", pg_bin());
     if is_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--", &path]);
@@ -281,8 +284,12 @@ impl Cluster {
         run(cmd, "pg_ctl start")
     }
 
-    /// `pg_ctl stop -m <mode>` (smart, fast, immediate).
+    /// `pg_ctl stop -m <mode>` (smart, fast, immediate). A fast or immediate stop of a running
+    /// server must finish within [`Cluster::STOP_LIMIT`]: idgen's workers obey shutdown
+    /// whatever they are waiting for (a synchronous standby that is gone, say); panics if not.
     pub fn stop(&self, mode: &str) {
+        let running = self.data().join("postmaster.pid").exists();
+        let started = std::time::Instant::now();
         let mut cmd = as_postgres("pg_ctl");
         cmd.args([
             "-D",
@@ -290,10 +297,23 @@ impl Cluster {
             "-m",
             mode,
             "-w",
+            "-t",
+            "60",
             "stop",
         ]);
         let _ = run(cmd, "pg_ctl stop");
+        let took = started.elapsed();
+        if running && mode != "smart" && took > Self::STOP_LIMIT && !std::thread::panicking() {
+            panic!(
+                "pg_ctl stop -m {mode} took {took:?} (limit {:?}):\n{}",
+                Self::STOP_LIMIT,
+                self.log()
+            );
+        }
     }
+
+    /// The longest a fast or immediate stop may take.
+    pub const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
     /// The data directory.
     pub fn data(&self) -> PathBuf {
@@ -430,7 +450,7 @@ pub fn push_generator_ahead(client: &mut postgres::Client, batches: usize, count
 
 /// `pg_config --pkglibdir`-relative path of pg_regress (from postgresql-server-dev-15).
 pub fn pg_regress_path() -> PathBuf {
-    let out = Command::new(format!("{PG_BIN}/pg_config"))
+    let out = Command::new(format!("{}/pg_config", pg_bin()))
         .arg("--pkglibdir")
         .output()
         .expect("pg_config");

@@ -38,7 +38,7 @@ fn golden_files_match() {
     let out = Command::new(pg_regress_path())
         .arg(format!("--inputdir={}", suite.display()))
         .arg(format!("--outputdir={}", out_dir.display()))
-        .arg(format!("--bindir={}", idgen_cluster_tests::PG_BIN))
+        .arg(format!("--bindir={}", idgen_cluster_tests::pg_bin()))
         .args([
             "--host=127.0.0.1",
             &format!("--port={}", c.port()),
