@@ -13,6 +13,7 @@
 //! carrying it are large; they are produced once per unit of work, never on a hot path.
 #![allow(clippy::result_large_err)]
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
@@ -60,11 +61,24 @@ pub fn launch(db: pg_sys::Oid) -> bool {
 }
 
 /// Entry point of the allocator; `arg` is the database oid.
+///
+/// Signals are PostgreSQL's own, as in a regular backend, so that every wait obeys them with
+/// `CHECK_FOR_INTERRUPTS` semantics (a latch wait, a lock wait, SPI, the commit's wait for
+/// synchronous standbys): SIGTERM (`pg_terminate_backend`, a fast shutdown) is `die`, and the
+/// worker exits at the next interrupt check; SIGINT (`pg_cancel_backend`) cancels the unit of
+/// work in progress ([`in_transaction`]); SIGHUP reloads the configuration between units.
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
     let db = pg_sys::Oid::from(arg.value() as u32);
-    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    // SAFETY: installing PostgreSQL's own handlers (and ours, which calls its cancel handler)
+    // before signals are unblocked, as postgres.c does for a backend.
+    unsafe {
+        pg_sys::pqsignal(pg_sys::SIGHUP as i32, Some(SignalHandlerForConfigReload));
+        pg_sys::pqsignal(pg_sys::SIGTERM as i32, Some(die));
+        pg_sys::pqsignal(pg_sys::SIGINT as i32, Some(on_cancel));
+        pg_sys::BackgroundWorkerUnblockSignals();
+    }
     // Registered before connecting, so it also runs if the connection fails (database gone),
     // and after PostgreSQL's own cleanup of an open transaction.
     // SAFETY: a #[pg_guard]ed callback with a plain datum argument.
@@ -77,10 +91,15 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
     log!("idgen allocator started for database {}", db.to_u32());
 
     let mut last_work = Instant::now();
-    while !BackgroundWorker::sigterm_received() {
-        if BackgroundWorker::sighup_received() {
+    loop {
+        check_interrupts_between_units();
+        // SAFETY: a plain flag set by the SIGHUP handler.
+        if unsafe { pg_sys::ConfigReloadPending } != 0 {
             // SAFETY: reloading the configuration files between units of work.
-            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+            unsafe {
+                pg_sys::ConfigReloadPending = 0;
+                pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+            }
             force_settings();
         }
         if cache::lock().retire_requested(db) {
@@ -100,9 +119,55 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
             }
             continue;
         }
-        if !BackgroundWorker::wait_latch(Some(idle_limit - idle)) {
-            break;
-        }
+        wait_on_latch(idle_limit - idle);
+    }
+}
+
+// PostgreSQL's signal handlers themselves (pgrx's `pg_sys` functions are Rust wrappers that
+// cannot be installed as handlers).
+extern "C-unwind" {
+    fn die(signal: std::ffi::c_int);
+    fn StatementCancelHandler(signal: std::ffi::c_int);
+    fn SignalHandlerForConfigReload(signal: std::ffi::c_int);
+}
+
+/// Set by [`on_cancel`] when `pg_cancel_backend` reaches the allocator; cleared at the start
+/// of each unit of work. A unit that saw it fails, even if its commit went through: PostgreSQL
+/// ends a commit's wait for synchronous standbys on a cancel with only a WARNING ("canceling
+/// wait for synchronous replication"), so the commit may be local only.
+static CANCEL_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// The allocator's SIGINT handler: notes the cancel, then PostgreSQL's own handler
+/// (`StatementCancelHandler`: sets `QueryCancelPending` and the latch). Async-signal-safe: an
+/// atomic store and PostgreSQL's handler, no pgrx guard.
+unsafe extern "C-unwind" fn on_cancel(signal: std::ffi::c_int) {
+    CANCEL_SEEN.store(true, Ordering::SeqCst);
+    // SAFETY: PostgreSQL's signal handler, called from a signal handler as designed.
+    unsafe { StatementCancelHandler(signal) };
+}
+
+/// Between units of work: a termination request ends the worker here (FATAL, through
+/// `CHECK_FOR_INTERRUPTS`); a cancel that arrived while idle has nothing to cancel.
+fn check_interrupts_between_units() {
+    // SAFETY: plain flags of this process, written by its signal handlers.
+    unsafe { pg_sys::QueryCancelPending = 0 };
+    CANCEL_SEEN.store(false, Ordering::SeqCst);
+    pgrx::check_for_interrupts!();
+}
+
+/// Sleeps on the process latch up to `timeout`; ends early when the latch is set (new work, a
+/// signal). Exits the process if the postmaster dies.
+fn wait_on_latch(timeout: Duration) {
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as std::ffi::c_long;
+    // SAFETY: MyLatch is this process's latch; the wait event is the generic extension one.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            ms,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
     }
 }
 
@@ -137,9 +202,38 @@ fn force_settings() {
     set(c"application_name", c"idgen allocator");
 }
 
+/// How a unit of work ended without a usable result.
+enum Unfinished {
+    /// Nothing was committed: the failure goes to the caller, the cache stays as it was.
+    Failed(Failure),
+    /// The commit went through locally but was not confirmed by the synchronous standbys (their
+    /// wait was cancelled, or the worker is being terminated): what it wrote must be treated as
+    /// committed (the numbers it replaced are never reused) but its result is never published,
+    /// since a failover to a standby that lacks the commit would hand its numbers out again.
+    Unconfirmed(Failure),
+}
+
+impl Unfinished {
+    /// The error for the waiting caller.
+    fn failure(self) -> Failure {
+        match self {
+            Unfinished::Failed(f) | Unfinished::Unconfirmed(f) => f,
+        }
+    }
+}
+
+impl From<Unfinished> for Failure {
+    fn from(u: Unfinished) -> Self {
+        u.failure()
+    }
+}
+
 /// Runs `body` in a transaction of its own and commits it; any error (idgen's or PostgreSQL's)
-/// aborts the transaction and comes back as a [`Failure`] for the caller waiting on it.
-fn in_transaction<R>(body: impl FnOnce() -> Result<R, Error>) -> Result<R, Failure> {
+/// aborts the transaction and comes back as [`Unfinished::Failed`] for the caller waiting on it.
+/// A commit during which a cancel or a termination request arrived is
+/// [`Unfinished::Unconfirmed`]: PostgreSQL ends the commit's wait for synchronous standbys on
+/// either with only a WARNING, so the commit may exist on this server alone.
+fn in_transaction<R>(body: impl FnOnce() -> Result<R, Error>) -> Result<R, Unfinished> {
     let mut body = Some(body);
     // SAFETY: the worker is connected and between transactions.
     unsafe {
@@ -158,7 +252,13 @@ fn in_transaction<R>(body: impl FnOnce() -> Result<R, Error>) -> Result<R, Failu
                 pg_sys::AbortCurrentTransaction();
             }
         }
-        outcome.map_err(|e| Failure::from_error(&e))
+        match outcome {
+            Ok(v) => match unconfirmed_commit() {
+                None => Ok(v),
+                Some(f) => Err(Unfinished::Unconfirmed(f)),
+            },
+            Err(e) => Err(Unfinished::Failed(Failure::from_error(&e))),
+        }
     }))
     .catch_others(|caught| {
         // SAFETY: pgrx has flushed the error state; this aborts the failed transaction.
@@ -167,9 +267,40 @@ fn in_transaction<R>(body: impl FnOnce() -> Result<R, Error>) -> Result<R, Failu
             "idgen allocator: {}",
             Failure::from_caught(&caught).to_error()
         );
-        Err(Failure::from_caught(&caught))
+        Err(Unfinished::Failed(Failure::from_caught(&caught)))
     })
     .execute()
+}
+
+/// After a commit: the failure to report if a cancel or a termination request arrived during
+/// the unit of work (so possibly during the commit's wait for synchronous standbys).
+fn unconfirmed_commit() -> Option<Failure> {
+    // SAFETY: a plain flag of this process, set by `die`.
+    let terminating = unsafe { pg_sys::ProcDiePending } != 0;
+    let (sqlstate, why) = if terminating {
+        (
+            PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN,
+            "the idgen allocator was terminated",
+        )
+    } else if CANCEL_SEEN.load(Ordering::SeqCst) {
+        (
+            PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+            "the idgen allocator was cancelled",
+        )
+    } else {
+        return None;
+    };
+    let failure = Failure::from_error(&Error::Allocator {
+        sqlstate: sqlstate as i32,
+        message: format!("{why} while committing; the change is not used"),
+        detail: Some(
+            "The commit may not have reached the synchronous standbys; numbers it reserved are skipped, never handed out."
+                .into(),
+        ),
+        hint: Some("Retry.".into()),
+    });
+    warning!("idgen allocator: {}", failure.to_error());
+    Some(failure)
 }
 
 fn run(db: pg_sys::Oid, work: Work) {
@@ -214,6 +345,7 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
     };
     let previous = (meta.step > 0).then_some(meta.step);
     let nodes = guc::segment_nodes();
+    // An unconfirmed commit fails the refill: its range is never installed (numbers skipped).
     let mut done = in_transaction(|| {
         let (max_id, base_step) = catalog::lock_row(name)?;
         // Interleaved servers take one own block of the segment's step per refill: blocks must
@@ -249,7 +381,7 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
     if let Some(i) = cache::lock().find(db, name) {
         return Ok(i as i64);
     }
-    let base_step = in_transaction(|| catalog::step(name))?;
+    let base_step = in_transaction(|| catalog::step(name)).map_err(Unfinished::failure)?;
     let mut g = cache::lock();
     if let Some(i) = g.find(db, name) {
         return Ok(i as i64);
@@ -317,9 +449,22 @@ fn frozen_call(
     let highest = frozen
         .as_ref()
         .and_then(|f| cache::slot(f.index).buffers.highest_taken());
-    let outcome = in_transaction(|| body(highest));
-    unfreeze(frozen, if outcome.is_ok() { after } else { After::Keep });
-    outcome
+    match in_transaction(|| body(highest)) {
+        Ok(v) => {
+            unfreeze(frozen, after);
+            Ok(v)
+        }
+        Err(Unfinished::Failed(f)) => {
+            unfreeze(frozen, After::Keep);
+            Err(f)
+        }
+        // Committed here, perhaps not on the standbys: the cache must not outlive the change
+        // (a setval that moved the mark below the cached range, say), nor the caller trust it.
+        Err(Unfinished::Unconfirmed(f)) => {
+            unfreeze(frozen, after);
+            Err(f)
+        }
+    }
 }
 
 fn create(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
@@ -357,7 +502,8 @@ fn alter(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
             }
         }
         catalog::alter(name, (r.step != 0).then_some(r.step), description)
-    })?;
+    })
+    .map_err(Unfinished::failure)?;
     let mut g = cache::lock();
     if let Some(i) = g.find(db, name) {
         let m = g.meta(i);

@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::SeqCst};
 
 use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
+use pgrx::pg_guard;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use rustc_hash::FxBuildHasher;
@@ -188,6 +189,26 @@ pub struct Allocator {
     pub retire: bool,
 }
 
+/// Databases whose allocator may not start for a while: a command that needs the database
+/// without other sessions (`CREATE DATABASE ... TEMPLATE`, `ALTER DATABASE ... RENAME`) asked it
+/// to leave ([`evict_allocator`]).
+pub const MAX_HOLDS: usize = 8;
+
+/// How long a hold lasts at most, in µs, should its command never say it is done.
+const HOLD_US: i64 = 30_000_000;
+
+/// How long [`evict_allocator`] waits for the allocator to leave, in µs: PostgreSQL itself
+/// waits 5 s for other sessions before it gives up (`CountOtherDBBackends`).
+const EVICT_WAIT_US: i64 = 5_000_000;
+
+/// An allocator start held back for database `db` until `until` (`TimestampTz`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Hold {
+    db: pg_sys::Oid,
+    until: i64,
+}
+
 /// What a [`Request`] asks of the allocator.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -235,6 +256,8 @@ enum RequestState {
 #[derive(Clone, Copy, Default)]
 pub struct Request {
     state: RequestState,
+    /// Process id of the caller waiting for it; its exit releases the request.
+    owner: i32,
     /// What to do.
     pub kind: RequestKind,
     /// The database whose allocator runs it.
@@ -273,6 +296,7 @@ impl Request {
 pub struct SegmentShared {
     cv: UnsafeCell<pg_sys::ConditionVariable>,
     allocators: UnsafeCell<[Allocator; MAX_ALLOCATORS]>,
+    holds: UnsafeCell<[Hold; MAX_HOLDS]>,
     requests: UnsafeCell<[Request; MAX_REQUESTS]>,
     slots: [Slot; MAX_SEGMENTS],
 }
@@ -369,6 +393,17 @@ impl Locked {
         unsafe { &mut *shared().allocators.get() }
     }
 
+    fn holds(&mut self) -> &mut [Hold; MAX_HOLDS] {
+        // SAFETY: as in `meta`.
+        unsafe { &mut *shared().holds.get() }
+    }
+
+    /// Whether allocator starts for `db` are held back now.
+    fn held(&mut self, db: pg_sys::Oid) -> bool {
+        let now = now();
+        self.holds().iter().any(|h| h.db == db && h.until > now)
+    }
+
     fn requests(&mut self) -> &mut [Request; MAX_REQUESTS] {
         // SAFETY: as in `meta`.
         unsafe { &mut *shared().requests.get() }
@@ -430,6 +465,9 @@ impl Locked {
     /// has none (or if one registered long ago never reported in), and wakes it.
     pub fn ensure_allocator(&mut self, db: pg_sys::Oid) -> Result<(), Error> {
         let now = now();
+        if self.held(db) {
+            return Ok(()); // a database command wants the database alone: callers wait
+        }
         if let Some(a) = self.allocators().iter_mut().find(|a| a.db == db) {
             if a.pid != 0 || now - a.launched_at < ALLOCATOR_START_GRACE_US {
                 wake(a);
@@ -458,6 +496,9 @@ impl Locked {
     /// Worker side: reports the calling process in as `db`'s allocator. False if another
     /// allocator of `db` already reported in (this one must exit).
     pub fn claim_allocator(&mut self, db: pg_sys::Oid) -> bool {
+        if self.held(db) {
+            return false;
+        }
         // SAFETY: plain process globals of this backend.
         let (pid, latch) = unsafe { (pg_sys::MyProcPid, pg_sys::MyLatch as usize) };
         let entry = match self.allocators().iter().position(|a| a.db == db) {
@@ -515,6 +556,8 @@ impl Locked {
                 r.failed = true;
                 r.failure = failure;
                 r.state = RequestState::Done;
+            } else if r.db == db && r.state == RequestState::Abandoned {
+                *r = Request::default(); // nobody waits for it any more
             }
         }
         for i in 0..MAX_SEGMENTS {
@@ -657,6 +700,102 @@ impl Locked {
     }
 }
 
+/// Asks the allocator of database `db` to leave and waits (up to 5 s, interruptibly) until it
+/// has, holding back new allocator starts for `db` until the caller's transaction ends (or
+/// 30 s at most). For
+/// the commands that refuse to run while another session is connected to `db` (SQLSTATE 55006):
+/// `CREATE DATABASE ... TEMPLATE db`, `ALTER DATABASE db RENAME`, `ALTER DATABASE db SET
+/// TABLESPACE`. An allocator in the middle of a unit of work finishes it first; callers that
+/// need the allocator meanwhile wait (`idgen.segment_wait_timeout`). Its cached ranges stay.
+pub fn evict_allocator(db: pg_sys::Oid) {
+    if SHARED.load(SeqCst).is_null() {
+        return;
+    }
+    let started = now();
+    {
+        let mut g = lock();
+        let free = g
+            .holds()
+            .iter()
+            .position(|h| h.db == db || h.until <= started);
+        match free {
+            Some(i) => {
+                g.holds()[i] = Hold {
+                    db,
+                    until: started + HOLD_US,
+                }
+            }
+            None => return, // too many at once: the command waits as PostgreSQL makes it
+        }
+        hold_until_transaction_end(db);
+        if let Some(a) = g.allocators().iter_mut().find(|a| a.db == db) {
+            if a.pid == 0 {
+                *a = Allocator::default(); // not started yet: it will find the hold and leave
+            } else {
+                a.retire = true;
+                wake(a);
+            }
+        }
+    }
+    while now() - started < EVICT_WAIT_US {
+        if !lock().allocators().iter().any(|a| a.db == db) {
+            return;
+        }
+        // SAFETY: this process's latch; the wait checks for postmaster death.
+        unsafe {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                10,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
+        pgrx::check_for_interrupts!();
+    }
+}
+
+thread_local! {
+    /// Databases this backend holds allocators away from, until its transaction ends.
+    static MY_HOLDS: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Remembers a hold of this backend, to be ended with its transaction (commit or abort).
+fn hold_until_transaction_end(db: pg_sys::Oid) {
+    thread_local! {
+        static REGISTERED: Cell<bool> = const { Cell::new(false) };
+    }
+    if !REGISTERED.get() {
+        // SAFETY: a #[pg_guard]ed callback, registered once per process.
+        unsafe { pg_sys::RegisterXactCallback(Some(end_holds), std::ptr::null_mut()) };
+        REGISTERED.set(true);
+    }
+    MY_HOLDS.with_borrow_mut(|holds| holds.push(db));
+}
+
+/// Transaction callback: at commit or abort, the holds this backend put on databases end
+/// (their allocators may start again) and waiting callers are woken.
+#[pg_guard]
+unsafe extern "C-unwind" fn end_holds(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    use pg_sys::XactEvent::*;
+    if !matches!(
+        event,
+        XACT_EVENT_COMMIT | XACT_EVENT_ABORT | XACT_EVENT_PREPARE
+    ) {
+        return;
+    }
+    let holds = MY_HOLDS.with_borrow_mut(std::mem::take);
+    if holds.is_empty() || SHARED.load(SeqCst).is_null() {
+        return;
+    }
+    let mut g = lock();
+    for h in g.holds().iter_mut().filter(|h| holds.contains(&h.db)) {
+        *h = Hold::default();
+    }
+    drop(g);
+    broadcast(); // waiting callers ask for an allocator again
+}
+
 /// A cached segment as `segment_status()` shows it.
 pub struct CacheStatus {
     /// Segment name.
@@ -788,9 +927,12 @@ fn check_not_in_recovery() -> Result<(), Error> {
 /// until done or cancelled (admin calls, which may already have committed).
 pub fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> {
     check_not_in_recovery()?;
+    release_requests_at_exit();
     let db = my_database();
     request.db = db;
     request.state = RequestState::Pending;
+    // SAFETY: a plain process global.
+    request.owner = unsafe { pg_sys::MyProcPid };
     let index = {
         let mut g = lock();
         let Some(index) = g
@@ -846,6 +988,42 @@ fn abandon_request(index: usize) {
         RequestState::Pending | RequestState::Done => *r = Request::default(),
         RequestState::Running => r.state = RequestState::Abandoned,
         RequestState::Free | RequestState::Abandoned => {}
+    }
+}
+
+/// Makes sure this backend's requests are given up when it exits, however it exits: a caller
+/// that dies by FATAL while it waits (`pg_terminate_backend`, a session timeout) unwinds no
+/// Rust frame, and its request slot would otherwise stay taken until the server restarts
+/// (after [`MAX_REQUESTS`] such deaths, every admin call and uncached load failed with 53400).
+fn release_requests_at_exit() {
+    thread_local! {
+        static REGISTERED: Cell<bool> = const { Cell::new(false) };
+    }
+    if !REGISTERED.get() {
+        // SAFETY: a #[pg_guard]ed callback with no argument, registered once per process.
+        unsafe { pg_sys::before_shmem_exit(Some(release_own_requests), pg_sys::Datum::from(0)) };
+        REGISTERED.set(true);
+    }
+}
+
+/// `before_shmem_exit` callback: abandons every request of this process (see
+/// [`abandon_request`]) and leaves the condition variable's wait list.
+#[pg_guard]
+unsafe extern "C-unwind" fn release_own_requests(_code: i32, _arg: pg_sys::Datum) {
+    // SAFETY: harmless when not prepared to sleep; done before taking the LWLock.
+    unsafe { pg_sys::ConditionVariableCancelSleep() };
+    // SAFETY: a plain process global.
+    let pid = unsafe { pg_sys::MyProcPid };
+    let mine: Vec<usize> = {
+        let mut g = lock();
+        (0..MAX_REQUESTS)
+            .filter(|&i| {
+                g.requests()[i].owner == pid && g.requests()[i].state != RequestState::Free
+            })
+            .collect()
+    };
+    for index in mine {
+        abandon_request(index);
     }
 }
 
@@ -1031,13 +1209,25 @@ pub fn on_drop(class_id: pg_sys::Oid, object_id: pg_sys::Oid) {
     }
     if class_id == pg_sys::DatabaseRelationId {
         lock().forget_database(object_id, true);
-    } else if class_id == pg_sys::RelationRelationId {
-        // SAFETY: get_rel_name returns a palloc'd copy or NULL.
-        let name = unsafe { pg_sys::get_rel_name(object_id) };
-        // SAFETY: non-null, NUL-terminated.
-        if !name.is_null() && unsafe { std::ffi::CStr::from_ptr(name) } == c"idgen_segment" {
-            lock().forget_database(my_database(), false);
-        }
+    } else if class_id == pg_sys::RelationRelationId && is_the_catalog(object_id) {
+        lock().forget_database(my_database(), false);
+    }
+}
+
+/// Whether relation `relid` is idgen's own `idgen_segment`: named so and a member of the idgen
+/// extension (a user's table or temporary table of the same name is not).
+fn is_the_catalog(relid: pg_sys::Oid) -> bool {
+    // SAFETY: get_rel_name returns a palloc'd copy or NULL.
+    let name = unsafe { pg_sys::get_rel_name(relid) };
+    // SAFETY: non-null, NUL-terminated.
+    if name.is_null() || unsafe { std::ffi::CStr::from_ptr(name) } != c"idgen_segment" {
+        return false;
+    }
+    // SAFETY: catalog lookups by oid and name; missing_ok, so no error for no extension.
+    unsafe {
+        let extension = pg_sys::get_extension_oid(c"idgen".as_ptr(), true);
+        extension != pg_sys::InvalidOid
+            && pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, relid) == extension
     }
 }
 

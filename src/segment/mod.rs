@@ -22,18 +22,26 @@ use range::{check_name, NameError, MAX_DESCRIPTION_BYTES};
 /// Most numbers one `segment_nextvals` call returns (the result is materialized).
 pub const MAX_BATCH: i32 = 1_000_000;
 
-/// Installs the hook that forgets cached ranges when `idgen_segment` or a database is dropped.
-/// Called once from `_PG_init`.
+/// Installs the hooks of the segment cache. Called once from `_PG_init`.
+///
+/// * `object_access_hook`: when `idgen_segment` (the extension) or a whole database is dropped,
+///   that database's cached ranges are forgotten.
+/// * `ProcessUtility_hook`: before a command that needs a database without other sessions
+///   (`CREATE DATABASE ... TEMPLATE x`, `ALTER DATABASE x RENAME`, `ALTER DATABASE x SET
+///   TABLESPACE`), x's allocator is asked to leave, as `DROP DATABASE` already makes it.
 pub fn init() {
-    // SAFETY: _PG_init runs once in the postmaster before any backend; the previous hook is
+    // SAFETY: _PG_init runs once in the postmaster before any backend; the previous hooks are
     // kept and called first.
     unsafe {
         PREV_OBJECT_ACCESS_HOOK = pg_sys::object_access_hook;
         pg_sys::object_access_hook = Some(object_access);
+        PREV_PROCESS_UTILITY_HOOK = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(process_utility);
     }
 }
 
 static mut PREV_OBJECT_ACCESS_HOOK: pg_sys::object_access_hook_type = None;
+static mut PREV_PROCESS_UTILITY_HOOK: pg_sys::ProcessUtility_hook_type = None;
 
 #[pg_guard]
 unsafe extern "C-unwind" fn object_access(
@@ -52,6 +60,129 @@ unsafe extern "C-unwind" fn object_access(
     if access == pg_sys::ObjectAccessType::OAT_DROP && sub_id == 0 {
         cache::on_drop(class_id, object_id);
     }
+}
+
+/// The `ProcessUtility_hook`. Not `#[pg_guard]`ed: the command runs in PostgreSQL's own error
+/// handling, and an ERROR it raises passes through this frame (which owns nothing to drop)
+/// untouched, with every field of the report. Only the look at the statement is Rust.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C-unwind" fn process_utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query_string: *const std::ffi::c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    // SAFETY: PostgreSQL passes a valid planned utility statement.
+    unsafe { before_utility(pstmt) };
+    // SAFETY: the hook chain set up in `init`, with the arguments PostgreSQL gave us; the
+    // standard function is PostgreSQL's own symbol, not pgrx's guarded wrapper.
+    unsafe {
+        let next = PREV_PROCESS_UTILITY_HOOK.unwrap_or(standard_ProcessUtility);
+        next(
+            pstmt,
+            query_string,
+            read_only_tree,
+            context,
+            params,
+            query_env,
+            dest,
+            qc,
+        );
+    }
+}
+
+extern "C-unwind" {
+    fn standard_ProcessUtility(
+        pstmt: *mut pg_sys::PlannedStmt,
+        query_string: *const std::ffi::c_char,
+        read_only_tree: bool,
+        context: pg_sys::ProcessUtilityContext::Type,
+        params: pg_sys::ParamListInfo,
+        query_env: *mut pg_sys::QueryEnvironment,
+        dest: *mut pg_sys::DestReceiver,
+        qc: *mut pg_sys::QueryCompletion,
+    );
+}
+
+/// Before a utility command: evicts the allocator of the database the command needs alone;
+/// the hold on new allocators ends with the command's transaction ([`cache::end_holds`]).
+#[pg_guard]
+unsafe extern "C-unwind" fn before_utility(pstmt: *mut pg_sys::PlannedStmt) {
+    // SAFETY: the caller's valid statement.
+    if let Some(db) = unsafe { database_needed_alone((*pstmt).utilityStmt) } {
+        cache::evict_allocator(db);
+    }
+}
+
+/// The existing database that `stmt` needs without other sessions, if any: the template of
+/// `CREATE DATABASE`, the database `ALTER DATABASE ... RENAME` renames or `ALTER DATABASE ...
+/// SET TABLESPACE` moves. The command itself reports every error; this only looks.
+///
+/// # Safety
+/// `stmt` is a valid parse node (or NULL).
+unsafe fn database_needed_alone(stmt: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
+    if stmt.is_null() {
+        return None;
+    }
+    // SAFETY: the node's tag says which struct it is.
+    let name: *const std::ffi::c_char = unsafe {
+        match (*stmt).type_ {
+            pg_sys::NodeTag::T_CreatedbStmt => {
+                let s = stmt.cast::<pg_sys::CreatedbStmt>();
+                option_string((*s).options, c"template")?
+            }
+            pg_sys::NodeTag::T_AlterDatabaseStmt => {
+                let s = stmt.cast::<pg_sys::AlterDatabaseStmt>();
+                option_string((*s).options, c"tablespace")?;
+                (*s).dbname
+            }
+            pg_sys::NodeTag::T_RenameStmt => {
+                let s = stmt.cast::<pg_sys::RenameStmt>();
+                if (*s).renameType != pg_sys::ObjectType::OBJECT_DATABASE {
+                    return None;
+                }
+                (*s).subname
+            }
+            _ => return None,
+        }
+    };
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated name; missing_ok, so an unknown name is InvalidOid, not an error.
+    let db = unsafe { pg_sys::get_database_oid(name, true) };
+    (db != pg_sys::InvalidOid).then_some(db)
+}
+
+/// The string value of option `name` in a list of `DefElem`s, if given as a plain string or
+/// identifier.
+///
+/// # Safety
+/// `options` is a valid `List` of `DefElem` (or NULL).
+unsafe fn option_string(
+    options: *mut pg_sys::List,
+    name: &std::ffi::CStr,
+) -> Option<*const std::ffi::c_char> {
+    // SAFETY: the caller's list of DefElem pointers.
+    let options = unsafe { pgrx::PgList::<pg_sys::DefElem>::from_pg(options) };
+    let found = options.iter_ptr().find_map(|def| {
+        // SAFETY: DefElem pointers from the list; names are NUL-terminated.
+        unsafe {
+            if (*def).defname.is_null() || std::ffi::CStr::from_ptr((*def).defname) != name {
+                return None;
+            }
+            let arg = (*def).arg;
+            if arg.is_null() || (*arg).type_ != pg_sys::NodeTag::T_String {
+                return None;
+            }
+            Some((*arg.cast::<pg_sys::String>()).sval.cast_const())
+        }
+    });
+    found
 }
 
 /// A checked segment name: not NULL (22004), not empty (42602), at most 63 bytes (42622).

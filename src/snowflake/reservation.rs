@@ -16,6 +16,7 @@
 //! reserved_end_unix_ms=1765000000000
 //! written_at_unix_ms=1764999999000
 //! timeline=1
+//! max_drift_ms=1000
 //! epoch_unix_ms=1704067200000
 //! worker_bits=10
 //! sequence_bits=12
@@ -54,6 +55,10 @@ pub struct Stored {
     /// The WAL timeline the server was on when it wrote the file. A server on another timeline
     /// was promoted (or recovered to a point in time) since: the file is an old copy.
     pub timeline: u32,
+    /// `idgen.max_drift_ms` in force when the file was written (-1: unbounded); `None` in a
+    /// file written before idgen recorded it. A standby made from this server (`pg_basebackup`
+    /// copies the file) learns from it how far ahead of its clock the primary may stamp ids.
+    pub max_drift_ms: Option<i64>,
     /// The layout the tick is counted in.
     pub layout: Layout,
 }
@@ -83,6 +88,7 @@ pub fn encode(stored: &Stored) -> String {
          reserved_end_unix_ms={}\n\
          written_at_unix_ms={}\n\
          timeline={}\n\
+         {}\
          epoch_unix_ms={}\n\
          worker_bits={}\n\
          sequence_bits={}\n\
@@ -91,6 +97,9 @@ pub fn encode(stored: &Stored) -> String {
         l.unix_ms_of_tick(stored.reserved_end),
         stored.written_at_unix_ms,
         stored.timeline,
+        stored
+            .max_drift_ms
+            .map_or(String::new(), |ms| format!("max_drift_ms={ms}\n")),
         l.epoch_unix_ms(),
         l.worker_bits(),
         l.sequence_bits(),
@@ -148,8 +157,33 @@ pub fn decode(text: &str) -> Result<Stored, String> {
         reserved_end: unsigned("reserved_end_tick")?,
         written_at_unix_ms: number("written_at_unix_ms")?,
         timeline: u32::try_from(unsigned("timeline")?).map_err(|_| "timeline is too large")?,
+        max_drift_ms: match fields.contains_key("max_drift_ms") {
+            false => None,
+            true => Some(number("max_drift_ms")?)
+                .filter(|ms| *ms >= -1)
+                .map(Some)
+                .ok_or("max_drift_ms is below -1".to_owned())?,
+        },
         layout,
     })
+}
+
+/// The first tick a promoted (or point-in-time recovered) server may issue from, continuing a
+/// worker id the previous primary may still have used up to the moment it stopped.
+///
+/// The old primary never stamped an id more than `max_drift_ms` ahead of its own clock, and its
+/// clock is at most `skew_ms` ahead of ours; every one of its ids was issued before now. So its
+/// ticks are at most `tick(now + skew) + ceil(max_drift / unit)`; the floor is one tick above,
+/// rounded up, never down (with 1 s ticks, rounding down handed out the primary's last tick
+/// again). Past the end of the layout it is `max_tick + 1` (generation then fails loudly).
+pub fn promotion_floor_tick(layout: &Layout, now_ms: i64, max_drift_ms: u64, skew_ms: u64) -> u64 {
+    let end = layout.max_tick() + 1;
+    let Ok(their_now) = layout.tick_at(now_ms.saturating_add(skew_ms.min(i64::MAX as u64) as i64))
+    else {
+        return end;
+    };
+    let ahead = max_drift_ms.div_ceil(layout.time_unit_ms() as u64);
+    their_now.saturating_add(ahead).saturating_add(1).min(end)
 }
 
 /// The file in `data_dir`.
@@ -219,8 +253,57 @@ mod tests {
             reserved_end: 123_456_789,
             written_at_unix_ms: 1_800_000_000_000,
             timeline: 3,
+            max_drift_ms: Some(1000),
             layout: Layout::new(DEFAULT_EPOCH_UNIX_MS, 16, 8, 10).unwrap(),
         }
+    }
+
+    #[test]
+    fn the_drift_bound_is_optional_and_may_be_unbounded() {
+        for drift in [None, Some(-1), Some(0), Some(5000)] {
+            let stored = Stored {
+                max_drift_ms: drift,
+                ..sample()
+            };
+            assert_eq!(decode(&encode(&stored)), Ok(stored));
+        }
+        let body = "version=1\nreserved_end_tick=5\nwritten_at_unix_ms=0\ntimeline=1\n\
+                    max_drift_ms=-2\nepoch_unix_ms=0\nworker_bits=10\nsequence_bits=12\ntime_unit_ms=1\n";
+        let text = format!("{body}crc32={:08x}\n", crc32fast::hash(body.as_bytes()));
+        assert_eq!(decode(&text), Err("max_drift_ms is below -1".into()));
+    }
+
+    /// Every tick the old primary can have used lies below the floor, at the bounds of drift
+    /// and skew, for second ticks (where rounding down repeated ids) and millisecond ticks.
+    #[test]
+    fn the_promotion_floor_is_above_every_tick_the_old_primary_can_have_used() {
+        for unit in [1u32, 10, 1000] {
+            let layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12, unit).unwrap();
+            for drift in [0u64, 1, 999, 1000, 1001, 5000] {
+                for skew in [0u64, 1, 999, 1000] {
+                    for offset in [0i64, 1, 499, 500, 999, 1000, 1234, 7777] {
+                        let now = DEFAULT_EPOCH_UNIX_MS + 1_000_000 + offset;
+                        let floor = promotion_floor_tick(&layout, now, drift, skew);
+                        // The primary's clock read up to `skew` ahead of ours, at any moment
+                        // up to now; the generator lets it run `drift` in ticks ahead of that.
+                        let their_clock = now + skew as i64;
+                        let their_last =
+                            layout.tick_at(their_clock).unwrap() + layout.ticks_in_ms(drift);
+                        assert!(
+                            floor > their_last,
+                            "unit {unit} drift {drift} skew {skew} now +{offset}: floor {floor} <= {their_last}"
+                        );
+                        // Never more than two ticks above what is needed.
+                        assert!(floor <= their_last + 2 + (drift % unit as u64 > 0) as u64);
+                    }
+                }
+            }
+        }
+        let layout = Layout::new(DEFAULT_EPOCH_UNIX_MS, 10, 12, 1).unwrap();
+        assert_eq!(
+            promotion_floor_tick(&layout, i64::MAX, 0, 0),
+            layout.max_tick() + 1
+        );
     }
 
     fn scratch_dir(tag: &str) -> PathBuf {

@@ -386,7 +386,7 @@ fn extend(
             p.timeline,
             p.ahead_ms
         );
-        if guc::max_drift_ms().is_none() {
+        if p.unbounded {
             pgrx::warning!(
                 "idgen: with idgen.max_drift_ms = -1 the previous primary may have run further ahead of its clock than this server can tell; give a promoted server its own idgen.worker_id"
             );
@@ -408,6 +408,8 @@ struct Promotion {
     file_timeline: Option<u32>,
     timeline: u32,
     ahead_ms: i64,
+    /// This server or the previous primary (as its file says) had no drift bound.
+    unbounded: bool,
 }
 
 /// How far the clocks of a primary and its standbys may disagree, in ms: a promoted server
@@ -436,7 +438,7 @@ fn extend_locked(
     if reserved_end == 0 {
         let stored = reservation::read(&path).map_err(file_error)?;
         let file_timeline = stored.as_ref().map(|s| s.timeline);
-        if let Some(stored) = stored {
+        if let Some(stored) = &stored {
             if stored.layout != *layout {
                 return Err(Error::LayoutChanged {
                     path: path.display().to_string(),
@@ -454,15 +456,23 @@ fn extend_locked(
             shared.reserved_end.0.store(resume, Ordering::Release);
         }
         if file_timeline.map_or(timeline > 1, |t| t != timeline) {
-            let ahead_ms = guc::max_drift_ms().unwrap_or(0) as i64 + PROMOTION_CLOCK_SKEW_MS;
-            let floor = layout
-                .tick_at(now_ms.saturating_add(ahead_ms))
-                .unwrap_or(layout.max_tick() + 1);
+            // The larger drift bound of ours and the one the primary recorded in the file: a
+            // standby's own idgen.max_drift_ms may be smaller than the primary's.
+            let own = guc::max_drift_ms();
+            let theirs = stored.and_then(|s| s.max_drift_ms);
+            let drift_ms = own.unwrap_or(0).max(theirs.unwrap_or(0).max(0) as u64);
+            let floor = reservation::promotion_floor_tick(
+                layout,
+                now_ms,
+                drift_ms,
+                PROMOTION_CLOCK_SKEW_MS as u64,
+            );
             advance_state_to(layout, shared, floor);
             notes.promoted = Some(Promotion {
                 file_timeline,
                 timeline,
-                ahead_ms,
+                ahead_ms: layout.unix_ms_of_tick(floor) - now_ms,
+                unbounded: own.is_none() || theirs == Some(-1),
             });
         }
     }
@@ -482,6 +492,7 @@ fn extend_locked(
             reserved_end: target,
             written_at_unix_ms: now_ms,
             timeline,
+            max_drift_ms: Some(guc::max_drift_ms().map_or(-1, |ms| ms as i64)),
             layout: *layout,
         };
         reservation::write(&path, &stored).map_err(file_error)?;
