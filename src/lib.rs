@@ -40,11 +40,24 @@ pub extern "C-unwind" fn _PG_init() {
         }
         .report();
     }
+    quiet_backtraces();
     guc::init();
     shmem::init();
     snowflake::server::init();
     snowflake::server::register_keeper();
     segment::init();
+}
+
+/// pgrx re-raises every ERROR that passes through Rust (idgen's own, and PostgreSQL's, such
+/// as a cancel while a caller waits for a segment range) with a Rust backtrace appended to its
+/// DETAIL whenever `RUST_BACKTRACE` is set in the server's environment: a DETAIL line of
+/// stack frames, or an empty one, on a user's error. `RUST_LIB_BACKTRACE=0` turns those
+/// captures off in every server process while leaving `RUST_BACKTRACE` to Rust's panic
+/// messages in the log.
+fn quiet_backtraces() {
+    // SAFETY: the postmaster is single-threaded while it loads shared_preload_libraries, and
+    // nothing has captured a backtrace yet (the setting is read once per process).
+    unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
 }
 
 /// The `shared_preload_libraries` line that loads idgen besides whatever is preloaded now.

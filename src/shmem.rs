@@ -4,7 +4,7 @@
 //! process-local lock (`std::sync::Mutex` and the like) must never be placed in shared memory: its
 //! waiters park in a per-process table and another backend would never wake them (DESIGN.md §3).
 
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -50,6 +50,9 @@ pub struct SnowflakeCounters {
     pub reservation_writes: AtomicU64,
     /// CLOCK_MONOTONIC ms of the last regression WARNING (rate limit); 0 for none yet.
     pub last_warning_ms: AtomicI64,
+    /// The kernel's clocksource is no longer the TSC: every process closes its TSC gate
+    /// (`snowflake::clock`). Set by the reservation keeper, never cleared until a restart.
+    pub tsc_gate_off: AtomicBool,
 }
 
 // SAFETY: only atomics, no pointers; the same bytes are valid in every process.

@@ -40,7 +40,12 @@ pub extern "C-unwind" fn idgen_reservation_keeper_main(_arg: pg_sys::Datum) {
     use crate::snowflake::server;
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let mut period = Duration::from_secs(1);
+    let mut watched = Instant::now();
     while BackgroundWorker::wait_latch(Some(period)) {
+        if watched.elapsed() >= Duration::from_secs(1) {
+            server::watch_clocksource();
+            watched = Instant::now();
+        }
         if BackgroundWorker::sighup_received() {
             // SAFETY: reloading the configuration files between looks (idgen.max_drift_ms).
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };

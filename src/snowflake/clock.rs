@@ -13,9 +13,12 @@
 //! moves forward (DESIGN.md §1).
 //!
 //! Without the TSC clocksource (or off x86-64) the gate is closed and every call reads the
-//! clock, as before.
+//! clock, as before. The kernel may stop trusting the TSC while the server runs ("Marking
+//! clocksource 'tsc' as unstable", then another clocksource): the reservation keeper watches
+//! the clocksource and sets a shared flag ([`attach_gate_switch`]); each process closes its
+//! gate for good at its next reading after that, within a millisecond.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 
 /// Nanoseconds per millisecond.
 const NS_PER_MS: u64 = 1_000_000;
@@ -34,6 +37,34 @@ const CALIBRATION_NS: u64 = 2_000_000;
 /// The TSC rate the gate uses, cycles per ns in 32.32 fixed point; 0 keeps the gate closed.
 /// Set once by [`calibrate`] in the postmaster and inherited by every backend.
 static RATE: AtomicU64 = AtomicU64::new(0);
+
+/// The shared "gate off" flag ([`attach_gate_switch`]); null until attached.
+static GATE_OFF: AtomicPtr<AtomicBool> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Makes every process close its gate once `flag` is set (a flag in shared memory, set when the
+/// kernel's clocksource is no longer the TSC). Called in the postmaster, inherited by every
+/// backend.
+pub fn attach_gate_switch(flag: &'static AtomicBool) {
+    GATE_OFF.store(std::ptr::from_ref(flag).cast_mut(), Ordering::Relaxed);
+}
+
+/// Whether the gate was switched off for every process.
+fn gate_switched_off() -> bool {
+    let flag = GATE_OFF.load(Ordering::Relaxed);
+    // SAFETY: null, or a flag in shared memory that outlives every process using it.
+    !flag.is_null() && unsafe { (*flag).load(Ordering::Relaxed) }
+}
+
+/// Whether this process serves milliseconds from the TSC gate (calibrated, not switched off).
+pub fn gate_open() -> bool {
+    RATE.load(Ordering::Relaxed) != 0 && !gate_switched_off()
+}
+
+/// Whether the kernel keeps time with the TSC now (its current clocksource is `tsc`).
+pub fn tsc_clocksource() -> bool {
+    const SOURCE: &str = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+    std::fs::read_to_string(SOURCE).is_ok_and(|s| s.trim() == "tsc")
+}
 
 /// The gate: while `GATE_FROM <= tsc < GATE_UNTIL`, the wall clock's millisecond is
 /// `GATE_MS`. Per process (a backend is one thread), so relaxed loads are plain moves.
@@ -72,7 +103,13 @@ pub fn now_ms() -> i64 {
 /// boundary. About once per millisecond on a busy generator.
 #[inline(never)]
 fn refresh() -> i64 {
-    let rate = RATE.load(Ordering::Relaxed);
+    let mut rate = RATE.load(Ordering::Relaxed);
+    if rate != 0 && gate_switched_off() {
+        // The kernel no longer trusts the TSC: closed for good in this process.
+        RATE.store(0, Ordering::Relaxed);
+        GATE_UNTIL.store(GATE_FROM.load(Ordering::Relaxed), Ordering::Relaxed);
+        rate = 0;
+    }
     #[cfg(target_arch = "x86_64")]
     if rate != 0 {
         // The TSC before the reading: the boundary is at least `to_boundary` ns after it.
@@ -149,8 +186,7 @@ pub fn rate_from(start: Bracket, end: Bracket) -> Option<u64> {
 pub fn calibrate() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        const SOURCE: &str = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
-        if std::fs::read_to_string(SOURCE).is_ok_and(|s| s.trim() == "tsc") {
+        if tsc_clocksource() {
             // A clock that does not advance must not hold up the postmaster: give up after
             // 50 ms (by CLOCK_MONOTONIC), leaving the gate closed.
             let give_up = std::time::Instant::now() + std::time::Duration::from_millis(50);
@@ -259,9 +295,49 @@ mod tests {
         );
     }
 
+    /// The gate is per process (a backend is one thread): its tests take turns.
+    static GATE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Once the shared flag is set, the next reading closes the gate for good and every later
+    /// millisecond comes from the clock itself.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_switch_closes_the_gate_at_the_next_reading() {
+        static OFF: AtomicBool = AtomicBool::new(false);
+        let _alone = GATE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        calibrate();
+        attach_gate_switch(&OFF);
+        let opened = gate_open();
+        assert_eq!(
+            opened,
+            tsc_clocksource(),
+            "calibrated with the tsc clocksource only"
+        );
+        OFF.store(true, Ordering::Relaxed);
+        assert!(!gate_open());
+        // Past the current gate (at most a millisecond), the next reading closes it.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let before = wall_clock_unix_ms();
+        let now = now_ms();
+        assert!(now >= before);
+        assert_eq!(
+            RATE.load(Ordering::Relaxed),
+            0,
+            "the gate stayed calibrated"
+        );
+        assert_eq!(
+            GATE_UNTIL.load(Ordering::Relaxed),
+            GATE_FROM.load(Ordering::Relaxed),
+            "the gate still holds"
+        );
+        OFF.store(false, Ordering::Relaxed);
+        GATE_OFF.store(std::ptr::null_mut(), Ordering::Relaxed);
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn now_ms_is_the_clock_millisecond_bracketed_by_real_readings() {
+        let _alone = GATE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         calibrate();
         for _ in 0..200_000 {
             let before = wall_clock_unix_ms();

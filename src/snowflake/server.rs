@@ -98,12 +98,26 @@ pub fn request_shmem() {
     unsafe { pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1) };
 }
 
-/// Shared-memory startup hook part: remembers where the LWLock is.
+/// Shared-memory startup hook part: remembers where the LWLock is, and points the clock's TSC
+/// gate at its shared switch.
 pub fn attach_shmem() {
     // SAFETY: called from shmem_startup_hook, after the tranche was requested.
     unsafe {
         let tranche = pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr());
         LOCK.store(&raw mut (*tranche).lock, Ordering::SeqCst);
+    }
+    clock::attach_gate_switch(&shmem::snowflake().counters.0.tsc_gate_off);
+}
+
+/// The reservation keeper's look at the clocksource, about once a second: when the kernel no
+/// longer keeps time with the TSC (it marked it unstable), switches every process's TSC gate
+/// off for good and says so in the log. The gate was calibrated once, at start.
+pub fn watch_clocksource() {
+    let off = &shmem::snowflake().counters.0.tsc_gate_off;
+    if clock::gate_open() && !clock::tsc_clocksource() && !off.swap(true, Ordering::Relaxed) {
+        pgrx::log!(
+            "idgen: the kernel's clocksource is no longer tsc; snowflake_nextval() reads the clock for every id from now on"
+        );
     }
 }
 

@@ -260,6 +260,12 @@ impl Cluster {
         clock
     }
 
+    /// Sets an environment variable of the server processes, from the next start.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_owned(), value.to_owned()));
+    }
+
     /// The postmaster's process id, from `postmaster.pid`.
     pub fn postmaster_pid(&self) -> u32 {
         let pid_file = fs::read_to_string(self.data().join("postmaster.pid"))
