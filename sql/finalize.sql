@@ -50,6 +50,8 @@ GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text) TO idgen_a
 GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_drop(text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_setval(text, bigint) TO idgen_admin;
+REVOKE EXECUTE ON FUNCTION segment_interleave_ready(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION segment_interleave_ready(bigint) TO idgen_admin;
 
 CREATE FUNCTION segment_status()
 RETURNS TABLE (
@@ -81,6 +83,8 @@ COMMENT ON FUNCTION segment_currval(text) IS
   'Last number of the segment returned in this session; error before the first.';
 COMMENT ON FUNCTION segment_setval(text, bigint) IS
   'Moves a segment forward: later numbers are greater than value. Never backwards.';
+COMMENT ON FUNCTION segment_interleave_ready(bigint) IS
+  'Growing from N to M servers: confirms idgen.segment_interleave_until = until is in force here and no segment is past it; returns the highest mark.';
 COMMENT ON FUNCTION segment_alter(text, integer, text) IS
   'Changes a segment''s step and description (NULL keeps, '''' clears the description).';
 COMMENT ON FUNCTION segment_drop(text) IS

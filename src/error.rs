@@ -111,6 +111,30 @@ pub enum Error {
         "cannot change the step of segment \"{name}\" while idgen.segment_node_count is {count}"
     )]
     InterleavedStepChange { name: String, count: u32 },
+    /// A refill reached `idgen.segment_interleave_until` (55000): this server's part of the old
+    /// interleave is used up until it switches to the new one (README, Growing from N to M
+    /// servers).
+    #[error("segment \"{name}\" reached idgen.segment_interleave_until ({until})")]
+    InterleaveUntilReached { name: String, until: i64 },
+    /// `segment_interleave_ready(until)` while the allocator runs with another (or no)
+    /// `idgen.segment_interleave_until` (55000).
+    #[error("idgen.segment_interleave_until is not {until} on this server")]
+    InterleaveUntilNotSet { until: i64, in_force: Option<i64> },
+    /// `segment_interleave_ready(until)` finds a high-water mark above `until` (55000): numbers
+    /// above the fence were reserved under the old interleave.
+    #[error("segment \"{name}\" is already past {until} (its high-water mark is {max_id})")]
+    InterleavePastUntil {
+        name: String,
+        max_id: i64,
+        until: i64,
+    },
+    /// `idgen.segment_node_count`/`segment_node_index` changed by a reload without
+    /// `idgen.segment_interleave_from` (55000).
+    #[error("idgen.segment_node_count and idgen.segment_node_index changed since the server started, without idgen.segment_interleave_from")]
+    InterleaveChangedWithoutFence {
+        started: (i32, i32),
+        now: (i32, i32),
+    },
     /// The allocator, working in its own transactions, does not see idgen in this database
     /// (55000): the caller's `CREATE EXTENSION idgen` is not committed yet.
     #[error("the idgen allocator cannot see the idgen extension in this database")]
@@ -169,6 +193,10 @@ impl Error {
             | Error::CurrvalNotYetDefined
             | Error::LayoutChanged { .. }
             | Error::InterleavedStepChange { .. }
+            | Error::InterleaveUntilReached { .. }
+            | Error::InterleaveUntilNotSet { .. }
+            | Error::InterleavePastUntil { .. }
+            | Error::InterleaveChangedWithoutFence { .. }
             | Error::ExtensionNotVisible => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             Error::InRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             Error::NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
@@ -258,6 +286,21 @@ impl Error {
                 "Servers sharing a segment name take blocks of step numbers in turn; a different step on one server would make its blocks overlap the others'."
                     .into(),
             ),
+            Error::InterleaveUntilReached { .. } => Some(
+                "Numbers above the fence belong to the new interleave, which this server has not switched to yet."
+                    .into(),
+            ),
+            Error::InterleaveUntilNotSet { in_force, .. } => Some(match in_force {
+                Some(f) => format!("This database's allocator runs with idgen.segment_interleave_until = {f}."),
+                None => "This database's allocator runs without idgen.segment_interleave_until.".into(),
+            }),
+            Error::InterleavePastUntil { .. } => Some(
+                "A refill took numbers above the fence before the setting was in force.".into(),
+            ),
+            Error::InterleaveChangedWithoutFence { started, now } => Some(format!(
+                "The server started as node {} of {}, and is now node {} of {}; the new interleave would hand out numbers the old one has.",
+                started.1, started.0, now.1, now.0
+            )),
             Error::Allocator { detail, .. } => detail.clone(),
             _ => None,
         }
@@ -323,6 +366,20 @@ impl Error {
             ),
             Error::SegmentCacheFull { .. } => Some(
                 "Drop segments that are no longer used; their cache slots are freed at once.".into(),
+            ),
+            Error::InterleaveUntilReached { .. } => Some(
+                "Finish growing the servers: set the new idgen.segment_node_count, idgen.segment_node_index and idgen.segment_interleave_from, then reload."
+                    .into(),
+            ),
+            Error::InterleaveUntilNotSet { until, .. } => Some(format!(
+                "ALTER SYSTEM SET idgen.segment_interleave_until = '{until}'; SELECT pg_reload_conf(); then call this again."
+            )),
+            Error::InterleavePastUntil { .. } => Some(
+                "Pick a fence above the highest high-water mark of every server and set it on each again.".into(),
+            ),
+            Error::InterleaveChangedWithoutFence { .. } => Some(
+                "Restore the settings, or set idgen.segment_interleave_from as README \"Growing from N to M servers\" says, then reload."
+                    .into(),
             ),
             Error::RequestQueueFull { .. } => Some("Retry; fewer sessions should create, alter or drop segments at once.".into()),
             Error::Allocator { hint, .. } => hint.clone(),

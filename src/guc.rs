@@ -76,6 +76,18 @@ static SEGMENT_NODE_COUNT: GucSetting<i32> = GucSetting::<i32>::new(1);
 /// `idgen.segment_node_index`: this server's 0-based place among `idgen.segment_node_count`.
 static SEGMENT_NODE_INDEX: GucSetting<i32> = GucSetting::<i32>::new(0);
 
+/// `idgen.segment_interleave_from` and `idgen.segment_interleave_until`: the fences of growing
+/// from N to M servers under traffic (`segment::range::Fences`), as text (a bigint does not fit
+/// an integer setting); empty for none. Reloadable.
+static SEGMENT_INTERLEAVE_FROM: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c""));
+static SEGMENT_INTERLEAVE_UNTIL: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c""));
+
+/// The interleave the server started with: changing it by a reload is safe only together with
+/// `idgen.segment_interleave_from` (see [`segment_nodes`]).
+static STARTED_NODES: std::sync::OnceLock<(i32, i32)> = std::sync::OnceLock::new();
+
 /// Every integer setting: (name, short description, long description, static, min, max,
 /// context, unit flags). None may silently fall back to its default (see [`init`]).
 type IntSetting = (
@@ -198,7 +210,7 @@ fn int_settings() -> [IntSetting; 13] {
             &SEGMENT_NODE_COUNT,
             1,
             1024,
-            GucContext::Postmaster,
+            GucContext::Sighup,
             GucFlags::default(),
         ),
         (
@@ -208,7 +220,7 @@ fn int_settings() -> [IntSetting; 13] {
             &SEGMENT_NODE_INDEX,
             0,
             1023,
-            GucContext::Postmaster,
+            GucContext::Sighup,
             GucFlags::default(),
         ),
         (
@@ -256,6 +268,34 @@ pub fn init() {
     for (name, short, long, setting, min, max, context, flags) in int_settings() {
         GucRegistry::define_int_guc(name, short, long, setting, min, max, context, flags);
     }
+    for (name, short, setting) in [
+        (
+            c"idgen.segment_interleave_from",
+            c"The current segment interleave hands out numbers above this one only (growing from N to M servers).",
+            &SEGMENT_INTERLEAVE_FROM,
+        ),
+        (
+            c"idgen.segment_interleave_until",
+            c"The current segment interleave hands out numbers up to this one only (growing from N to M servers).",
+            &SEGMENT_INTERLEAVE_UNTIL,
+        ),
+    ] {
+        // SAFETY: called once in _PG_init; 'static names, descriptions and storage.
+        unsafe {
+            pg_sys::DefineCustomStringVariable(
+                name.as_ptr(),
+                short.as_ptr(),
+                c"A bigint, or empty for none. See README, Growing from N to M servers.".as_ptr(),
+                setting.as_ptr(),
+                c"".as_ptr(),
+                pg_sys::GucContext::PGC_SIGHUP,
+                0,
+                Some(check_fence),
+                None,
+                None,
+            );
+        }
+    }
     // SAFETY: called once in _PG_init, after the last idgen setting is defined.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"idgen".as_ptr()) };
 
@@ -277,6 +317,7 @@ pub fn init() {
         }
     }
     let (count, index) = (SEGMENT_NODE_COUNT.get(), SEGMENT_NODE_INDEX.get());
+    let _ = STARTED_NODES.set((count, index));
     if index >= count {
         rejected(
             "idgen.segment_node_index",
@@ -347,11 +388,79 @@ pub fn segment_worker_idle_timeout_ms() -> u64 {
     SEGMENT_WORKER_IDLE_TIMEOUT.get().max(1) as u64
 }
 
-/// `idgen.segment_node_count` and `idgen.segment_node_index` (checked at start: index < count).
-pub fn segment_nodes() -> crate::segment::range::Nodes {
-    crate::segment::range::Nodes {
-        count: SEGMENT_NODE_COUNT.get().max(1) as u32,
-        index: SEGMENT_NODE_INDEX.get().max(0) as u32,
+/// `idgen.segment_node_count` and `idgen.segment_node_index` as now in force (reloadable).
+///
+/// Errors: 22023 when the index is not below the count (checked at start too; a reload can
+/// still bring a bad pair); 55000 when either differs from what the server started with while
+/// `idgen.segment_interleave_from` is unset: a new interleave over the numbers of the old one
+/// hands out numbers other servers have handed out (README, Growing from N to M servers).
+pub fn segment_nodes() -> Result<crate::segment::range::Nodes, crate::error::Error> {
+    use crate::error::Error;
+    let (count, index) = (SEGMENT_NODE_COUNT.get(), SEGMENT_NODE_INDEX.get());
+    if index >= count {
+        return Err(Error::InvalidSetting {
+            name: "idgen.segment_node_index".into(),
+            value: index.to_string(),
+            detail: format!(
+                "idgen.segment_node_count = {count} allows indexes 0 to {}.",
+                count - 1
+            ),
+        });
+    }
+    let started = STARTED_NODES.get().copied().unwrap_or((count, index));
+    if (count, index) != started && segment_fences().from.is_none() {
+        return Err(Error::InterleaveChangedWithoutFence {
+            started,
+            now: (count, index),
+        });
+    }
+    Ok(crate::segment::range::Nodes {
+        count: count.max(1) as u32,
+        index: index.max(0) as u32,
+    })
+}
+
+/// `idgen.segment_interleave_from` and `idgen.segment_interleave_until` (their check hook has
+/// accepted the text: empty, or a bigint).
+pub fn segment_fences() -> crate::segment::range::Fences {
+    let read = |s: &GucSetting<Option<CString>>| {
+        s.get()
+            .and_then(|c| c.to_str().ok().and_then(|t| parse_fence(t).ok().flatten()))
+    };
+    crate::segment::range::Fences {
+        from: read(&SEGMENT_INTERLEAVE_FROM),
+        until: read(&SEGMENT_INTERLEAVE_UNTIL),
+    }
+}
+
+/// A fence setting's text: empty (or blanks) for none, else a bigint.
+fn parse_fence(text: &str) -> Result<Option<i64>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse::<i64>()
+        .map(Some)
+        .map_err(|_| format!("\"{text}\" is not a bigint (or empty for none)."))
+}
+
+/// GUC check hook of the fence settings. Pure Rust parsing: nothing here can raise an error.
+#[pg_guard]
+unsafe extern "C-unwind" fn check_fence(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer to the candidate value (a C string or NULL).
+    let raw = unsafe { *newval };
+    if raw.is_null() {
+        return true;
+    }
+    // SAFETY: non-null, NUL-terminated string owned by the GUC machinery for this call.
+    let text = unsafe { CStr::from_ptr(raw) }.to_string_lossy();
+    match parse_fence(&text) {
+        Ok(_) => true,
+        Err(detail) => fail_check(&detail),
     }
 }
 

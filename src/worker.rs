@@ -26,7 +26,7 @@ use crate::segment::cache::{
     self, DescriptionChange, Failure, Refilled, Request, RequestKind, SlotMeta, Work,
 };
 use crate::segment::catalog;
-use crate::segment::range::{max_id_for_start, next_range, next_step};
+use crate::segment::range::{fenced_range, max_id_for_start, next_step, NoRange};
 
 /// Entry point of the reservation keeper (registered by `snowflake::server::register_keeper`):
 /// looks every [`KEEPER_PERIOD_MS`] while the generator is in use, every second otherwise, and
@@ -317,6 +317,7 @@ fn run(db: pg_sys::Oid, work: Work) {
                 RequestKind::Alter => alter(db, &request),
                 RequestKind::Drop => drop_segment(db, &request),
                 RequestKind::Setval => setval(db, &request),
+                RequestKind::InterleaveReady => interleave_ready(&request),
             };
             cache::lock().finish_request(index, outcome);
         }
@@ -349,7 +350,8 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
         (cache::now() - meta.last_refill_at) / 1000
     };
     let previous = (meta.step > 0).then_some(meta.step);
-    let nodes = guc::segment_nodes();
+    let nodes = guc::segment_nodes().map_err(|e| Failure::from_error(&e))?;
+    let fences = guc::segment_fences();
     // An unconfirmed commit fails the refill: its range is never installed (numbers skipped).
     let mut done = in_transaction(|| {
         let (max_id, base_step) = catalog::lock_row(name)?;
@@ -366,8 +368,13 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
                 guc::segment_refill_interval_ms(),
             )
         };
-        let range = next_range(max_id, step, nodes)
-            .ok_or_else(|| Error::SegmentExhausted { name: name.into() })?;
+        let range = fenced_range(max_id, step, nodes, fences).map_err(|e| match e {
+            NoRange::Exhausted => Error::SegmentExhausted { name: name.into() },
+            NoRange::Until(until) => Error::InterleaveUntilReached {
+                name: name.into(),
+                until,
+            },
+        })?;
         catalog::set_max_id(name, range.last)?;
         Ok(Refilled {
             range,
@@ -494,7 +501,7 @@ fn alter(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
         DescriptionChange::Set => Some(Some(r.description.as_str())),
         DescriptionChange::Clear => Some(None),
     };
-    let nodes = guc::segment_nodes();
+    let nodes = guc::segment_nodes().map_err(|e| Failure::from_error(&e))?;
     let step = in_transaction(|| {
         if r.step != 0 && nodes.interleaved() {
             // The step is the block size every server interleaves by: it cannot change here.
@@ -546,4 +553,35 @@ fn setval(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
         catalog::set_max_id(name, value)?;
         Ok(value)
     })
+}
+
+/// The check of step 1 of growing from N to M servers: after a configuration reload (so that
+/// it cannot lag behind the caller's `pg_reload_conf()`), this allocator runs with
+/// `idgen.segment_interleave_until` = `r.value`, so no refill from now on goes past it, and no
+/// segment of the database is past it already (a refill before the reload may have gone past
+/// it). Units of work run one at a time: once this one has run, both hold for good.
+fn interleave_ready(r: &Request) -> Result<i64, Failure> {
+    // SAFETY: between units of work, as the main loop does on SIGHUP.
+    unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+    force_settings();
+    let until = r.value;
+    let in_force = guc::segment_fences().until;
+    if in_force != Some(until) {
+        return Err(Failure::from_error(&Error::InterleaveUntilNotSet {
+            until,
+            in_force,
+        }));
+    }
+    let highest = in_transaction(catalog::highest_mark).map_err(Unfinished::failure)?;
+    match highest {
+        Some((name, max_id)) if max_id > until => {
+            Err(Failure::from_error(&Error::InterleavePastUntil {
+                name,
+                max_id,
+                until,
+            }))
+        }
+        Some((_, max_id)) => Ok(max_id),
+        None => Ok(i64::MIN),
+    }
 }

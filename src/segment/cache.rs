@@ -224,6 +224,10 @@ pub enum RequestKind {
     Drop,
     /// `segment_setval(name, value)`.
     Setval,
+    /// `segment_interleave_ready(until = value)`: the allocator reloads the configuration,
+    /// checks its `idgen.segment_interleave_until` and every mark against it; the result is the
+    /// highest mark.
+    InterleaveReady,
 }
 
 /// What a request does to the description.

@@ -213,3 +213,24 @@ pub fn delete(name: &str) -> Result<bool, Error> {
     })
     .map_err(internal)
 }
+
+/// The segment with the highest high-water mark, `(name, max_id)`; `None` without segments.
+pub fn highest_mark() -> Result<Option<(String, i64)>, Error> {
+    let t = table()?;
+    Spi::connect(|client| {
+        let rows = client.select(
+            &format!("SELECT name, max_id FROM {t} ORDER BY max_id DESC LIMIT 1"),
+            Some(1),
+            &[],
+        )?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        rows.first().get_two::<String, i64>().map(Some)
+    })
+    .map_err(internal)
+    .map(|row| match row {
+        Some((Some(name), Some(max_id))) => Some((name, max_id)),
+        _ => None,
+    })
+}

@@ -455,6 +455,26 @@ fn segment_setval(name: Option<&str>, value: Option<i64>) -> i64 {
     admin(r)
 }
 
+/// Step 1 of growing from N to M servers under traffic (README, "Growing from N to M
+/// servers"): confirms that this database's allocator now runs with
+/// `idgen.segment_interleave_until = until` (it reloads the configuration first), so that no
+/// refill goes past `until` any more, and that no segment of the database has gone past it
+/// already. Returns the highest high-water mark of the database (the bigint minimum without
+/// segments). Run it in every database that has segments, on every server, before any server
+/// switches to the new interleave. Not executable by PUBLIC.
+///
+/// Errors: 55000 when the setting in force is not `until` (not set, or not reloaded), or a
+/// mark is above `until` (pick a higher fence); 22004 NULL; 25006 on a standby.
+#[pg_extern(volatile, parallel_unsafe)]
+fn segment_interleave_ready(until: Option<i64>) -> i64 {
+    let until = until
+        .ok_or(Error::NullArgument { argument: "until" })
+        .or_report();
+    let mut r = Request::new(RequestKind::InterleaveReady, "");
+    r.value = until;
+    admin(r)
+}
+
 /// Changes the step (NULL keeps it) and the description (NULL keeps it, `''` clears it) of
 /// segment `name`. The dynamic step starts again from the new step. Not executable by PUBLIC.
 /// Errors: 42704 unknown segment, 22023 step <= 0, 22001 description too long, 55000 a new

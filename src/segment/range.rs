@@ -107,6 +107,48 @@ pub fn next_range(max_id: i64, step: i64, nodes: Nodes) -> Option<Range> {
     })
 }
 
+/// The part of the number line this server's interleave covers, for growing from N to M
+/// servers under traffic (README "Growing from N to M servers"): the old interleave hands out
+/// numbers up to a fence F only (`until`), the new one numbers above F only (`from`). Every
+/// server caps its old interleave at F before any server takes a block of the new one, so the
+/// two never meet, whatever the order the servers switch in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Fences {
+    /// `idgen.segment_interleave_from`: no number at or below it is handed out.
+    pub from: Option<i64>,
+    /// `idgen.segment_interleave_until`: no number above it is handed out.
+    pub until: Option<i64>,
+}
+
+/// Why [`fenced_range`] has no range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoRange {
+    /// No number above the mark is left for this server ([`next_range`]'s `None`).
+    Exhausted,
+    /// The interleave reached `idgen.segment_interleave_until`, this fence.
+    Until(i64),
+}
+
+/// [`next_range`] within `fences`: the next own range above both the high-water mark and
+/// `from`, cut at `until`.
+pub fn fenced_range(
+    max_id: i64,
+    step: i64,
+    nodes: Nodes,
+    fences: Fences,
+) -> Result<Range, NoRange> {
+    let above = fences.from.map_or(max_id, |from| from.max(max_id));
+    let range = next_range(above, step, nodes).ok_or(NoRange::Exhausted)?;
+    match fences.until {
+        Some(until) if range.first > until => Err(NoRange::Until(until)),
+        Some(until) => Ok(Range {
+            first: range.first,
+            last: range.last.min(until),
+        }),
+        None => Ok(range),
+    }
+}
+
 /// The high-water mark a segment created with `start` gets: `start - 1`, so that the first
 /// number handed out is `start`. `None` for `i64::MIN`, which has no predecessor.
 pub fn max_id_for_start(start: i64) -> Option<i64> {
@@ -269,6 +311,56 @@ mod tests {
     }
 
     #[test]
+    fn fences_bound_the_range() {
+        let two = Nodes { count: 2, index: 1 };
+        let none = Fences::default();
+        assert_eq!(
+            fenced_range(0, 100, two, none),
+            Ok(Range {
+                first: 101,
+                last: 200
+            })
+        );
+        // Cut at until; past it, refused.
+        let until = Fences {
+            from: None,
+            until: Some(150),
+        };
+        assert_eq!(
+            fenced_range(0, 100, two, until),
+            Ok(Range {
+                first: 101,
+                last: 150
+            })
+        );
+        assert_eq!(fenced_range(150, 100, two, until), Err(NoRange::Until(150)));
+        // From: the block holding the fence is taken only above it.
+        let three = Nodes { count: 3, index: 2 };
+        let from = Fences {
+            from: Some(2_050),
+            until: None,
+        };
+        assert_eq!(
+            fenced_range(0, 100, three, from),
+            Ok(Range {
+                first: 2_051,
+                last: 2_100
+            })
+        );
+        assert_eq!(
+            fenced_range(5_000, 100, three, from),
+            Ok(Range {
+                first: 5_001,
+                last: 5_100
+            })
+        );
+        assert_eq!(
+            fenced_range(i64::MAX, 1, Nodes::SINGLE, none),
+            Err(NoRange::Exhausted)
+        );
+    }
+
+    #[test]
     fn prefetch_at_ten_percent() {
         assert_eq!(prefetch_offset(1000), 100);
         assert_eq!(prefetch_offset(5), 0);
@@ -310,6 +402,73 @@ mod tests {
                         prop_assert!(seen.insert(x), "{} handed out twice", x);
                     }
                     max_id = r.last;
+                }
+            }
+        }
+
+        /// Growing from `old` to `new` servers while every server keeps refilling, as README
+        /// "Growing from N to M servers" says: the operator picks a fence above every mark; each
+        /// old server caps its interleave at it, in any order, and the check refuses a server
+        /// already past it (the operator then picks a higher fence and caps again); only once
+        /// every old server is capped, servers switch to the new interleave above the fence, in
+        /// any order, and the added servers start there. No number is handed out twice, and
+        /// every server's numbers increase.
+        #[test]
+        fn growing_under_traffic_never_repeats_a_number(
+            old in 1u32..5, added in 1u32..4, step in 1i64..50, margin in 0i64..2_000,
+            fence_at in 0usize..100, schedule in proptest::collection::vec(0usize..64, 1..400),
+        ) {
+            #[derive(Clone, Copy, PartialEq)]
+            enum Phase { Old, Capped, New }
+            let new = old + added;
+            let mut max_id = vec![0i64; new as usize];
+            let mut phase = vec![Phase::Old; new as usize];
+            let mut last = vec![0i64; new as usize];
+            let mut seen = std::collections::HashSet::new();
+            let mut fence: Option<i64> = None;
+            for (turn, pick) in schedule.into_iter().enumerate() {
+                let server = pick % new as usize;
+                let is_old = (server as u32) < old;
+                if fence.is_none() && turn >= fence_at {
+                    fence = max_id.iter().max().map(|m| m + margin);
+                }
+                let all_capped = (0..old as usize).all(|s| phase[s] != Phase::Old);
+                if let Some(f) = fence {
+                    if is_old && phase[server] == Phase::Old && pick % 3 == 0 {
+                        if max_id[server] > f {
+                            // segment_interleave_ready refuses: a higher fence, capped anew.
+                            let higher = max_id.iter().max().unwrap() + margin;
+                            fence = Some(higher);
+                            for p in phase.iter_mut().take(old as usize) {
+                                *p = Phase::Old;
+                            }
+                        } else {
+                            phase[server] = Phase::Capped;
+                        }
+                        continue;
+                    }
+                    if all_capped && pick % 3 == 1 && phase[server] != Phase::New {
+                        phase[server] = Phase::New;
+                    }
+                }
+                let index = server as u32;
+                let (nodes, fences) = match phase[server] {
+                    Phase::Old if is_old => (Nodes { count: old, index }, Fences::default()),
+                    Phase::Old => continue, // an added server starts once switched
+                    Phase::Capped => (Nodes { count: old, index }, Fences { from: None, until: fence }),
+                    Phase::New => (Nodes { count: new, index }, Fences { from: fence, until: None }),
+                };
+                match fenced_range(max_id[server], step, nodes, fences) {
+                    Ok(r) => {
+                        for x in r.first..=r.last {
+                            prop_assert!(seen.insert(x), "{} handed out twice", x);
+                            prop_assert!(x > last[server]);
+                            last[server] = x;
+                        }
+                        max_id[server] = r.last;
+                    }
+                    Err(NoRange::Until(u)) => prop_assert_eq!(Some(u), fence),
+                    Err(NoRange::Exhausted) => prop_assert!(false, "exhausted"),
                 }
             }
         }
