@@ -245,6 +245,11 @@ fn int_settings() -> [IntSetting; 13] {
 /// take effect the server refuses to start (22023, naming the setting).
 pub fn init() {
     let epoch_text = configured_text(c"idgen.epoch");
+    let fence_texts = [
+        c"idgen.segment_interleave_from",
+        c"idgen.segment_interleave_until",
+    ]
+    .map(|name| (name, configured_text(name)));
     let int_texts = int_settings().map(|(name, ..)| configured_text(name));
 
     // pgrx offers no string GUC with a check hook, hence the direct call.
@@ -327,6 +332,12 @@ pub fn init() {
                 count - 1
             ),
         );
+    }
+    for (name, text) in fence_texts {
+        let Some(text) = text else { continue };
+        if let Err(detail) = parse_fence(&text) {
+            rejected(&name.to_string_lossy(), &text, &detail);
+        }
     }
     if let Some(text) = epoch_text {
         let applied = EPOCH.get().map(|c| c.to_string_lossy().into_owned());

@@ -113,7 +113,7 @@ fn settings_are_fixed_at_server_start() {
         &mut client,
         "SELECT name FROM pg_settings WHERE name LIKE 'idgen.%' ORDER BY name",
     );
-    assert_eq!(defined.len(), 14, "{defined:?}");
+    assert_eq!(defined.len(), 16, "{defined:?}");
     for name in &defined {
         assert!(
             ALTER_SYSTEM_REFUSALS.iter().any(|(n, _)| n == name),
@@ -157,6 +157,8 @@ const ALTER_SYSTEM_REFUSALS: &[(&str, &str)] = &[
     ("idgen.segment_node_count", "0"),
     ("idgen.segment_node_index", "-1"),
     ("idgen.segment_worker_idle_timeout", "0"),
+    ("idgen.segment_interleave_from", "'12x'"),
+    ("idgen.segment_interleave_until", "'99999999999999999999'"),
 ];
 
 /// postgresql.conf lines that stop the server from starting, and the setting its log must name.
@@ -195,6 +197,14 @@ const START_REFUSALS: &[(&str, &str)] = &[
     ),
     ("idgen.segment_node_index = -1", "idgen.segment_node_index"),
     ("idgen.segment_node_count = 0", "idgen.segment_node_count"),
+    (
+        "idgen.segment_interleave_from = 'ten'",
+        "idgen.segment_interleave_from",
+    ),
+    (
+        "idgen.segment_interleave_until = '1.5'",
+        "idgen.segment_interleave_until",
+    ),
     (
         "idgen.segment_worker_idle_timeout = 0",
         "idgen.segment_worker_idle_timeout",
