@@ -17,6 +17,7 @@ use pgrx::prelude::*;
 
 pub mod error;
 pub mod guc;
+pub mod latch;
 pub mod segment;
 pub mod shmem;
 pub mod snowflake;

@@ -124,7 +124,7 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
             }
             continue;
         }
-        wait_on_latch(idle_limit - idle);
+        crate::latch::wait(idle_limit - idle);
     }
 }
 
@@ -158,22 +158,6 @@ fn check_interrupts_between_units() {
     unsafe { pg_sys::QueryCancelPending = 0 };
     CANCEL_SEEN.store(false, Ordering::SeqCst);
     pgrx::check_for_interrupts!();
-}
-
-/// Sleeps on the process latch up to `timeout`; ends early when the latch is set (new work, a
-/// signal). Exits the process if the postmaster dies.
-fn wait_on_latch(timeout: Duration) {
-    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as std::ffi::c_long;
-    // SAFETY: MyLatch is this process's latch; the wait event is the generic extension one.
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            ms,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
 }
 
 /// Leaves the allocator table and fails what this allocator was running.

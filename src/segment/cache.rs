@@ -745,17 +745,7 @@ pub fn evict_allocator(db: pg_sys::Oid) {
         if !lock().allocators().iter().any(|a| a.db == db) {
             return;
         }
-        // SAFETY: this process's latch; the wait checks for postmaster death.
-        unsafe {
-            pg_sys::WaitLatch(
-                pg_sys::MyLatch,
-                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                10,
-                pg_sys::PG_WAIT_EXTENSION,
-            );
-            pg_sys::ResetLatch(pg_sys::MyLatch);
-        }
-        pgrx::check_for_interrupts!();
+        crate::latch::sleep_interruptibly(std::time::Duration::from_millis(10));
     }
 }
 

@@ -251,7 +251,7 @@ fn unblock(
                 *waiting_since = Some(Instant::now());
                 shared.counters.0.waits.fetch_add(1, Ordering::Relaxed);
             }
-            sleep_interruptibly(Duration::from_millis(catch_up_ms));
+            crate::latch::sleep_interruptibly(Duration::from_millis(catch_up_ms));
             Ok(())
         }
     }
@@ -324,23 +324,6 @@ fn jitter(layout: &Layout) -> u64 {
     }
     // SAFETY: PostgreSQL's per-process PRNG, seeded at backend start.
     unsafe { pg_sys::pg_prng_uint64_range(&raw mut pg_sys::pg_global_prng_state, 0, bound - 1) }
-}
-
-/// Sleeps up to `duration` on the process latch; returns early on a signal and raises a
-/// pending cancel or termination (CHECK_FOR_INTERRUPTS). Exits if the postmaster dies.
-fn sleep_interruptibly(duration: Duration) {
-    let ms = duration.as_millis().clamp(1, i32::MAX as u128) as std::ffi::c_long;
-    // SAFETY: MyLatch is this process's latch; the wait event is the generic extension one.
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            ms,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
-    pgrx::check_for_interrupts!();
 }
 
 /// Reservation width in ticks: [`RESERVATION_WINDOW_MS`], at least one tick.
