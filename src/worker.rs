@@ -6,7 +6,9 @@
 //! The allocator alone writes `idgen_segment`. Every unit of work (a refill, a load, an admin call) runs in
 //! a transaction of its own, committed with `synchronous_commit` at least `on` before any number
 //! of a new range is published to the shared cache: a caller's ROLLBACK can never undo a
-//! high-water mark whose numbers are in use (DESIGN.md §2). A failed unit is reported to the
+//! high-water mark whose numbers are in use (DESIGN.md §2). A commit whose wait for the
+//! synchronous standbys was cut short (a cancel, a termination request) publishes nothing: a
+//! failover to a standby without it must not hand its numbers out again. A failed unit is reported to the
 //! waiting caller and the worker goes on, as pg_cron's workers do.
 //!
 //! A [`Failure`] is plain data of fixed size (it travels through shared memory), so results
