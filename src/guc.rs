@@ -6,12 +6,19 @@
 //! and are the same in every backend of the server. The clock policy (`idgen.max_drift_ms`,
 //! `idgen.max_wait_ms`) and `idgen.sequence_jitter` are `sighup`: reloadable, never per session,
 //! and none of their values can make an id repeat.
+//!
+//! No value of any setting can stop a running server: PostgreSQL checks every setting written in
+//! postgresql.conf at each reload, in the postmaster too (postmaster-context ones included, which
+//! it then does not apply), and an ERROR there is fatal. The integer settings have no check hook
+//! (PostgreSQL's own range check only logs); `idgen.epoch`'s hook catches every ERROR and refuses
+//! the value instead, so a reload logs "invalid value for parameter" and keeps the old value, and
+//! `ALTER SYSTEM` fails with 22023.
 
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::str::FromStr;
 
 use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::pg_sys;
+use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
@@ -525,18 +532,77 @@ pub fn epoch_unix_ms() -> i64 {
 
 /// Parses a `timestamptz` literal with PostgreSQL's own input function and returns Unix ms.
 /// `Err` carries the detail for the "invalid value for parameter" message.
+///
+/// Never raises an ERROR: it runs in the check hook, which PostgreSQL also calls in the
+/// postmaster when postgresql.conf is reloaded, where an ERROR is fatal (issue 16). Refuses the
+/// words that make a literal relative to the moment it is read (`now`, `today`, ...): the
+/// postmaster, where the layout is built, and a backend running `ALTER SYSTEM` would read
+/// different instants.
 fn parse_epoch(text: &str) -> Result<i64, String> {
-    let ts = TimestampWithTimeZone::from_str(text)
-        .map_err(|e| format!("\"{text}\" is not a timestamptz: {e}"))?;
+    if let Some(word) = relative_word(text) {
+        return Err(format!(
+            "\"{word}\" names no fixed instant: the epoch would depend on when it is read. Give a date and time with an explicit UTC offset."
+        ));
+    }
+    let ts = timestamptz_in(text).map_err(|e| format!("\"{text}\" is not a timestamptz: {e}"))?;
     if !ts.is_finite() {
         return Err("the epoch must be a finite time".into());
     }
     Ok(crate::snowflake::timestamptz_to_unix_ms(ts))
 }
 
-/// GUC check hook for `idgen.epoch`: the text must parse and must not be in the future (a
-/// future epoch would make every current tick negative). Runs at server start and for
-/// `ALTER SYSTEM`, so a bad value is refused before it can take effect.
+/// The first word of `text` that makes a `timestamptz` literal relative to the moment it is
+/// read (PostgreSQL's special inputs `now`, `today`, `tomorrow` and `yesterday`, any case), if
+/// any. Pure.
+fn relative_word(text: &str) -> Option<&str> {
+    const RELATIVE: [&str; 4] = ["now", "today", "tomorrow", "yesterday"];
+    text.split(|c: char| !c.is_ascii_alphabetic())
+        .find(|word| RELATIVE.iter().any(|r| word.eq_ignore_ascii_case(r)))
+}
+
+/// PostgreSQL's `timestamptz_in` on `text`, with every ERROR it raises (22007 bad syntax, 22008
+/// out of range, 22009 an offset beyond 15:59, 22023 an unknown zone, ...) caught and returned as
+/// its message. pgrx's `TimestampWithTimeZone::from_str` catches only three of these SQLSTATEs
+/// and lets 22009 through. Nothing is held across the call (it only pallocs in the current
+/// context), so no cleanup beyond PostgreSQL's error state, which the catch flushes, is due.
+fn timestamptz_in(text: &str) -> Result<TimestampWithTimeZone, String> {
+    let text = CString::new(text).map_err(|_| "it contains a NUL byte".to_string())?;
+    PgTryBuilder::new(|| {
+        // SAFETY: timestamptz_in takes a NUL-terminated string that outlives the call, a type
+        // oid it ignores, and typmod -1 (no rounding); it returns a non-NULL timestamptz.
+        unsafe {
+            pgrx::direct_function_call::<TimestampWithTimeZone>(
+                pg_sys::timestamptz_in,
+                &[
+                    Some(pg_sys::Datum::from(text.as_ptr())),
+                    pg_sys::InvalidOid.into_datum(),
+                    (-1i32).into_datum(),
+                ],
+            )
+        }
+        .ok_or_else(|| "the input function returned NULL".to_string())
+    })
+    .catch_others(|e| Err(caught_message(e)))
+    .execute()
+}
+
+/// The message of a caught PostgreSQL ERROR or Rust panic.
+fn caught_message(e: CaughtError) -> String {
+    match e {
+        CaughtError::PostgresError(r)
+        | CaughtError::ErrorReport(r)
+        | CaughtError::RustPanic { ereport: r, .. } => r.message().to_owned(),
+    }
+}
+
+/// GUC check hook for `idgen.epoch`: the text must parse, must name a fixed instant and must not
+/// be in the future (a future epoch would make every current tick negative). Runs at server
+/// start, for `ALTER SYSTEM`, and in every process (the postmaster included) at each reload of
+/// postgresql.conf, so a bad value is refused before it can take effect: with 22023 for
+/// `ALTER SYSTEM`, as a LOG line naming the setting on reload.
+///
+/// It must never raise an ERROR, which in the postmaster stops the server: whatever goes wrong
+/// while checking is caught and becomes a refusal (`GUC_check_errdetail`, `false`).
 #[pg_guard]
 unsafe extern "C-unwind" fn check_epoch(
     newval: *mut *mut c_char,
@@ -545,6 +611,18 @@ unsafe extern "C-unwind" fn check_epoch(
 ) -> bool {
     // SAFETY: PostgreSQL passes a valid pointer to the candidate value (a C string or NULL).
     let raw = unsafe { *newval };
+    PgTryBuilder::new(|| check_epoch_text(raw))
+        .catch_others(|e| {
+            fail_check(&format!(
+                "idgen.epoch could not be checked: {}",
+                caught_message(e)
+            ))
+        })
+        .execute()
+}
+
+/// [`check_epoch`] on the candidate C string `raw`.
+fn check_epoch_text(raw: *const c_char) -> bool {
     if raw.is_null() {
         return fail_check("idgen.epoch must be set to a timestamptz literal");
     }
@@ -568,4 +646,25 @@ fn fail_check(detail: &str) -> bool {
         pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr());
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relative_word;
+
+    #[test]
+    fn relative_words_are_found_in_any_case_and_only_as_whole_words() {
+        assert_eq!(relative_word("now"), Some("now"));
+        assert_eq!(relative_word(" NOW "), Some("NOW"));
+        assert_eq!(relative_word("Today"), Some("Today"));
+        assert_eq!(relative_word("yesterday 12:00+00"), Some("yesterday"));
+        assert_eq!(relative_word("2024-01-01 tomorrow"), Some("tomorrow"));
+        // Fixed instants, including PostgreSQL's own 'epoch' and zone names that contain a
+        // relative word inside a longer one.
+        assert_eq!(relative_word("2024-01-01 00:00:00+00"), None);
+        assert_eq!(relative_word("epoch"), None);
+        assert_eq!(relative_word("2024-01-01 00:00:00 America/Noronha"), None);
+        assert_eq!(relative_word("Jan 1 2024 nowhere"), None);
+        assert_eq!(relative_word(""), None);
+    }
 }

@@ -121,6 +121,10 @@ pub enum Outcome {
 ///
 /// The wall-clock tick is read once, before the loop: a caller that loses the race only ever
 /// moves further ahead of it, so there is no need to read the clock again.
+///
+/// A reservation that opens a new tick starts its sequence at `jitter` only as far as the drift
+/// bound leaves room for `count` ids (see [`jitter_room`]): from an idle generator, a batch of
+/// up to [`max_batch`] is always issued, never refused as too far ahead.
 pub fn reserve(
     layout: &Layout,
     word: &AtomicU64,
@@ -129,6 +133,7 @@ pub fn reserve(
     jitter: u64,
     limits: Limits,
 ) -> Result<Outcome, LayoutError> {
+    let jitter = jitter.min(jitter_room(layout, count, limits.max_ahead_ticks));
     let mut last = word.load(Ordering::Relaxed);
     loop {
         let r = plan(layout, last, now_tick, count, jitter)?;
@@ -156,8 +161,29 @@ pub fn max_ahead_ticks(layout: &Layout, max_drift_ms: Option<u64>) -> Option<u64
     max_drift_ms.map(|ms| layout.ticks_in_ms(ms))
 }
 
+/// The highest sequence a reservation of `count` ids may start a new wall-clock tick at and
+/// still end within `max_ahead_ticks` of it: the ids of the `max_ahead_ticks + 1` ticks from
+/// the clock's on, less `count` (unbounded: `u64::MAX`).
+///
+/// The jitter (`idgen.sequence_jitter`) spreads the *first* id of a tick over `id % N` shards;
+/// a batch that fills ticks has nothing to spread, and starting it high would push its last id
+/// one tick past the drift bound: [`max_batch`] ids would then be refused (53400, or a wait for
+/// the clock) from an idle generator whenever the jitter is not 0. A single id always has room
+/// for any jitter below `2^sequence_bits`.
+pub fn jitter_room(layout: &Layout, count: u64, max_ahead_ticks: Option<u64>) -> u64 {
+    match max_ahead_ticks {
+        None => u64::MAX,
+        Some(ticks) => ticks
+            .saturating_add(1)
+            .saturating_mul(layout.max_sequence() + 1)
+            .saturating_sub(count),
+    }
+}
+
 /// The largest `count` one reservation may take: a second's worth of ids, and no more ticks than
 /// the drift bound allows even from an idle generator (else the call could never be served).
+/// It does not depend on `idgen.sequence_jitter`: [`reserve`] starts a batch low enough
+/// ([`jitter_room`]) for it to fit.
 pub fn max_batch(layout: &Layout, max_ahead_ticks: Option<u64>) -> u64 {
     let per_second = layout.ids_per_second();
     match max_ahead_ticks {
@@ -396,6 +422,61 @@ mod tests {
         let sonyflake = Layout::new(0, 16, 8, 10).unwrap();
         assert_eq!(max_ahead_ticks(&sonyflake, Some(25)), Some(2));
         assert_eq!(max_batch(&sonyflake, Some(2)), 3 * 256);
+    }
+
+    /// Issue 16, point 7: from an idle generator (its last id in an earlier tick than the
+    /// clock's), a batch of [`max_batch`] ids is issued without waiting, whatever sequence the
+    /// jitter would start the new tick at, at every corner of the drift bound and in layouts
+    /// with other tick lengths and sequence widths; and it is still one run of consecutive
+    /// state words starting in the clock's tick.
+    #[test]
+    fn a_batch_of_the_maximum_fits_from_an_idle_generator_whatever_the_jitter() {
+        let layouts = [
+            l(),
+            Layout::new(0, 16, 8, 10).unwrap(), // Sonyflake: 10 ms ticks of 256 ids
+            Layout::new(0, 20, 2, 1).unwrap(),
+            Layout::new(0, 10, 0, 1).unwrap(), // one id a tick: no room for any jitter
+        ];
+        for layout in layouts {
+            let s = layout.max_sequence();
+            for drift_ms in [
+                Some(0),
+                Some(1),
+                Some(9),
+                Some(25),
+                Some(998),
+                Some(999),
+                Some(1000),
+                None,
+            ] {
+                let max_ahead = max_ahead_ticks(&layout, drift_ms);
+                let count = max_batch(&layout, max_ahead);
+                for jitter in [0, 1.min(s), s / 2, s.saturating_sub(1), s] {
+                    let now = 1_000_000;
+                    let idle = layout.state(now - 3, 5);
+                    let word = AtomicU64::new(idle);
+                    let limits = Limits {
+                        max_ahead_ticks: max_ahead,
+                        reserved_end: u64::MAX,
+                    };
+                    let case = format!(
+                        "{layout:?}, max_drift_ms {drift_ms:?}, jitter {jitter}, count {count}"
+                    );
+                    let r = match reserve(&layout, &word, now, count, jitter, limits) {
+                        Ok(Outcome::Issued(r)) => r,
+                        other => panic!("{case}: {other:?}"),
+                    };
+                    assert_eq!(r.last - r.first + 1, count, "{case}");
+                    assert_eq!(layout.state_tick(r.first), now, "{case}");
+                    assert_eq!(word.load(Ordering::Relaxed), r.last, "{case}");
+                    // The jitter is only given up as far as the batch needs: a single id still
+                    // starts the tick at it.
+                    let word = AtomicU64::new(idle);
+                    let one = issued(reserve(&layout, &word, now, 1, jitter, limits).unwrap());
+                    assert_eq!(one.first, layout.state(now, jitter), "{case}");
+                }
+            }
+        }
     }
 
     /// Eight threads hammer one word with a frozen clock, so every id after the first 4096 is a

@@ -33,9 +33,13 @@ fn snowflake_nextval() -> i64 {
 /// `count` consecutive Snowflake ids from one reservation (one CAS), in increasing order.
 ///
 /// `count` is `1..=` the ids the layout issues per second (4,096,000 by default), and no more
-/// than fit in the ticks `idgen.max_drift_ms` allows ahead of the clock: a larger batch would
-/// run the generator far ahead of the clock. Errors: 22004 for NULL, 22023 out of range, and
-/// those of [`snowflake_nextval`]. `snowflake_currval()` becomes the last id.
+/// than fit in the `idgen.max_drift_ms + 1` ticks (whole ticks) from the clock's on: a larger
+/// batch would run the generator far ahead of the clock. `idgen.sequence_jitter` does not lower
+/// the maximum: a batch that opens a new tick starts its sequence low enough to fit, so from an
+/// idle generator a batch of the maximum never waits. Errors: 22004 for NULL, 22023 out of
+/// range, and those of [`snowflake_nextval`] (53400 when an earlier batch has run the generator
+/// so far ahead that the clock would not catch up within `idgen.max_wait_ms`).
+/// `snowflake_currval()` becomes the last id.
 #[pg_extern(volatile, parallel_restricted)]
 fn snowflake_nextvals(count: Option<i32>) -> SetOfIterator<'static, i64> {
     let count = count
