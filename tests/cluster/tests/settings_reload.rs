@@ -78,6 +78,13 @@ const BAD_VALUES: &[(&str, &str, &str)] = &[
     ("idgen.segment_node_index", "-1", "negative"),
     ("idgen.segment_node_index", "1024", "above 1023"),
     ("idgen.segment_worker_idle_timeout", "0", "below 1"),
+    ("idgen.segment_interleave_from", "'12x'", "not a bigint"),
+    (
+        "idgen.segment_interleave_from",
+        "'99999999999999999999'",
+        "beyond bigint",
+    ),
+    ("idgen.segment_interleave_until", "'1.5'", "not a bigint"),
 ];
 
 /// How long a reload may take to reach the log or a session: generous, it is not measured.
