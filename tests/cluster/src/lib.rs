@@ -23,7 +23,7 @@ pub fn pg_bin() -> String {
 /// One throwaway server.
 pub struct Cluster {
     dir: PathBuf,
-    port: u16,
+    port: std::sync::atomic::AtomicU16,
     /// Environment of the server processes (e.g. libfaketime's).
     env: Vec<(String, String)>,
 }
@@ -79,11 +79,22 @@ fn run(mut cmd: Command, what: &str) -> Output {
     out
 }
 
+/// A port on 127.0.0.1 that nothing listens on now. Taken below Linux's ephemeral range
+/// (32768-60999), so that no outgoing connection picks it as its local port before the server
+/// binds it (which failed a start now and then), and spread by process id, so that test
+/// processes running side by side try different ports first.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
+    const FIRST: u32 = 20_000;
+    const COUNT: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let offset = std::process::id() % 600 * 20;
+    for _ in 0..COUNT {
+        let port = (FIRST + (offset + NEXT.fetch_add(1, Ordering::Relaxed)) % COUNT) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port from {FIRST} to {}", FIRST + COUNT - 1);
 }
 
 fn unique_dir(tag: &str) -> PathBuf {
@@ -132,12 +143,19 @@ impl Cluster {
 
     /// `pg_ctl start` of an initialized or stopped server; panics with the log if it fails.
     pub fn start_server(&self) {
-        let out = self.pg_ctl_start();
-        assert!(
-            out.status.success(),
-            "server did not start:\n{}",
-            self.log()
-        );
+        for _ in 0..5 {
+            let out = self.pg_ctl_start();
+            if out.status.success() {
+                return;
+            }
+            // Another process took the port since it was picked: take another one.
+            if !self.log().contains("could not create any TCP/IP sockets") {
+                break;
+            }
+            self.port.store(free_port(), Ordering::Relaxed);
+            self.append_settings(&[&format!("port = {}", self.port())]);
+        }
+        panic!("server did not start:\n{}", self.log());
     }
 
     /// initdb only; `settings` are written to postgresql.conf. Start with [`Cluster::pg_ctl_start`].
@@ -184,7 +202,7 @@ impl Cluster {
             "-d",
             &format!(
                 "host=127.0.0.1 port={} user=postgres application_name={STANDBY_NAME}",
-                primary.port
+                primary.port()
             ),
         ]);
         c.create_data(backup, "pg_basebackup");
@@ -197,7 +215,7 @@ impl Cluster {
     fn new(tag: &str) -> Cluster {
         Cluster {
             dir: unique_dir(tag),
-            port: free_port(),
+            port: std::sync::atomic::AtomicU16::new(free_port()),
             env: Vec::new(),
         }
     }
@@ -215,7 +233,7 @@ impl Cluster {
     /// This server's port and socket directory, then `settings`.
     fn append_own_settings(&self, settings: &[&str]) {
         self.append_settings(&[
-            &format!("port = {}", self.port),
+            &format!("port = {}", self.port()),
             &format!("unix_socket_directories = '{}'", self.dir.display()),
         ]);
         self.append_settings(settings);
@@ -342,14 +360,14 @@ impl Cluster {
 
     /// The TCP port on 127.0.0.1.
     pub fn port(&self) -> u16 {
-        self.port
+        self.port.load(Ordering::Relaxed)
     }
 
     /// A libpq-style connection string for `db`.
     pub fn conninfo(&self, db: &str) -> String {
         format!(
             "host=127.0.0.1 port={} user=postgres dbname={db} application_name=idgen-tests",
-            self.port
+            self.port()
         )
     }
 
@@ -366,7 +384,7 @@ impl Cluster {
         postgres::Client::connect(&conninfo, postgres::NoTls).unwrap_or_else(|e| {
             panic!(
                 "connect to {db} as {role} on port {}: {e}\n{}",
-                self.port,
+                self.port(),
                 self.log()
             )
         })
