@@ -125,6 +125,10 @@ pub enum Outcome {
 /// A reservation that opens a new tick starts its sequence at `jitter` only as far as the drift
 /// bound leaves room for `count` ids (see [`jitter_room`]): from an idle generator, a batch of
 /// up to [`max_batch`] is always issued, never refused as too far ahead.
+///
+/// Always inlined: it is the per-id path, and as a call of its own it cost 47 instructions an
+/// id more (callgrind, 200,000 ids).
+#[inline(always)]
 pub fn reserve(
     layout: &Layout,
     word: &AtomicU64,
@@ -133,7 +137,12 @@ pub fn reserve(
     jitter: u64,
     limits: Limits,
 ) -> Result<Outcome, LayoutError> {
-    let jitter = jitter.min(jitter_room(layout, count, limits.max_ahead_ticks));
+    // Out of line, and skipped without jitter (the default): the per-id path stays small.
+    let jitter = if jitter == 0 {
+        0
+    } else {
+        fitted_jitter(layout, count, jitter, limits.max_ahead_ticks)
+    };
     let mut last = word.load(Ordering::Relaxed);
     loop {
         let r = plan(layout, last, now_tick, count, jitter)?;
@@ -159,6 +168,12 @@ pub fn reserve(
 /// The most ticks ahead of the clock that `max_drift_ms` allows (`None`: unbounded).
 pub fn max_ahead_ticks(layout: &Layout, max_drift_ms: Option<u64>) -> Option<u64> {
     max_drift_ms.map(|ms| layout.ticks_in_ms(ms))
+}
+
+/// `jitter`, lowered to [`jitter_room`].
+#[inline(never)]
+fn fitted_jitter(layout: &Layout, count: u64, jitter: u64, max_ahead_ticks: Option<u64>) -> u64 {
+    jitter.min(jitter_room(layout, count, max_ahead_ticks))
 }
 
 /// The highest sequence a reservation of `count` ids may start a new wall-clock tick at and
