@@ -19,6 +19,13 @@
 //! failover, within a generous bound; the old primary came back as secondary. The time the
 //! generators were unavailable is printed (`--nocapture`), not asserted.
 //!
+//! pg_auto_failover promotes the secondary first read-only (`stop_replication`,
+//! `default_transaction_read_only = on`, invisible to `target_session_attrs=read-write`) and
+//! makes it writable only once the old primary is known to be demoted (`primary_demote_timeout`,
+//! 30 s). Each time, a direct connection probes both generators on the fenced node: printed,
+//! and what it drew joins the duplicate checks. (Its Snowflake call takes the promoted server's
+//! one-off wait for the clock, so the clients' first id then comes without it.)
+//!
 //! When pg_auto_failover is not installed and cannot be installed, the test says so ("skipped:")
 //! and passes.
 
@@ -610,6 +617,58 @@ fn client(k: usize, uri: &str, t0: Instant, stop: &AtomicBool) -> (Vec<Session>,
     (sessions, stats)
 }
 
+/// A direct connection to a node that pg_auto_failover promoted but keeps read-only (state
+/// `stop_replication`, `default_transaction_read_only = on`) until it knows the old primary is
+/// demoted: what do the generators do there? Observed and printed, not asserted; what it
+/// draws joins the duplicate checks.
+fn probe_fenced(f: &Formation, port: u16, t0: Instant, probes: &mut Vec<Session>) -> String {
+    let conninfo = format!(
+        "{} options='-c statement_timeout=5s'",
+        f.conninfo(port, "postgres")
+    );
+    let mut c = match postgres::Client::connect(&conninfo, postgres::NoTls) {
+        Ok(c) => c,
+        Err(e) => return format!("no connection: {e}"),
+    };
+    let (port, tli) = match c.query_one(WHERE_AM_I, &[]) {
+        Ok(r) => (r.get::<_, i32>(0) as u16, r.get::<_, i32>(1)),
+        Err(e) => return format!("{e}"),
+    };
+    let read_only: String = c
+        .query_one("SHOW transaction_read_only", &[])
+        .map(|r| r.get(0))
+        .unwrap_or_else(|e| e.to_string());
+    let mut s = Session {
+        port,
+        tli,
+        connected: t0.elapsed(),
+        first: [None; 2],
+        last: [None; 2],
+        snowflake: Vec::new(),
+        segment: Default::default(),
+    };
+    let mut outcome = |sql: &str, out: &mut Vec<i64>| match c.query_one(sql, &[]) {
+        Ok(r) => {
+            out.push(r.get(0));
+            format!("returned {}", r.get::<_, i64>(0))
+        }
+        Err(e) => match e.as_db_error() {
+            Some(db) => format!("failed with {}: {}", db.code().code(), db.message()),
+            None => format!("failed: {e}"),
+        },
+    };
+    let snowflake = outcome("SELECT snowflake_nextval()", &mut s.snowflake);
+    let segment = outcome(
+        &format!("SELECT segment_nextval('{}')", NAMES[0]),
+        &mut s.segment[0],
+    );
+    probes.push(s);
+    format!(
+        "transaction_read_only = {read_only}, timeline {tli}: snowflake_nextval() {snowflake}, \
+         segment_nextval() {segment}"
+    )
+}
+
 /// Sets the flag when dropped: a panicking orchestrator still stops the clients.
 struct StopOnDrop<'a>(&'a AtomicBool);
 
@@ -628,6 +687,9 @@ struct Failover {
     /// The other node reported `stop_replication`: promoted, but read-only
     /// (`default_transaction_read_only`) until the old primary is known to be demoted.
     fenced_at: Option<Duration>,
+    /// What a client that ignores the fence (a direct connection, no
+    /// `target_session_attrs`) got from the generators then.
+    fence_probe: Option<String>,
     /// The other node reported `wait_primary` or `primary` (it is writable).
     promoted_at: Duration,
     promoted: usize,
@@ -801,7 +863,7 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
     );
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
-    let (failovers, results, load) = thread::scope(|s| {
+    let (failovers, results, probes, load) = thread::scope(|s| {
         let handles: Vec<_> = (0..CLIENTS)
             .map(|k| {
                 let (uri, stop) = (&uri, &stop);
@@ -810,6 +872,7 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
             .collect();
         let _stop = StopOnDrop(&stop);
         let mut failovers: Vec<Failover> = Vec::new();
+        let mut probes: Vec<Session> = Vec::new();
         for _ in 0..FAILOVERS {
             let (primary, tli) = f.wait_healthy(&mut mon);
             if let Some(last) = failovers.last_mut() {
@@ -827,6 +890,7 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
             let other = 1 - primary;
             let deadline = Instant::now() + BOUND;
             let mut fenced_at = None;
+            let mut fence_probe = None;
             let promoted_at = loop {
                 let nodes = f.nodes(&mut mon);
                 let reported = |states: &[&str]| {
@@ -836,6 +900,7 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
                 };
                 if fenced_at.is_none() && reported(&["stop_replication"]) {
                     fenced_at = Some(t0.elapsed());
+                    fence_probe = Some(probe_fenced(&f, f.ports[other], t0, &mut probes));
                 }
                 if reported(&["wait_primary", "primary"]) {
                     break t0.elapsed();
@@ -856,6 +921,7 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
                 tli_before: tli,
                 killed_at,
                 fenced_at,
+                fence_probe,
                 promoted_at,
                 promoted: other,
                 rejoined_at: None,
@@ -875,7 +941,7 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
         }
         stop.store(true, Ordering::Relaxed);
         let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        (failovers, results, t0.elapsed())
+        (failovers, results, probes, t0.elapsed())
     });
 
     let mut sessions = Vec::new();
@@ -890,11 +956,14 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
         }
     }
 
-    // Counting.
+    // Counting: every value the clients (and the fence probes) drew.
+    let clients_only = sessions.len();
+    sessions.extend(probes);
+    let sessions = &sessions[..];
     let mut problems: Vec<String> = Vec::new();
     let snowflake_count: usize = sessions.iter().map(|s| s.snowflake.len()).sum();
-    problems.extend(duplicates("snowflake id", &sessions, |s| &s.snowflake));
-    let (snowflake_tls, order) = timeline_order("snowflake", &sessions, |s| &s.snowflake);
+    problems.extend(duplicates("snowflake id", sessions, |s| &s.snowflake));
+    let (snowflake_tls, order) = timeline_order("snowflake", sessions, |s| &s.snowflake);
     problems.extend(order);
     let foreign: Vec<i64> = sessions
         .iter()
@@ -908,8 +977,8 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
     let mut segment_lines = Vec::new();
     for (n, name) in NAMES.iter().enumerate() {
         let count: usize = sessions.iter().map(|s| s.segment[n].len()).sum();
-        problems.extend(duplicates(name, &sessions, |s| &s.segment[n]));
-        let (tls, order) = timeline_order(name, &sessions, |s| &s.segment[n]);
+        problems.extend(duplicates(name, sessions, |s| &s.segment[n]));
+        let (tls, order) = timeline_order(name, sessions, |s| &s.segment[n]);
         problems.extend(order);
         segment_lines.push(format!("  segment {name}: {count} numbers; {tls}"));
     }
@@ -922,7 +991,7 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
     for (k, fo) in failovers.iter().enumerate() {
         let next_kill = failovers.get(k + 1).map_or(Duration::MAX, |n| n.killed_at);
         let on = |node: usize| {
-            sessions.iter().filter(move |s| {
+            sessions[..clients_only].iter().filter(move |s| {
                 s.port == f.ports[node] && s.connected >= fo.killed_at && s.connected < next_kill
             })
         };
@@ -980,6 +1049,12 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
             fo.rejoined_at
                 .map_or("-".into(), |t| secs(t.saturating_sub(fo.killed_at))),
         );
+        if let Some(probe) = &fo.fence_probe {
+            println!(
+                "    while fenced, a direct connection to {}: {probe}",
+                NODES[fo.promoted]
+            );
+        }
         assert_ne!(fo.promoted, fo.killed);
         for (g, what) in ["snowflake ids", "segment numbers"].iter().enumerate() {
             match first(g) {
