@@ -11,7 +11,10 @@
 //! postmaster alone is not a failover: the keeper restarts it within a second). The monitor
 //! has pg_autoctl promote the secondary; then the old primary's keeper starts again (the
 //! machine is back) and rejoins as secondary (`pg_rewind`). An id counts as drawn once its
-//! statement returned it.
+//! statement returned it. With pg_auto_failover's default timeouts a machine crash takes about
+//! 50 s to fail over (20 s to give up on the node, 30 s `primary_demote_timeout`), so the load
+//! runs about three minutes to fit three failovers, not the 60 s; the whole test about
+//! 3.5 minutes.
 //!
 //! Asserted: no Snowflake id and no segment number (per name) was returned twice; every id
 //! drawn on a later timeline is above every id drawn on an earlier one; each failover made the
@@ -194,6 +197,13 @@ impl Formation {
             .subsec_nanos();
         let dir = std::env::temp_dir().join(format!("idgen-ha-{}-{nanos}", std::process::id()));
         let owner = postgres_owner();
+        // pg_autoctl's keepers reach their servers through the packaged socket directory,
+        // which tmpfiles creates at boot; a container that never booted may lack it.
+        let sockets = PathBuf::from("/var/run/postgresql");
+        if let (Some((uid, gid)), false) = (owner, sockets.exists()) {
+            fs::create_dir_all(&sockets).expect("create /var/run/postgresql");
+            std::os::unix::fs::chown(&sockets, Some(uid), Some(gid)).expect("chown sockets");
+        }
         for sub in ["", "config", "share", "run"] {
             let d = dir.join(sub);
             fs::create_dir_all(&d).expect("create formation dir");
