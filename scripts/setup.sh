@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what idgen's build and tests need, idempotently; sourced by demo.sh and test.sh.
 #   - Debian packages: PostgreSQL 15 server and headers, clang (bindgen), sudo (pgrx --runas),
-#     faketime (clock fault tests), PL/Proxy (the sharded test cluster)
+#     faketime (clock fault tests), PL/Proxy (the sharded test cluster), pg_auto_failover
+#     (the HA failover test: monitor extension and pg_autoctl)
 #   - cargo-pgrx pinned at 0.18.1 (the same version as the pgrx crate) and `cargo pgrx init`
 #     against the system PostgreSQL 15
 #   - a persistent CARGO_TARGET_DIR outside the clone, so repeated runs rebuild in minutes
@@ -21,7 +22,7 @@ idgen_setup() {
         echo "idgen's scripts install packages and the extension: run them as root" >&2
         return 1
     fi
-    local pkgs=(postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy libclang-dev clang sudo faketime python3)
+    local pkgs=(postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-auto-failover pg-auto-failover-cli libclang-dev clang sudo faketime python3)
     local missing=()
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
