@@ -158,6 +158,10 @@ pub enum Error {
     /// `segment_currval` before any `segment_nextval` of that name in this session (55000).
     #[error("segment_currval of segment \"{name}\" is not yet defined in this session")]
     SegmentCurrvalNotYetDefined { name: String },
+    /// A generator in a read-only transaction (25006), as `nextval()`: a server fenced
+    /// read-only (pg_auto_failover's demotion) must not hand out ids.
+    #[error("cannot execute {function} in a read-only transaction")]
+    ReadOnlyTransaction { function: &'static str },
     /// Segment functions on a standby (25006): the allocator cannot write there.
     #[error("cannot use segments during recovery")]
     SegmentInRecovery,
@@ -223,7 +227,9 @@ impl Error {
             }
             Error::DescriptionTooLong { .. } => ERRCODE_STRING_DATA_RIGHT_TRUNCATION,
             Error::SegmentCurrvalNotYetDefined { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            Error::SegmentInRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            Error::SegmentInRecovery | Error::ReadOnlyTransaction { .. } => {
+                ERRCODE_READ_ONLY_SQL_TRANSACTION
+            }
             Error::AllocatorUnavailable { .. } | Error::RequestQueueFull { .. } => {
                 ERRCODE_CONFIGURATION_LIMIT_EXCEEDED
             }
@@ -318,6 +324,10 @@ impl Error {
                 crate::snowflake::server::layout().max_worker()
             )),
             Error::InRecovery => Some("Draw ids on the primary; after promotion this server can draw them.".into()),
+            Error::ReadOnlyTransaction { .. } => Some(
+                "Draw ids in a read-write transaction on the writable primary; a server kept read-only (default_transaction_read_only, an HA manager's fence) must not issue them."
+                    .into(),
+            ),
             Error::CountOutOfRange { .. } => Some("Draw larger batches with several calls.".into()),
             Error::NegativeId { .. } => Some("Snowflake ids are positive bigints.".into()),
             Error::ClockBeforeEpoch { .. } => {

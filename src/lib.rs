@@ -86,6 +86,16 @@ pub fn recovery_in_progress() -> bool {
     !RECOVERY_ENDED.load(Ordering::Relaxed) && ask_recovery_in_progress()
 }
 
+/// Whether the current transaction is read-only (`BEGIN READ ONLY`,
+/// `default_transaction_read_only`, as pg_auto_failover sets on a primary it fences), where
+/// neither generator issues ids: as PostgreSQL's `nextval()` refuses there. One load of a
+/// global per call.
+#[inline]
+pub fn read_only_transaction() -> bool {
+    // SAFETY: a plain global of this backend, set at transaction start.
+    unsafe { pg_sys::XactReadOnly }
+}
+
 /// Set once this process has seen recovery end.
 static RECOVERY_ENDED: AtomicBool = AtomicBool::new(false);
 

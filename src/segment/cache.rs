@@ -1081,7 +1081,14 @@ impl Entry {
 /// `run(first, count)` in increasing order, the counts summing to `n`. The hot path is one
 /// `fetch_add` on the cached range; a caller waits only when both ranges are empty, at most
 /// `idgen.segment_wait_timeout`.
+///
+/// Refused in a read-only transaction (25006), as `nextval()` is.
 pub fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Result<(), Error> {
+    if crate::read_only_transaction() {
+        return Err(Error::ReadOnlyTransaction {
+            function: "segment_nextval()",
+        });
+    }
     let e = entry.0;
     let mut left = n;
     while left > 0 {

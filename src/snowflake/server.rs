@@ -159,6 +159,15 @@ pub fn reserve(count: u64) -> Result<Drawn, Error> {
     if crate::recovery_in_progress() {
         return Err(Error::InRecovery);
     }
+    if crate::read_only_transaction() {
+        return Err(Error::ReadOnlyTransaction {
+            function: if count == 1 {
+                "snowflake_nextval()"
+            } else {
+                "snowflake_nextvals()"
+            },
+        });
+    }
     let layout = layout();
     let shared = shmem::snowflake();
     let mut waiting_since: Option<Instant> = None;

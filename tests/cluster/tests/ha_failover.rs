@@ -25,9 +25,9 @@
 //! pg_auto_failover promotes the secondary first read-only (`stop_replication`,
 //! `default_transaction_read_only = on`, invisible to `target_session_attrs=read-write`) and
 //! makes it writable only once the old primary is known to be demoted (`primary_demote_timeout`,
-//! 30 s). Each time, a direct connection probes both generators on the fenced node: printed,
-//! and what it drew joins the duplicate checks. (Its Snowflake call takes the promoted server's
-//! one-off wait for the clock, so the clients' first id then comes without it.)
+//! 30 s). Each time, a direct connection probes both generators on the fenced node: both must
+//! refuse while its transactions are read-only (25006, as `nextval()`), so the fence holds for
+//! idgen's ids as it does for writes.
 //!
 //! When pg_auto_failover is not installed and cannot be installed, the test says so ("skipped:")
 //! and passes.
@@ -629,8 +629,8 @@ fn client(k: usize, uri: &str, t0: Instant, stop: &AtomicBool) -> (Vec<Session>,
 
 /// A direct connection to a node that pg_auto_failover promoted but keeps read-only (state
 /// `stop_replication`, `default_transaction_read_only = on`) until it knows the old primary is
-/// demoted: what do the generators do there? Observed and printed, not asserted; what it
-/// draws joins the duplicate checks.
+/// demoted: both generators must refuse there (25006); what it draws, if anything, joins the
+/// duplicate checks.
 fn probe_fenced(f: &Formation, port: u16, t0: Instant, probes: &mut Vec<Session>) -> String {
     let conninfo = format!(
         "{} options='-c statement_timeout=5s'",
@@ -672,6 +672,19 @@ fn probe_fenced(f: &Formation, port: u16, t0: Instant, probes: &mut Vec<Session>
         &format!("SELECT segment_nextval('{}')", NAMES[0]),
         &mut s.segment[0],
     );
+    // The fence holds for idgen too: neither generator hands out ids while transactions are
+    // read-only (25006, as nextval()).
+    if read_only == "on" {
+        for (what, got) in [
+            ("snowflake_nextval()", &snowflake),
+            ("segment_nextval()", &segment),
+        ] {
+            assert!(
+                got.starts_with("failed with 25006"),
+                "{what} on the fenced node (transaction_read_only = on): {got}"
+            );
+        }
+    }
     probes.push(s);
     format!(
         "transaction_read_only = {read_only}, timeline {tli}: snowflake_nextval() {snowflake}, \

@@ -561,3 +561,47 @@ fn a_cancelled_waiter_gets_no_backtrace_detail() {
         "{err:?}"
     );
 }
+
+/// Both generators refuse in a read-only transaction (25006), as `nextval()` does, and change
+/// nothing: pg_auto_failover fences a primary by making its transactions read-only, and a
+/// server kept read-only must not hand out ids. Before the fix both generated there.
+#[test]
+fn read_only_transactions_draw_nothing() {
+    let server = Cluster::with_idgen("rel-readonly", 27, &[]);
+    let mut client = server.connect("postgres");
+    client
+        .batch_execute("SELECT segment_create('ro', step => 10); SELECT segment_nextval('ro'); SELECT snowflake_nextval()")
+        .unwrap();
+    let last = || {
+        let mut c = server.connect("postgres");
+        one_i64(&mut c, "SELECT last_id FROM snowflake_status()")
+    };
+    let before = last();
+    for (setup, sql) in [
+        ("BEGIN READ ONLY", "SELECT snowflake_nextval()"),
+        ("BEGIN READ ONLY", "SELECT snowflake_nextvals(10)"),
+        ("BEGIN READ ONLY", "SELECT segment_nextval('ro')"),
+        (
+            "SET default_transaction_read_only = on",
+            "SELECT * FROM segment_nextvals('ro', 5)",
+        ),
+    ] {
+        client.batch_execute(setup).unwrap();
+        let err = db_error(client.query(sql, &[]));
+        assert_eq!(err.code().code(), "25006", "{sql}: {err:?}");
+        assert!(err.message().contains("read-only transaction"), "{err:?}");
+        client
+            .batch_execute("ROLLBACK; RESET default_transaction_read_only")
+            .unwrap();
+    }
+    assert_eq!(
+        last(),
+        before,
+        "a read-only transaction moved the generator"
+    );
+    // currval stays readable, as PostgreSQL's.
+    client.batch_execute("BEGIN READ ONLY").unwrap();
+    assert_eq!(one_i64(&mut client, "SELECT segment_currval('ro')"), 1);
+    client.batch_execute("COMMIT").unwrap();
+    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('ro')"), 2);
+}
