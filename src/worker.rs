@@ -156,10 +156,28 @@ unsafe extern "C-unwind" fn on_cancel(signal: std::ffi::c_int) {
 /// Between units of work: a termination request ends the worker here (FATAL, through
 /// `CHECK_FOR_INTERRUPTS`); a cancel that arrived while idle has nothing to cancel.
 fn check_interrupts_between_units() {
-    // SAFETY: plain flags of this process, written by its signal handlers.
-    unsafe { pg_sys::QueryCancelPending = 0 };
     CANCEL_SEEN.store(false, Ordering::SeqCst);
+    // SAFETY: plain flags of this process. Cancels are held off around the check, so one that
+    // arrives in between stays pending for the next unit of work (which it then cancels)
+    // instead of raising an ERROR here, outside any transaction.
+    unsafe {
+        pg_sys::QueryCancelHoldoffCount += 1;
+        pg_sys::QueryCancelPending = 0;
+    }
     pgrx::check_for_interrupts!();
+    // SAFETY: as above.
+    unsafe { pg_sys::QueryCancelHoldoffCount -= 1 };
+}
+
+/// A WARNING in the server log from the allocator, with interrupts held: `errfinish` checks for
+/// interrupts, and a pending cancel must not turn the warning into an ERROR that escapes the
+/// unit of work (a termination is handled at the next check, between units).
+fn warn(message: &str) {
+    // SAFETY: a plain counter of this process, restored below.
+    unsafe { pg_sys::InterruptHoldoffCount += 1 };
+    warning!("{message}");
+    // SAFETY: as above.
+    unsafe { pg_sys::InterruptHoldoffCount -= 1 };
 }
 
 /// Leaves the allocator table and fails what this allocator was running.
@@ -254,10 +272,10 @@ fn in_transaction<R>(body: impl FnOnce() -> Result<R, Error>) -> Result<R, Unfin
     .catch_others(|caught| {
         // SAFETY: pgrx has flushed the error state; this aborts the failed transaction.
         unsafe { pg_sys::AbortCurrentTransaction() };
-        warning!(
+        warn(&format!(
             "idgen allocator: {}",
             Failure::from_caught(&caught).to_error()
-        );
+        ));
         Err(Unfinished::Failed(Failure::from_caught(&caught)))
     })
     .execute()
@@ -290,7 +308,10 @@ fn unconfirmed_commit() -> Option<Failure> {
         ),
         hint: Some("Retry.".into()),
     });
-    warning!("idgen allocator: {}", failure.to_error());
+    // The cancel is recorded (CANCEL_SEEN); a pending one must not fire in what follows.
+    // SAFETY: a plain flag of this process.
+    unsafe { pg_sys::QueryCancelPending = 0 };
+    warn(&format!("idgen allocator: {}", failure.to_error()));
     Some(failure)
 }
 
@@ -317,10 +338,10 @@ fn run(db: pg_sys::Oid, work: Work) {
                 (f, gone)
             });
             if !cache::lock().finish_refill(index, generation, outcome) {
-                warning!(
+                warn(&format!(
                     "idgen allocator: a range of segment \"{}\" was committed but not needed; its numbers are skipped",
                     meta.name.as_str()
-                );
+                ));
             }
         }
     }

@@ -207,6 +207,8 @@ const EVICT_WAIT_US: i64 = 5_000_000;
 struct Hold {
     db: pg_sys::Oid,
     until: i64,
+    /// The backend whose command holds it; its transaction's end ends this hold only.
+    pid: i32,
 }
 
 /// What a [`Request`] asks of the allocator.
@@ -717,16 +719,19 @@ pub fn evict_allocator(db: pg_sys::Oid) {
     }
     let started = now();
     {
+        // SAFETY: a plain process global.
+        let pid = unsafe { pg_sys::MyProcPid };
         let mut g = lock();
         let free = g
             .holds()
             .iter()
-            .position(|h| h.db == db || h.until <= started);
+            .position(|h| (h.db == db && h.pid == pid) || h.until <= started);
         match free {
             Some(i) => {
                 g.holds()[i] = Hold {
                     db,
                     until: started + HOLD_US,
+                    pid,
                 }
             }
             None => return, // too many at once: the command waits as PostgreSQL makes it
@@ -782,8 +787,14 @@ unsafe extern "C-unwind" fn end_holds(event: pg_sys::XactEvent::Type, _arg: *mut
     if holds.is_empty() || SHARED.load(SeqCst).is_null() {
         return;
     }
+    // SAFETY: a plain process global.
+    let pid = unsafe { pg_sys::MyProcPid };
     let mut g = lock();
-    for h in g.holds().iter_mut().filter(|h| holds.contains(&h.db)) {
+    for h in g
+        .holds()
+        .iter_mut()
+        .filter(|h| h.pid == pid && holds.contains(&h.db))
+    {
         *h = Hold::default();
     }
     drop(g);
@@ -1085,6 +1096,8 @@ impl Entry {
 /// Refused in a read-only transaction (25006), as `nextval()` is.
 pub fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Result<(), Error> {
     if crate::read_only_transaction() {
+        // Every transaction of a standby is read-only: say why it really refuses.
+        check_not_in_recovery()?;
         return Err(Error::ReadOnlyTransaction {
             function: "segment_nextval()",
         });

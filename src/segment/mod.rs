@@ -113,7 +113,17 @@ extern "C-unwind" {
 #[pg_guard]
 unsafe extern "C-unwind" fn before_utility(pstmt: *mut pg_sys::PlannedStmt) {
     // SAFETY: the caller's valid statement.
-    if let Some(db) = unsafe { database_needed_alone((*pstmt).utilityStmt) } {
+    let Some(db) = (unsafe { database_needed_alone((*pstmt).utilityStmt) }) else {
+        return;
+    };
+    // Only for the database's owner (or a superuser), who may run these commands at all: a
+    // command that fails its own permission check later must not keep anybody's allocator
+    // away. Others get PostgreSQL's behaviour unchanged (55006 while the allocator is there).
+    // SAFETY: a catalog lookup by oid; this backend's globals.
+    let may = unsafe {
+        db != pg_sys::MyDatabaseId && pg_sys::pg_database_ownercheck(db, pg_sys::GetUserId())
+    };
+    if may {
         cache::evict_allocator(db);
     }
 }
@@ -223,7 +233,21 @@ fn description_arg(description: &str) -> FixedText<1024> {
     FixedText::new(description)
 }
 
+/// Runs an admin call through the allocator. Refused in a read-only transaction (25006), as
+/// PostgreSQL's `setval()` is: a server kept read-only must not move a high-water mark.
 fn admin(request: Request) -> i64 {
+    let function = match request.kind {
+        RequestKind::Create => Some("segment_create()"),
+        RequestKind::Alter => Some("segment_alter()"),
+        RequestKind::Drop => Some("segment_drop()"),
+        RequestKind::Setval => Some("segment_setval()"),
+        RequestKind::Load | RequestKind::InterleaveReady => None,
+    };
+    if let Some(function) = function {
+        if crate::read_only_transaction() && !crate::recovery_in_progress() {
+            Error::ReadOnlyTransaction { function }.report();
+        }
+    }
     cache::submit(request, false).or_report()
 }
 

@@ -55,9 +55,11 @@ pub struct Stored {
     /// The WAL timeline the server was on when it wrote the file. A server on another timeline
     /// was promoted (or recovered to a point in time) since: the file is an old copy.
     pub timeline: u32,
-    /// `idgen.max_drift_ms` in force when the file was written (-1: unbounded); `None` in a
-    /// file written before idgen recorded it. A standby made from this server (`pg_basebackup`
-    /// copies the file) learns from it how far ahead of its clock the primary may stamp ids.
+    /// `idgen.max_drift_ms` in force when the file was written, or how far ahead of the clock
+    /// the generator was if more (-1: unbounded); `None` in a file written before idgen
+    /// recorded it. A standby made from this server (`pg_basebackup` copies the file) learns
+    /// from it how far ahead of its clock the primary may stamp ids: as of the base backup, so
+    /// a later raise of the primary's bound must be made on its standbys too.
     pub max_drift_ms: Option<i64>,
     /// The layout the tick is counted in.
     pub layout: Layout,

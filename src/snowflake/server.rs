@@ -498,7 +498,7 @@ fn extend_locked(
             reserved_end: target,
             written_at_unix_ms: now_ms,
             timeline,
-            max_drift_ms: Some(guc::max_drift_ms().map_or(-1, |ms| ms as i64)),
+            max_drift_ms: Some(recorded_drift_ms(layout, end_tick.max(last_tick), now_tick)),
             layout: *layout,
         };
         reservation::write(&path, &stored).map_err(file_error)?;
@@ -510,6 +510,19 @@ fn extend_locked(
         shared.reserved_end.0.store(target, Ordering::Release);
     }
     Ok(notes)
+}
+
+/// The drift bound a reservation file records: `idgen.max_drift_ms` (-1 unbounded), or how far
+/// ahead of the clock the generator is (up to `ahead_tick`) if that is more, as after the bound
+/// was lowered by a reload while the generator ran ahead.
+fn recorded_drift_ms(layout: &Layout, ahead_tick: u64, now_tick: u64) -> i64 {
+    let Some(setting) = guc::max_drift_ms() else {
+        return -1;
+    };
+    let ahead_ms = ahead_tick
+        .saturating_sub(now_tick)
+        .saturating_mul(layout.time_unit_ms() as u64);
+    setting.max(ahead_ms).min(i64::MAX as u64) as i64
 }
 
 /// Moves the state word so that the next id is at `tick` or later (sequence 0); never back.

@@ -388,7 +388,18 @@ fn database_commands_work_while_the_allocator_is_connected() {
             || allocator_pid(admin, "src"),
         )
     };
-    connected(&mut admin);
+    let pid = connected(&mut admin);
+
+    // A role that may not rename the database fails its permission check and evicts nothing.
+    admin.batch_execute("CREATE ROLE intruder LOGIN").unwrap();
+    let mut intruder = server.connect_as("postgres", "intruder");
+    let err = db_error(intruder.batch_execute("ALTER DATABASE src RENAME TO stolen"));
+    assert_eq!(err.code().code(), "42501", "{err:?}");
+    assert_eq!(
+        allocator_pid(&mut admin, "src"),
+        Some(pid),
+        "a failed command evicted the allocator"
+    );
 
     let started = Instant::now();
     admin
@@ -585,6 +596,9 @@ fn read_only_transactions_draw_nothing() {
             "SET default_transaction_read_only = on",
             "SELECT * FROM segment_nextvals('ro', 5)",
         ),
+        // Moving a mark is refused too, as setval() is.
+        ("BEGIN READ ONLY", "SELECT segment_setval('ro', 1000)"),
+        ("BEGIN READ ONLY", "SELECT segment_create('ro2')"),
     ] {
         client.batch_execute(setup).unwrap();
         let err = db_error(client.query(sql, &[]));
