@@ -5,7 +5,7 @@
 //! `nextval` is 55000 as in sequence.c; a generator that has run out is 2200H, "sequence
 //! generator limit exceeded"). Tests assert the SQLSTATE, never the message text.
 
-use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::pg_sys::panic::{CaughtError, ErrorReport, ErrorReportWithLevel};
 use pgrx::prelude::*;
 use thiserror::Error;
 
@@ -408,6 +408,15 @@ impl Error {
         }
         report.report(PgLogLevel::ERROR);
         unreachable!("ereport(ERROR) returned")
+    }
+}
+
+/// The report of an ERROR or a panic caught by `PgTryBuilder`, whichever kind it is.
+pub fn caught_report(e: &CaughtError) -> &ErrorReportWithLevel {
+    match e {
+        CaughtError::PostgresError(r)
+        | CaughtError::ErrorReport(r)
+        | CaughtError::RustPanic { ereport: r, .. } => r,
     }
 }
 

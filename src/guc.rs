@@ -5,14 +5,16 @@
 //! are read from `postgresql.conf` at server start, cannot be changed by `SET` (SQLSTATE 55P02),
 //! and are the same in every backend of the server. The clock policy (`idgen.max_drift_ms`,
 //! `idgen.max_wait_ms`) and `idgen.sequence_jitter` are `sighup`: reloadable, never per session,
-//! and none of their values can make an id repeat.
+//! and none of their values can make an id repeat. The segment interleave (node count and
+//! index) is `sighup` too, but a change takes effect only together with a fence
+//! (`idgen.segment_interleave_from`, see [`segment_nodes`]).
 //!
 //! No value of any setting can stop a running server: PostgreSQL checks every setting written in
 //! postgresql.conf at each reload, in the postmaster too (postmaster-context ones included, which
 //! it then does not apply), and an ERROR there is fatal. The integer settings have no check hook
-//! (PostgreSQL's own range check only logs); `idgen.epoch`'s hook catches every ERROR and refuses
-//! the value instead, so a reload logs "invalid value for parameter" and keeps the old value, and
-//! `ALTER SYSTEM` fails with 22023.
+//! (PostgreSQL's own range check only logs); `idgen.epoch`'s hook catches every ERROR, and the
+//! fence settings' hook parses in plain Rust, so both refuse a bad value instead: a reload logs
+//! "invalid value for parameter" and keeps the old value, and `ALTER SYSTEM` fails with 22023.
 
 use std::ffi::{c_char, c_void, CStr, CString};
 
@@ -588,11 +590,7 @@ fn timestamptz_in(text: &str) -> Result<TimestampWithTimeZone, String> {
 
 /// The message of a caught PostgreSQL ERROR or Rust panic.
 fn caught_message(e: CaughtError) -> String {
-    match e {
-        CaughtError::PostgresError(r)
-        | CaughtError::ErrorReport(r)
-        | CaughtError::RustPanic { ereport: r, .. } => r.message().to_owned(),
-    }
+    crate::error::caught_report(&e).message().to_owned()
 }
 
 /// GUC check hook for `idgen.epoch`: the text must parse, must name a fixed instant and must not

@@ -102,12 +102,7 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
         check_interrupts_between_units();
         // SAFETY: a plain flag set by the SIGHUP handler.
         if unsafe { pg_sys::ConfigReloadPending } != 0 {
-            // SAFETY: reloading the configuration files between units of work.
-            unsafe {
-                pg_sys::ConfigReloadPending = 0;
-                pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
-            }
-            force_settings();
+            reload_configuration();
         }
         if cache::lock().retire_requested(db) {
             break;
@@ -187,6 +182,17 @@ unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
     cache::lock().allocator_exits(db);
 }
 
+/// Re-reads the configuration files, then puts the allocator's own settings back. Between
+/// units of work only.
+fn reload_configuration() {
+    // SAFETY: a plain flag of this process; the reload runs outside any transaction.
+    unsafe {
+        pg_sys::ConfigReloadPending = 0;
+        pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+    }
+    force_settings();
+}
+
 /// The allocator's own settings: commits are durable (locally and, with synchronous standbys,
 /// on them) before a range is used; no user schema is searched; a clear application_name.
 fn force_settings() {
@@ -222,18 +228,12 @@ enum Unfinished {
     Unconfirmed(Failure),
 }
 
-impl Unfinished {
-    /// The error for the waiting caller.
-    fn failure(self) -> Failure {
-        match self {
-            Unfinished::Failed(f) | Unfinished::Unconfirmed(f) => f,
-        }
-    }
-}
-
+/// The error for the waiting caller.
 impl From<Unfinished> for Failure {
     fn from(u: Unfinished) -> Self {
-        u.failure()
+        match u {
+            Unfinished::Failed(f) | Unfinished::Unconfirmed(f) => f,
+        }
     }
 }
 
@@ -400,7 +400,7 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
     if let Some(i) = cache::lock().find(db, name) {
         return Ok(i as i64);
     }
-    let base_step = in_transaction(|| catalog::step(name)).map_err(Unfinished::failure)?;
+    let base_step = in_transaction(|| catalog::step(name))?;
     let mut g = cache::lock();
     if let Some(i) = g.find(db, name) {
         return Ok(i as i64);
@@ -521,8 +521,7 @@ fn alter(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
             }
         }
         catalog::alter(name, (r.step != 0).then_some(r.step), description)
-    })
-    .map_err(Unfinished::failure)?;
+    })?;
     let mut g = cache::lock();
     if let Some(i) = g.find(db, name) {
         let m = g.meta(i);
@@ -562,15 +561,13 @@ fn setval(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
     })
 }
 
-/// The check of step 1 of growing from N to M servers: after a configuration reload (so that
-/// it cannot lag behind the caller's `pg_reload_conf()`), this allocator runs with
+/// The check of the fence when growing from N to M servers: after a configuration reload (so
+/// that it cannot lag behind the caller's `pg_reload_conf()`), this allocator runs with
 /// `idgen.segment_interleave_until` = `r.value`, so no refill from now on goes past it, and no
 /// segment of the database is past it already (a refill before the reload may have gone past
 /// it). Units of work run one at a time: once this one has run, both hold for good.
 fn interleave_ready(r: &Request) -> Result<i64, Failure> {
-    // SAFETY: between units of work, as the main loop does on SIGHUP.
-    unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
-    force_settings();
+    reload_configuration();
     let until = r.value;
     let in_force = guc::segment_fences().until;
     if in_force != Some(until) {
@@ -579,7 +576,7 @@ fn interleave_ready(r: &Request) -> Result<i64, Failure> {
             in_force,
         }));
     }
-    let highest = in_transaction(catalog::highest_mark).map_err(Unfinished::failure)?;
+    let highest = in_transaction(catalog::highest_mark)?;
     match highest {
         Some((name, max_id)) if max_id > until => {
             Err(Failure::from_error(&Error::InterleavePastUntil {

@@ -104,11 +104,7 @@ impl Failure {
 
     /// A PostgreSQL error caught in the allocator (a failed SPI statement, say).
     pub fn from_caught(e: &CaughtError) -> Self {
-        let report = match e {
-            CaughtError::PostgresError(r)
-            | CaughtError::ErrorReport(r)
-            | CaughtError::RustPanic { ereport: r, .. } => r,
-        };
+        let report = crate::error::caught_report(e);
         Self {
             sqlstate: report.sql_error_code() as i32,
             message: FixedText::new(report.message()),
@@ -736,7 +732,7 @@ pub fn evict_allocator(db: pg_sys::Oid) {
             }
             None => return, // too many at once: the command waits as PostgreSQL makes it
         }
-        hold_until_transaction_end(db);
+        hold_until_transaction_end();
         if let Some(a) = g.allocators().iter_mut().find(|a| a.db == db) {
             if a.pid == 0 {
                 *a = Allocator::default(); // not started yet: it will find the hold and leave
@@ -755,12 +751,13 @@ pub fn evict_allocator(db: pg_sys::Oid) {
 }
 
 thread_local! {
-    /// Databases this backend holds allocators away from, until its transaction ends.
-    static MY_HOLDS: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
+    /// This backend holds some allocator away (its holds carry its pid) until its transaction
+    /// ends: the transaction callback needs the LWLock only then.
+    static HOLDING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Remembers a hold of this backend, to be ended with its transaction (commit or abort).
-fn hold_until_transaction_end(db: pg_sys::Oid) {
+/// Makes this backend's holds end with its transaction (commit or abort).
+fn hold_until_transaction_end() {
     thread_local! {
         static REGISTERED: Cell<bool> = const { Cell::new(false) };
     }
@@ -769,7 +766,7 @@ fn hold_until_transaction_end(db: pg_sys::Oid) {
         unsafe { pg_sys::RegisterXactCallback(Some(end_holds), std::ptr::null_mut()) };
         REGISTERED.set(true);
     }
-    MY_HOLDS.with_borrow_mut(|holds| holds.push(db));
+    HOLDING.set(true);
 }
 
 /// Transaction callback: at commit or abort, the holds this backend put on databases end
@@ -783,18 +780,13 @@ unsafe extern "C-unwind" fn end_holds(event: pg_sys::XactEvent::Type, _arg: *mut
     ) {
         return;
     }
-    let holds = MY_HOLDS.with_borrow_mut(std::mem::take);
-    if holds.is_empty() || SHARED.load(SeqCst).is_null() {
+    if !HOLDING.replace(false) || SHARED.load(SeqCst).is_null() {
         return;
     }
     // SAFETY: a plain process global.
     let pid = unsafe { pg_sys::MyProcPid };
     let mut g = lock();
-    for h in g
-        .holds()
-        .iter_mut()
-        .filter(|h| h.pid == pid && holds.contains(&h.db))
-    {
+    for h in g.holds().iter_mut().filter(|h| h.pid == pid) {
         *h = Hold::default();
     }
     drop(g);

@@ -119,11 +119,8 @@ unsafe extern "C-unwind" fn before_utility(pstmt: *mut pg_sys::PlannedStmt) {
     // Only for the database's owner (or a superuser), who may run these commands at all: a
     // command that fails its own permission check later must not keep anybody's allocator
     // away. Others get PostgreSQL's behaviour unchanged (55006 while the allocator is there).
-    // SAFETY: a catalog lookup by oid; this backend's globals.
-    let may = unsafe {
-        db != pg_sys::MyDatabaseId && pg_sys::pg_database_ownercheck(db, pg_sys::GetUserId())
-    };
-    if may {
+    // SAFETY: a catalog lookup by oid and this backend's current user.
+    if unsafe { pg_sys::pg_database_ownercheck(db, pg_sys::GetUserId()) } {
         cache::evict_allocator(db);
     }
 }
