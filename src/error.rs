@@ -9,18 +9,17 @@ use pgrx::pg_sys::panic::{CaughtError, ErrorReport, ErrorReportWithLevel};
 use pgrx::prelude::*;
 use thiserror::Error;
 
-use crate::snowflake::layout::LayoutError;
 
 /// A user-facing failure. [`Error::report`] raises it as an `ERROR`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// `_PG_init` ran outside `shared_preload_libraries` (55000). `line` is the exact setting
     /// to put in `postgresql.conf`.
     #[error("idgen must be loaded via shared_preload_libraries")]
     NotPreloaded { line: String },
-    /// `idgen.worker_id` is still `-1` (55000).
+    /// `idgen.worker_id` is still `-1` (55000). `max_worker` is the layout's largest worker id.
     #[error("idgen.worker_id is not set")]
-    WorkerIdNotSet,
+    WorkerIdNotSet { max_worker: u64 },
     /// The server is in recovery (a standby): it usually carries its primary's worker id (25006).
     #[error("cannot generate snowflake ids during recovery")]
     InRecovery,
@@ -92,7 +91,11 @@ pub enum Error {
     /// A segment name longer than 63 bytes (42622). `name` is the name's first 63 bytes at
     /// most: the message never repeats a long argument in full.
     #[error("segment name \"{name}…\" is too long")]
-    SegmentNameTooLong { name: String, bytes: usize },
+    SegmentNameTooLong {
+        name: String,
+        bytes: usize,
+        max: usize,
+    },
     /// A segment that does not exist in this database (42704); the hint shows how to create it.
     #[error("segment \"{name}\" does not exist")]
     UnknownSegment { name: String },
@@ -100,8 +103,8 @@ pub enum Error {
     #[error("segment \"{name}\" already exists")]
     SegmentExists { name: String },
     /// A step outside `1..=MAX_STEP` (22023).
-    #[error("step must be between 1 and {max}, not {step}", max = crate::segment::range::MAX_STEP)]
-    StepOutOfRange { step: i64 },
+    #[error("step must be between 1 and {max}, not {step}")]
+    StepOutOfRange { step: i64, max: i32 },
     /// A `segment_create` start without a predecessor: `-9223372036854775808` (22003).
     #[error("start {start} is out of range")]
     StartOutOfRange { start: i64 },
@@ -189,11 +192,11 @@ pub enum Error {
 
 impl Error {
     /// The SQLSTATE of this failure.
-    pub fn sqlstate(&self) -> PgSqlErrorCode {
+    pub(crate) fn sqlstate(&self) -> PgSqlErrorCode {
         use PgSqlErrorCode::*;
         match self {
             Error::NotPreloaded { .. }
-            | Error::WorkerIdNotSet
+            | Error::WorkerIdNotSet { .. }
             | Error::CurrvalNotYetDefined
             | Error::LayoutChanged { .. }
             | Error::InterleavedStepChange { .. }
@@ -243,7 +246,7 @@ impl Error {
     }
 
     /// The DETAIL line, where there is more to say than the message.
-    pub fn detail(&self) -> Option<String> {
+    pub(crate) fn detail(&self) -> Option<String> {
         match self {
             Error::WorkerOutOfRange { max, .. } => Some(format!("The layout allows worker ids 0 to {max}.")),
             Error::SequenceOutOfRange { max, .. } => Some(format!("The layout allows sequences 0 to {max}.")),
@@ -264,9 +267,8 @@ impl Error {
                 "A standby usually carries its primary's idgen.worker_id; ids drawn here could repeat the primary's."
                     .into(),
             ),
-            Error::SegmentNameTooLong { bytes, .. } => Some(format!(
-                "Segment names are at most {} bytes; this one has {bytes}.",
-                crate::segment::range::MAX_NAME_BYTES
+            Error::SegmentNameTooLong { bytes, max, .. } => Some(format!(
+                "Segment names are at most {max} bytes; this one has {bytes}."
             )),
             Error::DescriptionTooLong { bytes, max } => {
                 Some(format!("Descriptions are at most {max} bytes; this one has {bytes}."))
@@ -313,15 +315,14 @@ impl Error {
     }
 
     /// The HINT line, where the fix is known.
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         match self {
             Error::NotPreloaded { line } => Some(format!("Add {line} to postgresql.conf and restart the server.")),
             Error::InvalidSetting { name, .. } => {
                 Some(format!("Correct {name} in postgresql.conf (or postgresql.auto.conf) and start the server again."))
             }
-            Error::WorkerIdNotSet => Some(format!(
-                "Set idgen.worker_id in postgresql.conf to a number from 0 to {} that no other server uses, then restart the server.",
-                crate::snowflake::server::layout().max_worker()
+            Error::WorkerIdNotSet { max_worker } => Some(format!(
+                "Set idgen.worker_id in postgresql.conf to a number from 0 to {max_worker} that no other server uses, then restart the server."
             )),
             Error::InRecovery => Some("Draw ids on the primary; after promotion this server can draw them.".into()),
             Error::ReadOnlyTransaction { .. } => Some(
@@ -398,7 +399,7 @@ impl Error {
     }
 
     /// Raises this failure as a PostgreSQL `ERROR`; does not return.
-    pub fn report(self) -> ! {
+    pub(crate) fn report(self) -> ! {
         let mut report = ErrorReport::new(self.sqlstate(), self.to_string(), "idgen");
         if let Some(detail) = self.detail() {
             report = report.set_detail(detail);
@@ -412,7 +413,7 @@ impl Error {
 }
 
 /// The report of an ERROR or a panic caught by `PgTryBuilder`, whichever kind it is.
-pub fn caught_report(e: &CaughtError) -> &ErrorReportWithLevel {
+pub(crate) fn caught_report(e: &CaughtError) -> &ErrorReportWithLevel {
     match e {
         CaughtError::PostgresError(r)
         | CaughtError::ErrorReport(r)
@@ -421,35 +422,12 @@ pub fn caught_report(e: &CaughtError) -> &ErrorReportWithLevel {
 }
 
 /// `text` as an SQL string literal, for hints that show a statement to run.
-pub fn quote_literal(text: &str) -> String {
+pub(crate) fn quote_literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
-/// Layout failures of *arguments* (decode, compose). Generation maps its own: there a
-/// `TimeExhausted` is the generator running out, not a bad argument.
-impl From<LayoutError> for Error {
-    fn from(e: LayoutError) -> Self {
-        match e {
-            LayoutError::NegativeId(id) => Error::NegativeId { id },
-            LayoutError::WorkerOutOfRange { worker, max } => {
-                Error::WorkerOutOfRange { worker, max }
-            }
-            LayoutError::SequenceOutOfRange { sequence, max } => {
-                Error::SequenceOutOfRange { sequence, max }
-            }
-            LayoutError::BeforeEpoch { ms } => Error::TimestampOutOfRange {
-                detail: format!("It is {ms} ms before idgen.epoch."),
-            },
-            LayoutError::TimeExhausted { tick, max } => Error::TimestampOutOfRange {
-                detail: format!("Tick {tick} is past the last tick {max} of the layout."),
-            },
-            LayoutError::Invalid(detail) => Error::InvalidLayout { detail },
-        }
-    }
-}
-
 /// `result?`-style helper for SQL functions: the value, or the error raised.
-pub trait OrReport<T> {
+pub(crate) trait OrReport<T> {
     /// Unwraps, raising the error as a PostgreSQL `ERROR` on failure.
     fn or_report(self) -> T;
 }

@@ -7,7 +7,7 @@ use pgrx::pg_sys;
 
 /// Sleeps on this process's latch up to `timeout` (at least 1 ms); returns early when the
 /// latch is set. Exits the process if the postmaster dies. Interrupts are left to the caller.
-pub fn wait(timeout: Duration) {
+pub(crate) fn wait(timeout: Duration) {
     let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as std::ffi::c_long;
     // SAFETY: MyLatch is this process's latch; the wait event is the generic extension one.
     unsafe {
@@ -22,7 +22,7 @@ pub fn wait(timeout: Duration) {
 }
 
 /// [`wait`], then raises a pending cancel or termination (`CHECK_FOR_INTERRUPTS`).
-pub fn sleep_interruptibly(timeout: Duration) {
+pub(crate) fn sleep_interruptibly(timeout: Duration) {
     wait(timeout);
     pgrx::check_for_interrupts!();
 }

@@ -1,117 +1,155 @@
-//! Every shared-memory object of idgen, in one place; names are prefixed `idgen_`.
+//! idgen's shared memory: the two hooks that request and create it, and [`ShmemStruct`], a typed
+//! object in it. Each subsystem declares its own objects and registers one [`Part`] from its
+//! `init` ([`register`]); this module only chains the hooks and calls the parts.
 //!
-//! Only PostgreSQL's primitives live here: atomics, LWLocks and condition variables. A
-//! process-local lock (`std::sync::Mutex` and the like) must never be placed in shared memory: its
-//! waiters park in a per-process table and another backend would never wake them (DESIGN.md §3).
+//! Only PostgreSQL's primitives live in shared memory: atomics, LWLocks and condition
+//! variables. A process-local lock (`std::sync::Mutex`, `parking_lot`) must never be placed
+//! there: its waiters park in a per-process table and another backend would never wake them
+//! (DESIGN.md §3).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+use std::cell::RefCell;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
+
+use crate::hooks::HookChain;
+use crate::lwlock::LWLockGuard;
 
 /// Pads a value to its own cache line (PostgreSQL's `PG_CACHE_LINE_SIZE`, 128 bytes), so that a
 /// counter bumped now and then does not slow down the CAS on the state word next to it.
 #[repr(C, align(128))]
 #[derive(Default)]
-pub struct CacheLine<T>(pub T);
+pub(crate) struct CacheLine<T>(pub(crate) T);
 
-/// The server's one Snowflake generator (DESIGN.md §1).
-#[repr(C)]
-#[derive(Default)]
-pub struct SnowflakeShared {
-    /// The last issued state word, `tick << sequence_bits | sequence`; 0 before the first id.
-    /// Advanced only by compare-and-swap in `snowflake::generator::reserve`.
-    pub state: CacheLine<AtomicU64>,
-    /// The first tick not covered by the durable reservation file: no id at or beyond it is
-    /// issued. 0 until the file has been read (lazily, by the first caller after a start).
-    /// Read on every call, written about once a second.
-    pub reserved_end: CacheLine<AtomicU64>,
-    /// The highest wall-clock reading (Unix ms) any caller has seen; a reading below it is a
-    /// clock regression. Written about once per millisecond under load.
-    pub clock_seen_ms: CacheLine<AtomicI64>,
-    /// Counters for `snowflake_status()`, since server start, and the warning rate limiter.
-    pub counters: CacheLine<SnowflakeCounters>,
+/// One subsystem's share of shared memory: `request` runs in `shmem_request_hook` (sizes and
+/// LWLock tranches), `attach` in `shmem_startup_hook` (create or find the objects), both in the
+/// postmaster, at start and after every crash restart.
+#[derive(Clone, Copy)]
+pub(crate) struct Part {
+    pub(crate) request: fn(),
+    pub(crate) attach: fn(),
 }
 
-/// Rarely written counters of the Snowflake generator (`snowflake_status()`).
-#[repr(C)]
-#[derive(Default)]
-pub struct SnowflakeCounters {
-    /// Ticks entered ahead of the wall clock (sequence overflow or clock behind).
-    pub borrowed_ticks: AtomicU64,
-    /// Calls that had to wait for the clock (beyond `idgen.max_drift_ms`).
-    pub waits: AtomicU64,
-    /// Calls that failed because the clock stayed too far behind (SQLSTATE 53400).
-    pub clock_failures: AtomicU64,
-    /// Clock regressions seen: the wall clock read below an earlier reading.
-    pub regressions: AtomicU64,
-    /// Writes of the reservation file.
-    pub reservation_writes: AtomicU64,
-    /// CLOCK_MONOTONIC ms of the last regression WARNING (rate limit); 0 for none yet.
-    pub last_warning_ms: AtomicI64,
-    /// The kernel's clocksource is no longer the TSC: every process closes its TSC gate
-    /// (`snowflake::clock`). Set by the reservation keeper, never cleared until a restart.
-    pub tsc_gate_off: AtomicBool,
+thread_local! {
+    /// The registered parts. Written by `_PG_init` and read by the hooks, all in the postmaster,
+    /// whose one thread this is; backends inherit a copy they never use.
+    static PARTS: RefCell<Vec<Part>> = const { RefCell::new(Vec::new()) };
 }
 
-// SAFETY: only atomics, no pointers; the same bytes are valid in every process.
-unsafe impl PGRXSharedMemory for SnowflakeShared {}
+static SHMEM_REQUEST: HookChain<pg_sys::shmem_request_hook_type> = HookChain::new();
+static SHMEM_STARTUP: HookChain<pg_sys::shmem_startup_hook_type> = HookChain::new();
 
-static SNOWFLAKE: PgAtomic<SnowflakeShared> = unsafe { PgAtomic::new(c"idgen_snowflake") };
-
-/// Requests and attaches every shared-memory object. Called once from `_PG_init` in the
-/// postmaster; each object is zeroed when the postmaster (re)creates shared memory, i.e. at
-/// start and after a crash.
-///
-/// * `idgen_snowflake`: the Snowflake state word ([`SnowflakeShared`]), and the LWLock tranche
-///   `idgen_snowflake` that serializes reading and writing the reservation file.
-/// * `idgen_segment_cache` and the LWLock tranche `idgen_segment`: the segment cache
-///   ([`crate::segment::cache::SegmentShared`]), set up by hooks of its own because it holds a
-///   condition variable that must be initialized in place.
-pub fn init() {
-    pg_shmem_init!(SNOWFLAKE);
-    // SAFETY: _PG_init runs once in the postmaster; the previous hooks are kept and called.
+/// Installs the two hooks. Called once from `_PG_init`, in the postmaster.
+pub(crate) fn init() {
+    // SAFETY: _PG_init of the postmaster (idgen refuses to load anywhere else), on its only
+    // thread and before any backend exists: HookChain::install's contract.
     unsafe {
-        PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
-        pg_sys::shmem_request_hook = Some(shmem_request);
-        PREV_SHMEM_STARTUP_HOOK = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(shmem_startup);
+        SHMEM_REQUEST.install(&raw mut pg_sys::shmem_request_hook, Some(shmem_request));
+        SHMEM_STARTUP.install(&raw mut pg_sys::shmem_startup_hook, Some(shmem_startup));
     }
 }
 
-static mut PREV_SHMEM_REQUEST_HOOK: Option<unsafe extern "C-unwind" fn()> = None;
-static mut PREV_SHMEM_STARTUP_HOOK: Option<unsafe extern "C-unwind" fn()> = None;
+/// Adds a subsystem's part. Called from the subsystems' `init`, in `_PG_init`.
+pub(crate) fn register(part: Part) {
+    PARTS.with_borrow_mut(|parts| parts.push(part));
+}
 
+fn parts() -> Vec<Part> {
+    PARTS.with_borrow(Clone::clone)
+}
+
+/// `shmem_request_hook`: the previous hook, then every part's requests.
+///
+/// # Safety
+/// Called by PostgreSQL as `shmem_request_hook`, in the postmaster.
 #[pg_guard]
 unsafe extern "C-unwind" fn shmem_request() {
-    // SAFETY: the hook chain set up in `init`.
-    unsafe {
-        if let Some(prev) = PREV_SHMEM_REQUEST_HOOK {
-            prev();
-        }
+    if let Some(previous) = SHMEM_REQUEST.previous() {
+        // SAFETY: the hook installed before ours, called where PostgreSQL calls ours.
+        unsafe { previous() };
     }
-    crate::segment::cache::request_shmem();
-    crate::snowflake::server::request_shmem();
+    for part in parts() {
+        (part.request)();
+    }
 }
 
+/// `shmem_startup_hook`: the previous hook, then every part's objects, under
+/// `AddinShmemInitLock` as PostgreSQL requires of `ShmemInitStruct` callers.
+///
+/// # Safety
+/// Called by PostgreSQL as `shmem_startup_hook`, in the postmaster.
 #[pg_guard]
 unsafe extern "C-unwind" fn shmem_startup() {
-    // SAFETY: the hook chain set up in `init`; AddinShmemInitLock (main LWLock 21) serializes
-    // ShmemInitStruct callers, as PostgreSQL requires.
-    unsafe {
-        if let Some(prev) = PREV_SHMEM_STARTUP_HOOK {
-            prev();
-        }
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
-        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        crate::segment::cache::attach_shmem();
-        crate::snowflake::server::attach_shmem();
-        pg_sys::LWLockRelease(init_lock);
+    if let Some(previous) = SHMEM_STARTUP.previous() {
+        // SAFETY: the hook installed before ours, called where PostgreSQL calls ours.
+        unsafe { previous() };
+    }
+    // SAFETY: AddinShmemInitLock is main LWLock 21 (lwlocknames.txt), initialized with shared
+    // memory before this hook runs.
+    let _init = unsafe { LWLockGuard::acquire(&raw mut (*pg_sys::MainLWLockArray.add(21)).lock) };
+    for part in parts() {
+        (part.attach)();
     }
 }
 
-/// The Snowflake generator's shared state.
-pub fn snowflake() -> &'static SnowflakeShared {
-    SNOWFLAKE.get()
+/// One object of type `T` in shared memory, named `name` (`pg_shmem_allocations`), the same
+/// in every process. `T` must be valid as all-zero bytes (atomics, plain numbers, `UnsafeCell`s
+/// of those): a new object is zeroed, which is its empty state.
+pub(crate) struct ShmemStruct<T> {
+    name: &'static CStr,
+    ptr: AtomicPtr<T>,
+}
+
+impl<T> ShmemStruct<T> {
+    /// The object named `name`, not yet attached.
+    pub(crate) const fn new(name: &'static CStr) -> Self {
+        Self {
+            name,
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// Requests its size. Called from a [`Part`]'s `request`.
+    pub(crate) fn request(&self) {
+        // SAFETY: in shmem_request_hook (Part's contract), where PostgreSQL accepts requests.
+        unsafe { pg_sys::RequestAddinShmemSpace(std::mem::size_of::<T>()) };
+    }
+
+    /// Creates the object (zeroed, then `init` on it) or finds it, and remembers where it is.
+    /// Called from a [`Part`]'s `attach`, in the postmaster; every process inherits the pointer.
+    ///
+    /// # Safety
+    /// All-zero bytes are a valid `T`; `init` leaves it valid.
+    pub(crate) unsafe fn attach(&self, init: impl FnOnce(*mut T)) {
+        let mut found = false;
+        // SAFETY: in shmem_startup_hook under AddinShmemInitLock (see `shmem_startup`), after
+        // `request`: ShmemInitStruct returns memory of the requested size, or raises an ERROR.
+        let ptr = unsafe {
+            pg_sys::ShmemInitStruct(self.name.as_ptr(), std::mem::size_of::<T>(), &mut found)
+        }
+        .cast::<T>();
+        if !found {
+            // SAFETY: ptr points to size_of::<T>() writable bytes no other process uses yet;
+            // zero bytes are a valid T (the caller's contract).
+            unsafe { std::ptr::write_bytes(ptr, 0, 1) };
+            init(ptr);
+        }
+        self.ptr.store(ptr, Ordering::Release);
+    }
+
+    /// Whether the object exists in this process (idgen was preloaded and shared memory is set
+    /// up; false while hooks run in a process that never attached).
+    pub(crate) fn attached(&self) -> bool {
+        !self.ptr.load(Ordering::Acquire).is_null()
+    }
+
+    /// The object.
+    pub(crate) fn get(&self) -> &'static T {
+        // SAFETY: null, or set by `attach` to an object of shared memory, which outlives every
+        // process that uses it.
+        unsafe { self.ptr.load(Ordering::Acquire).as_ref() }
+            .expect("idgen is preloaded, so its shared memory exists")
+    }
 }

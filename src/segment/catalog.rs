@@ -50,7 +50,7 @@ fn internal(e: pgrx::spi::SpiError) -> Error {
 
 /// Whether segment `name` exists (in the caller's snapshot). Runs in the caller's session, with
 /// the `search_path` fixed ([`with_catalog_search_path`]).
-pub fn exists(name: &str) -> Result<bool, Error> {
+pub(crate) fn exists(name: &str) -> Result<bool, Error> {
     with_catalog_search_path(|| {
         let Some(s) = schema()? else { return Ok(false) };
         Spi::get_one_with_args::<bool>(
@@ -93,7 +93,7 @@ fn with_catalog_search_path<T>(body: impl FnOnce() -> T) -> T {
 }
 
 /// The segment's step, without locking.
-pub fn step(name: &str) -> Result<i64, Error> {
+pub(crate) fn step(name: &str) -> Result<i64, Error> {
     let t = table()?;
     Spi::get_one_with_args::<i32>(
         &format!("SELECT step FROM {t} WHERE name OPERATOR(pg_catalog.=) $1"),
@@ -105,7 +105,7 @@ pub fn step(name: &str) -> Result<i64, Error> {
 }
 
 /// Locks the segment's row for this transaction and returns `(max_id, step)`.
-pub fn lock_row(name: &str) -> Result<(i64, i64), Error> {
+pub(crate) fn lock_row(name: &str) -> Result<(i64, i64), Error> {
     let t = table()?;
     let row = Spi::connect(|client| {
         let rows = client.select(
@@ -128,7 +128,7 @@ pub fn lock_row(name: &str) -> Result<(i64, i64), Error> {
 }
 
 /// Moves the segment's high-water mark to `max_id` (the row is locked by [`lock_row`]).
-pub fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
+pub(crate) fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
     let t = table()?;
     Spi::connect_mut(|client| {
         client.update(
@@ -145,7 +145,7 @@ pub fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
 }
 
 /// Inserts a segment; false if the name exists.
-pub fn insert(
+pub(crate) fn insert(
     name: &str,
     max_id: i64,
     step: i32,
@@ -168,7 +168,7 @@ pub fn insert(
 
 /// Changes a segment's step (`None`: keep) and description (`None`: keep, `Some(None)`:
 /// clear); returns the step now in force.
-pub fn alter(
+pub(crate) fn alter(
     name: &str,
     step: Option<i32>,
     description: Option<Option<&str>>,
@@ -201,7 +201,7 @@ pub fn alter(
 }
 
 /// Deletes a segment; false if it did not exist.
-pub fn delete(name: &str) -> Result<bool, Error> {
+pub(crate) fn delete(name: &str) -> Result<bool, Error> {
     let t = table()?;
     Spi::connect_mut(|client| {
         let rows = client.update(
@@ -215,7 +215,7 @@ pub fn delete(name: &str) -> Result<bool, Error> {
 }
 
 /// The segment with the highest high-water mark, `(name, max_id)`; `None` without segments.
-pub fn highest_mark() -> Result<Option<(String, i64)>, Error> {
+pub(crate) fn highest_mark() -> Result<Option<(String, i64)>, Error> {
     let t = table()?;
     Spi::connect(|client| {
         let rows = client.select(

@@ -1,233 +1,49 @@
-//! Segment (号段) numbers: the SQL surface (DESIGN.md §2). Dense, increasing numbers per name,
-//! handed out from ranges reserved in one committed write each, as Meituan Leaf's segment mode
-//! with its double buffer and dynamic step, but inside PostgreSQL.
+//! Segment (号段) numbers: the SQL surface and the subsystem's `init` (DESIGN.md §2). Dense,
+//! increasing numbers per name, handed out from ranges reserved in one committed write each, as
+//! Meituan Leaf's segment mode with its double buffer and dynamic step, but inside PostgreSQL.
 //!
-//! [`range`] is the pure arithmetic, [`buffer`] the lock-free double buffer, [`cache`] the
-//! shared-memory cache and the protocol with the allocator (`crate::worker`), [`catalog`] the
-//! SPI access to `idgen_segment`.
+//! Pure parts: [`range`] (the arithmetic), [`buffer`] (the lock-free double buffer); [`args`]
+//! checks the SQL functions' arguments. Shared
+//! memory: [`shared`] (layout, LWLock, condition variable) with [`failure`] (its text), and the
+//! operations on its tables: [`slots`], [`registry`] (allocators and holds), [`queue`]
+//! (requests). A backend's side: [`session`] (the hot path) and [`call_site`]. The allocator
+//! background worker: [`allocator`], running [`work`] units in transactions ([`unit`]) that use
+//! [`catalog`] (SPI on `idgen_segment`). PostgreSQL's commands: [`hooks`].
 
-pub mod buffer;
-pub mod cache;
-pub mod catalog;
-pub mod range;
+mod allocator;
+mod args;
+mod buffer;
+mod call_site;
+mod catalog;
+mod failure;
+mod hooks;
+mod queue;
+mod range;
+mod registry;
+mod session;
+mod shared;
+mod slots;
+mod unit;
+mod work;
 
 use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::error::{Error, OrReport};
-use cache::{DescriptionChange, FixedText, Request, RequestKind};
-use range::{check_name, NameError, MAX_DESCRIPTION_BYTES};
+use args::{description_arg, name_arg, step_arg};
+use call_site::{entry_at_call_site, NameDatum};
+use failure::FixedText;
+use shared::{DescriptionChange, Request, RequestKind};
 
 /// Most numbers one `segment_nextvals` call returns (the result is materialized).
-pub const MAX_BATCH: i32 = 1_000_000;
+const MAX_BATCH: i32 = 1_000_000;
 
-/// Installs the hooks of the segment cache. Called once from `_PG_init`.
-///
-/// * `object_access_hook`: when `idgen_segment` (the extension) or a whole database is dropped,
-///   that database's cached ranges are forgotten.
-/// * `ProcessUtility_hook`: before a command that needs a database without other sessions
-///   (`CREATE DATABASE ... TEMPLATE x`, `ALTER DATABASE x RENAME`, `ALTER DATABASE x SET
-///   TABLESPACE`), x's allocator is asked to leave, as `DROP DATABASE` already makes it.
-pub fn init() {
-    // SAFETY: _PG_init runs once in the postmaster before any backend; the previous hooks are
-    // kept and called first.
-    unsafe {
-        PREV_OBJECT_ACCESS_HOOK = pg_sys::object_access_hook;
-        pg_sys::object_access_hook = Some(object_access);
-        PREV_PROCESS_UTILITY_HOOK = pg_sys::ProcessUtility_hook;
-        pg_sys::ProcessUtility_hook = Some(process_utility);
-    }
-}
-
-static mut PREV_OBJECT_ACCESS_HOOK: pg_sys::object_access_hook_type = None;
-static mut PREV_PROCESS_UTILITY_HOOK: pg_sys::ProcessUtility_hook_type = None;
-
-#[pg_guard]
-unsafe extern "C-unwind" fn object_access(
-    access: pg_sys::ObjectAccessType::Type,
-    class_id: pg_sys::Oid,
-    object_id: pg_sys::Oid,
-    sub_id: i32,
-    arg: *mut std::ffi::c_void,
-) {
-    // SAFETY: the hook chain set up in `init`.
-    unsafe {
-        if let Some(prev) = PREV_OBJECT_ACCESS_HOOK {
-            prev(access, class_id, object_id, sub_id, arg);
-        }
-    }
-    if access == pg_sys::ObjectAccessType::OAT_DROP && sub_id == 0 {
-        cache::on_drop(class_id, object_id);
-    }
-}
-
-/// The `ProcessUtility_hook`. Not `#[pg_guard]`ed: the command runs in PostgreSQL's own error
-/// handling, and an ERROR it raises passes through this frame (which owns nothing to drop)
-/// untouched, with every field of the report. Only the look at the statement is Rust.
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C-unwind" fn process_utility(
-    pstmt: *mut pg_sys::PlannedStmt,
-    query_string: *const std::ffi::c_char,
-    read_only_tree: bool,
-    context: pg_sys::ProcessUtilityContext::Type,
-    params: pg_sys::ParamListInfo,
-    query_env: *mut pg_sys::QueryEnvironment,
-    dest: *mut pg_sys::DestReceiver,
-    qc: *mut pg_sys::QueryCompletion,
-) {
-    // SAFETY: PostgreSQL passes a valid planned utility statement.
-    unsafe { before_utility(pstmt) };
-    // SAFETY: the hook chain set up in `init`, with the arguments PostgreSQL gave us; the
-    // standard function is PostgreSQL's own symbol, not pgrx's guarded wrapper.
-    unsafe {
-        let next = PREV_PROCESS_UTILITY_HOOK.unwrap_or(standard_ProcessUtility);
-        next(
-            pstmt,
-            query_string,
-            read_only_tree,
-            context,
-            params,
-            query_env,
-            dest,
-            qc,
-        );
-    }
-}
-
-extern "C-unwind" {
-    fn standard_ProcessUtility(
-        pstmt: *mut pg_sys::PlannedStmt,
-        query_string: *const std::ffi::c_char,
-        read_only_tree: bool,
-        context: pg_sys::ProcessUtilityContext::Type,
-        params: pg_sys::ParamListInfo,
-        query_env: *mut pg_sys::QueryEnvironment,
-        dest: *mut pg_sys::DestReceiver,
-        qc: *mut pg_sys::QueryCompletion,
-    );
-}
-
-/// Before a utility command: evicts the allocator of the database the command needs alone;
-/// the hold on new allocators ends with the command's transaction ([`cache::end_holds`]).
-#[pg_guard]
-unsafe extern "C-unwind" fn before_utility(pstmt: *mut pg_sys::PlannedStmt) {
-    // SAFETY: the caller's valid statement.
-    let Some(db) = (unsafe { database_needed_alone((*pstmt).utilityStmt) }) else {
-        return;
-    };
-    // Only for the database's owner (or a superuser), who may run these commands at all: a
-    // command that fails its own permission check later must not keep anybody's allocator
-    // away. Others get PostgreSQL's behaviour unchanged (55006 while the allocator is there).
-    // SAFETY: a catalog lookup by oid and this backend's current user.
-    if unsafe { pg_sys::pg_database_ownercheck(db, pg_sys::GetUserId()) } {
-        cache::evict_allocator(db);
-    }
-}
-
-/// The existing database that `stmt` needs without other sessions, if any: the template of
-/// `CREATE DATABASE`, the database `ALTER DATABASE ... RENAME` renames or `ALTER DATABASE ...
-/// SET TABLESPACE` moves. The command itself reports every error; this only looks.
-///
-/// # Safety
-/// `stmt` is a valid parse node (or NULL).
-unsafe fn database_needed_alone(stmt: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
-    if stmt.is_null() {
-        return None;
-    }
-    // SAFETY: the node's tag says which struct it is.
-    let name: *const std::ffi::c_char = unsafe {
-        match (*stmt).type_ {
-            pg_sys::NodeTag::T_CreatedbStmt => {
-                let s = stmt.cast::<pg_sys::CreatedbStmt>();
-                option_string((*s).options, c"template")?
-            }
-            pg_sys::NodeTag::T_AlterDatabaseStmt => {
-                let s = stmt.cast::<pg_sys::AlterDatabaseStmt>();
-                option_string((*s).options, c"tablespace")?;
-                (*s).dbname
-            }
-            pg_sys::NodeTag::T_RenameStmt => {
-                let s = stmt.cast::<pg_sys::RenameStmt>();
-                if (*s).renameType != pg_sys::ObjectType::OBJECT_DATABASE {
-                    return None;
-                }
-                (*s).subname
-            }
-            _ => return None,
-        }
-    };
-    if name.is_null() {
-        return None;
-    }
-    // SAFETY: a NUL-terminated name; missing_ok, so an unknown name is InvalidOid, not an error.
-    let db = unsafe { pg_sys::get_database_oid(name, true) };
-    (db != pg_sys::InvalidOid).then_some(db)
-}
-
-/// The string value of option `name` in a list of `DefElem`s, if given as a plain string or
-/// identifier.
-///
-/// # Safety
-/// `options` is a valid `List` of `DefElem` (or NULL).
-unsafe fn option_string(
-    options: *mut pg_sys::List,
-    name: &std::ffi::CStr,
-) -> Option<*const std::ffi::c_char> {
-    // SAFETY: the caller's list of DefElem pointers.
-    let options = unsafe { pgrx::PgList::<pg_sys::DefElem>::from_pg(options) };
-    let found = options.iter_ptr().find_map(|def| {
-        // SAFETY: DefElem pointers from the list; names are NUL-terminated.
-        unsafe {
-            if (*def).defname.is_null() || std::ffi::CStr::from_ptr((*def).defname) != name {
-                return None;
-            }
-            let arg = (*def).arg;
-            if arg.is_null() || (*arg).type_ != pg_sys::NodeTag::T_String {
-                return None;
-            }
-            Some((*arg.cast::<pg_sys::String>()).sval.cast_const())
-        }
-    });
-    found
-}
-
-/// A checked segment name: not NULL (22004), not empty (42602), at most 63 bytes (42622).
-fn name_arg(name: Option<&str>) -> &str {
-    // let-else, not `ok_or`: an eagerly built error is dropped on every call.
-    let Some(name) = name else {
-        Error::NullArgument {
-            argument: "segment name",
-        }
-        .report()
-    };
-    match check_name(name) {
-        Ok(()) => name,
-        Err(NameError::Empty) => Error::SegmentNameEmpty.report(),
-        Err(NameError::TooLong(bytes)) => Error::SegmentNameTooLong {
-            name: name[..name.floor_char_boundary(range::MAX_NAME_BYTES)].into(),
-            bytes,
-        }
-        .report(),
-    }
-}
-
-fn step_arg(step: i32) -> i32 {
-    if !(1..=range::MAX_STEP).contains(&step) {
-        Error::StepOutOfRange { step: step.into() }.report();
-    }
-    step
-}
-
-fn description_arg(description: &str) -> FixedText<1024> {
-    if description.len() > MAX_DESCRIPTION_BYTES {
-        Error::DescriptionTooLong {
-            bytes: description.len(),
-            max: MAX_DESCRIPTION_BYTES,
-        }
-        .report();
-    }
-    FixedText::new(description)
+/// Sets up segments. Called once from `_PG_init`, in the postmaster: declares the segment
+/// cache's shared memory and installs the hooks of [`hooks`].
+pub(crate) fn init() {
+    crate::shmem::register(shared::PART);
+    hooks::install();
 }
 
 /// Runs an admin call through the allocator. Refused in a read-only transaction (25006), as
@@ -241,11 +57,11 @@ fn admin(request: Request) -> i64 {
         RequestKind::Load | RequestKind::InterleaveReady => None,
     };
     if let Some(function) = function {
-        if crate::read_only_transaction() && !crate::recovery_in_progress() {
+        if crate::recovery::read_only_transaction() && !crate::recovery::in_progress() {
             Error::ReadOnlyTransaction { function }.report();
         }
     }
-    cache::submit(request, false).or_report()
+    queue::submit(request, false).or_report()
 }
 
 /// Creates segment `name`, whose first number is `start`, refilled `step` numbers at a time
@@ -296,130 +112,8 @@ fn segment_nextval(name: Option<NameDatum<'_>>, fcinfo: pg_sys::FunctionCallInfo
     // SAFETY: this call's own fcinfo, from PostgreSQL's function manager.
     let entry = unsafe { entry_at_call_site(name, fcinfo) };
     let mut value = 0;
-    cache::draw(entry, 1, |first, _| value = first).or_report();
+    session::draw(entry, 1, |first, _| value = first).or_report();
     value
-}
-
-/// What one call site of `segment_nextval` (one `FmgrInfo`, e.g. one expression of one plan)
-/// remembers in `fn_extra`: the session's entry of the name it drew from last. A call with the
-/// same name then skips pgrx's detoasting (a guarded FFI call), the name checks and the hash
-/// lookup: on a bulk statement that was a third of the time above a no-op function.
-/// Allocated zeroed in `fn_mcxt`, so it starts empty and goes with the plan.
-struct CallSite {
-    entry: Option<cache::Entry>,
-}
-
-/// The session's entry for `name`, through the call site's memory when it names the same
-/// segment. Errors as [`name_arg`] and 42704 (unknown segment), as a PostgreSQL error.
-///
-/// # Safety
-/// `fcinfo` is the current call's, and the function is not set-returning (pgrx keeps a
-/// set-returning function's state in `fn_extra`).
-unsafe fn entry_at_call_site(
-    name: Option<NameDatum<'_>>,
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> cache::Entry {
-    let Some(name) = name else {
-        Error::NullArgument {
-            argument: "segment name",
-        }
-        .report()
-    };
-    // SAFETY: the caller's contract; fn_extra is ours, and a CallSite when not null.
-    let site = unsafe {
-        let flinfo = (*fcinfo).flinfo;
-        if (*flinfo).fn_extra.is_null() {
-            (*flinfo).fn_extra =
-                pg_sys::MemoryContextAllocZero((*flinfo).fn_mcxt, size_of::<CallSite>());
-        }
-        &mut *(*flinfo).fn_extra.cast::<CallSite>()
-    };
-    if let (Some(entry), Some(bytes)) = (site.entry, name.inline_bytes()) {
-        if entry.is_named(bytes) {
-            return entry;
-        }
-    }
-    let entry = cache::entry(name_arg(Some(name.as_str()))).or_report();
-    site.entry = Some(entry);
-    entry
-}
-
-/// A `text` argument borrowed as PostgreSQL passed it, not yet detoasted: the call-site check
-/// of [`segment_nextval`] compares its bytes in place.
-pub struct NameDatum<'fcx> {
-    varlena: *const pg_sys::varlena,
-    _call: std::marker::PhantomData<&'fcx pg_sys::varlena>,
-}
-
-impl<'fcx> NameDatum<'fcx> {
-    /// The bytes, when the datum holds them in line and uncompressed (1- or 4-byte header), as
-    /// a constant or a short column value does; `None` for a toasted or compressed datum.
-    fn inline_bytes(&self) -> Option<&'fcx [u8]> {
-        let v = self.varlena;
-        // SAFETY: a valid text datum of the current call; the header tells its layout.
-        unsafe {
-            if pgrx::varlena::varatt_is_1b_e(v) || pgrx::varlena::varatt_is_4b_c(v) {
-                return None;
-            }
-            Some(std::slice::from_raw_parts(
-                pgrx::varlena::vardata_any(v).cast(),
-                pgrx::varlena::varsize_any_exhdr(v),
-            ))
-        }
-    }
-
-    /// The text, detoasted and converted as pgrx converts every `&str` argument.
-    fn as_str(&self) -> &'fcx str {
-        // SAFETY: a valid, non-null text datum of the current call.
-        unsafe {
-            <&str as FromDatum>::from_datum(pg_sys::Datum::from(self.varlena), false)
-                .expect("a non-null text datum")
-        }
-    }
-}
-
-impl FromDatum for NameDatum<'_> {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _typoid: pg_sys::Oid,
-    ) -> Option<Self> {
-        (!is_null && !datum.is_null()).then(|| NameDatum {
-            varlena: datum.cast_mut_ptr(),
-            _call: std::marker::PhantomData,
-        })
-    }
-}
-
-// SAFETY: unboxed from a `text` argument only (the SQL type below).
-unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for NameDatum<'fcx> {
-    unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
-        // SAFETY: as the trait requires of the caller.
-        unsafe { arg.unbox_arg_using_from_datum() }.expect("a non-null segment name")
-    }
-
-    unsafe fn unbox_nullable_arg(
-        arg: pgrx::callconv::Arg<'_, 'fcx>,
-    ) -> pgrx::nullable::Nullable<Self> {
-        // SAFETY: as the trait requires of the caller.
-        unsafe { arg.unbox_arg_using_from_datum() }.into()
-    }
-}
-
-// SAFETY: the argument is SQL `text`, as `&str`'s.
-unsafe impl pgrx::pgrx_sql_entity_graph::metadata::SqlTranslatable for NameDatum<'_> {
-    const TYPE_IDENT: &'static str =
-        <str as pgrx::pgrx_sql_entity_graph::metadata::SqlTranslatable>::TYPE_IDENT;
-    const TYPE_ORIGIN: pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin =
-        pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin::External;
-    const ARGUMENT_SQL: Result<
-        pgrx::pgrx_sql_entity_graph::metadata::SqlMappingRef,
-        pgrx::pgrx_sql_entity_graph::metadata::ArgumentError,
-    > = <str as pgrx::pgrx_sql_entity_graph::metadata::SqlTranslatable>::ARGUMENT_SQL;
-    const RETURN_SQL: Result<
-        pgrx::pgrx_sql_entity_graph::metadata::ReturnsRef,
-        pgrx::pgrx_sql_entity_graph::metadata::ReturnsError,
-    > = <str as pgrx::pgrx_sql_entity_graph::metadata::SqlTranslatable>::RETURN_SQL;
 }
 
 /// `count` numbers of segment `name` (1 to 1,000,000), increasing; consecutive within a range.
@@ -437,9 +131,9 @@ fn segment_nextvals(name: Option<&str>, count: Option<i32>) -> SetOfIterator<'st
         }
         .report();
     }
-    let entry = cache::entry(name).or_report();
+    let entry = session::entry(name).or_report();
     let mut runs = Vec::new();
-    cache::draw(entry, count as u64, |first, n| runs.push((first, n))).or_report();
+    session::draw(entry, count as u64, |first, n| runs.push((first, n))).or_report();
     SetOfIterator::new(
         runs.into_iter()
             .flat_map(|(first, n)| (0..n as i64).map(move |i| first + i)),
@@ -451,7 +145,7 @@ fn segment_nextvals(name: Option<&str>, count: Option<i32>) -> SetOfIterator<'st
 #[pg_extern(volatile, parallel_restricted)]
 fn segment_currval(name: Option<&str>) -> i64 {
     let name = name_arg(name);
-    if let Some(v) = cache::currval(name) {
+    if let Some(v) = session::currval(name) {
         return v;
     }
     if catalog::exists(name).or_report() {
@@ -530,6 +224,9 @@ fn segment_drop(name: Option<&str>) {
 
 /// This database's segments as the shared cache holds them (internal; `segment_status()` joins
 /// it with `idgen_segment`). One row per cached segment.
+// The return type is the SQL signature: pgrx reads the column names from `name!` in place,
+// so it cannot be a type alias.
+#[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_restricted)]
 fn segment_cache_status() -> TableIterator<
     'static,
@@ -546,9 +243,7 @@ fn segment_cache_status() -> TableIterator<
         name!(refill_pending, bool),
     ),
 > {
-    // SAFETY: a plain process global.
-    let db = unsafe { pg_sys::MyDatabaseId };
-    let rows = cache::lock().status(db);
+    let rows = shared::lock().status(crate::backend::database_id());
     TableIterator::new(rows.into_iter().map(|s| {
         let at = (s.last_refill_at != 0)
             .then(|| TimestampWithTimeZone::try_from(s.last_refill_at).ok())

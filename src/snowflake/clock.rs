@@ -1,4 +1,4 @@
-//! The clocks the Snowflake generator reads, and the hot path's millisecond gate. No pgrx.
+//! The hot path's millisecond gate over the wall clock (`crate::time` reads the clocks).
 //!
 //! Every id needs the wall clock's millisecond. Read with `clock_gettime` (the vDSO) that is
 //! 21.5 ns here, the largest single cost of `snowflake_nextval()`, although the millisecond
@@ -20,8 +20,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 
-/// Nanoseconds per millisecond.
-const NS_PER_MS: u64 = 1_000_000;
+use crate::time::{read_clock, wall_clock_unix_ms, NS_PER_MS};
 
 /// TSC cycles per nanosecond, as a fixed-point number with this many fraction bits.
 const RATE_FRACTION_BITS: u32 = 32;
@@ -44,7 +43,7 @@ static GATE_OFF: AtomicPtr<AtomicBool> = AtomicPtr::new(std::ptr::null_mut());
 /// Makes every process close its gate once `flag` is set (a flag in shared memory, set when the
 /// kernel's clocksource is no longer the TSC). Called in the postmaster, inherited by every
 /// backend.
-pub fn attach_gate_switch(flag: &'static AtomicBool) {
+pub(crate) fn attach_gate_switch(flag: &'static AtomicBool) {
     GATE_OFF.store(std::ptr::from_ref(flag).cast_mut(), Ordering::Relaxed);
 }
 
@@ -56,12 +55,12 @@ fn gate_switched_off() -> bool {
 }
 
 /// Whether this process serves milliseconds from the TSC gate (calibrated, not switched off).
-pub fn gate_open() -> bool {
+pub(crate) fn gate_open() -> bool {
     RATE.load(Ordering::Relaxed) != 0 && !gate_switched_off()
 }
 
 /// Whether the kernel keeps time with the TSC now (its current clocksource is `tsc`).
-pub fn tsc_clocksource() -> bool {
+pub(crate) fn tsc_clocksource() -> bool {
     const SOURCE: &str = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
     std::fs::read_to_string(SOURCE).is_ok_and(|s| s.trim() == "tsc")
 }
@@ -72,20 +71,10 @@ static GATE_FROM: AtomicU64 = AtomicU64::new(0);
 static GATE_UNTIL: AtomicU64 = AtomicU64::new(0);
 static GATE_MS: AtomicI64 = AtomicI64::new(0);
 
-/// The wall clock in Unix milliseconds (negative before 1970), read now.
-pub fn wall_clock_unix_ms() -> i64 {
-    read(libc::CLOCK_REALTIME).0
-}
-
-/// CLOCK_MONOTONIC in ms: the same in every process, unaffected by steps of the wall clock.
-pub fn monotonic_ms() -> i64 {
-    read(libc::CLOCK_MONOTONIC).0
-}
-
 /// The wall clock's current Unix millisecond for the generator: [`wall_clock_unix_ms`], served
 /// from the gate when the TSC says the millisecond has not changed since the last reading.
 #[inline]
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: RDTSC exists on every x86-64 CPU.
@@ -114,7 +103,7 @@ fn refresh() -> i64 {
     if rate != 0 {
         // The TSC before the reading: the boundary is at least `to_boundary` ns after it.
         let from = tsc_ordered();
-        let (ms, ns_in_ms) = read(libc::CLOCK_REALTIME);
+        let (ms, ns_in_ms) = read_clock(libc::CLOCK_REALTIME);
         GATE_FROM.store(from, Ordering::Relaxed);
         GATE_UNTIL.store(gate_until(from, ns_in_ms, rate), Ordering::Relaxed);
         GATE_MS.store(ms, Ordering::Relaxed);
@@ -127,35 +116,22 @@ fn refresh() -> i64 {
 /// The first TSC value at which the millisecond read `ns_in_ms` ns into it, with the TSC at
 /// `from` before the reading, may have ended: `from + (1 ms - ns_in_ms) × rate`. A low `rate`
 /// ends the gate early, which only costs a reading; it never serves a millisecond that ended.
-pub fn gate_until(from: u64, ns_in_ms: u64, rate: u64) -> u64 {
+pub(crate) fn gate_until(from: u64, ns_in_ms: u64, rate: u64) -> u64 {
     let to_boundary = NS_PER_MS - ns_in_ms.min(NS_PER_MS - 1);
     let cycles = (u128::from(to_boundary) * u128::from(rate)) >> RATE_FRACTION_BITS;
     from.saturating_add(cycles as u64)
 }
 
-/// `clock` as (whole ms, rounded down also before 1970; ns into that ms).
-fn read(clock: libc::clockid_t) -> (i64, u64) {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out pointer; the clocks read here always exist on Linux.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    // tv_nsec is in 0..1e9, so the division rounds down even for negative tv_sec.
-    let ms = ts.tv_sec * 1000 + ts.tv_nsec / NS_PER_MS as i64;
-    (ms, ts.tv_nsec as u64 % NS_PER_MS)
-}
-
 /// A clock reading between two TSC readings: the TSC was in `before..=after` when the clock
 /// read `ns`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bracket {
+pub(crate) struct Bracket {
     /// TSC just before the clock reading.
-    pub before: u64,
+    pub(crate) before: u64,
     /// The clock, in ns.
-    pub ns: u64,
+    pub(crate) ns: u64,
     /// TSC just after the clock reading.
-    pub after: u64,
+    pub(crate) after: u64,
 }
 
 /// The gate's TSC rate from two brackets of CLOCK_MONOTONIC_RAW, in 32.32 fixed-point cycles
@@ -163,7 +139,7 @@ pub struct Bracket {
 /// the interval, less [`RATE_MARGIN_PERCENT`]. `None` when the brackets are unusable: out of
 /// order, too short, too wide (the process was preempted inside one: a retry is needed), or
 /// a rate outside 0.1–20 GHz.
-pub fn rate_from(start: Bracket, end: Bracket) -> Option<u64> {
+pub(crate) fn rate_from(start: Bracket, end: Bracket) -> Option<u64> {
     let ns = end.ns.checked_sub(start.ns)?;
     let least = end.before.checked_sub(start.after)?;
     let most = end.after.checked_sub(start.before)?;
@@ -183,7 +159,7 @@ pub fn rate_from(start: Bracket, end: Bracket) -> Option<u64> {
 /// Calibrates the gate, once, in the postmaster (`_PG_init`): measures the TSC against
 /// CLOCK_MONOTONIC_RAW over about 2 ms. Leaves the gate closed unless the kernel's clocksource
 /// is `tsc`, or when three measurements are all unusable. Returns whether the gate is open.
-pub fn calibrate() -> bool {
+pub(crate) fn calibrate() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if tsc_clocksource() {
@@ -296,7 +272,7 @@ mod tests {
     }
 
     /// The gate is per process (a backend is one thread): its tests take turns.
-    static GATE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static GATE_TESTS: parking_lot::Mutex<()> = parking_lot::const_mutex(());
 
     /// Once the shared flag is set, the next reading closes the gate for good and every later
     /// millisecond comes from the clock itself.
@@ -304,7 +280,7 @@ mod tests {
     #[test]
     fn the_switch_closes_the_gate_at_the_next_reading() {
         static OFF: AtomicBool = AtomicBool::new(false);
-        let _alone = GATE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        let _alone = GATE_TESTS.lock();
         calibrate();
         attach_gate_switch(&OFF);
         let opened = gate_open();
@@ -337,7 +313,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn now_ms_is_the_clock_millisecond_bracketed_by_real_readings() {
-        let _alone = GATE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        let _alone = GATE_TESTS.lock();
         calibrate();
         for _ in 0..200_000 {
             let before = wall_clock_unix_ms();

@@ -1,40 +1,20 @@
-//! Conversions between Snowflake ids, ticks and `timestamptz`, for decode, compose and status.
-//! The bit arithmetic is in [`super::layout`]; this adds PostgreSQL's time type.
+//! Conversions between Snowflake ids, ticks and `timestamptz`, for decode, compose and status,
+//! and the SQLSTATEs of the layout's failures on arguments. The bit arithmetic is in
+//! [`super::layout`]; this adds PostgreSQL's time type.
 
 use pgrx::datetime::TimestampWithTimeZone;
-use pgrx::pg_sys;
 
-use super::layout::{Layout, Parts};
+use super::layout::{Layout, LayoutError, Parts};
 use crate::error::Error;
-
-/// Unix milliseconds of PostgreSQL's epoch, 2000-01-01 00:00:00+00 (`timestamptz` counts
-/// microseconds from there).
-const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
-
-/// Unix milliseconds of a finite `timestamptz`, rounded down to the millisecond.
-pub fn timestamptz_to_unix_ms(ts: TimestampWithTimeZone) -> i64 {
-    let micros: pg_sys::TimestampTz = ts.into();
-    micros.div_euclid(1000) + PG_EPOCH_UNIX_MS
-}
-
-/// The `timestamptz` of Unix milliseconds. Errors with 22008 outside `timestamptz`'s range.
-pub fn unix_ms_to_timestamptz(ms: i64) -> Result<TimestampWithTimeZone, Error> {
-    let micros = (ms as i128 - PG_EPOCH_UNIX_MS as i128) * 1000;
-    i64::try_from(micros)
-        .ok()
-        .and_then(|m| TimestampWithTimeZone::try_from(m).ok())
-        .ok_or_else(|| Error::TimestampOutOfRange {
-            detail: format!("Unix time {ms} ms is outside timestamptz."),
-        })
-}
+use crate::time::{timestamptz_to_unix_ms, unix_ms_to_timestamptz};
 
 /// The time at which `tick` starts.
-pub fn tick_start(layout: &Layout, tick: u64) -> Result<TimestampWithTimeZone, Error> {
+pub(crate) fn tick_start(layout: &Layout, tick: u64) -> Result<TimestampWithTimeZone, Error> {
     unix_ms_to_timestamptz(layout.unix_ms_of_tick(tick))
 }
 
 /// The parts of `id` with its tick as a time. Errors with 22023 for a negative id.
-pub fn decode(layout: &Layout, id: i64) -> Result<(TimestampWithTimeZone, Parts), Error> {
+pub(crate) fn decode(layout: &Layout, id: i64) -> Result<(TimestampWithTimeZone, Parts), Error> {
     let parts = layout.decode(id)?;
     Ok((tick_start(layout, parts.tick)?, parts))
 }
@@ -42,7 +22,7 @@ pub fn decode(layout: &Layout, id: i64) -> Result<(TimestampWithTimeZone, Parts)
 /// The id for (time, worker, sequence): the lowest id at `ts` for that worker and sequence.
 /// Errors with 22008 for a time outside the layout (or infinite), 22003 for a worker id or
 /// sequence that does not fit.
-pub fn compose(
+pub(crate) fn compose(
     layout: &Layout,
     ts: TimestampWithTimeZone,
     worker: i64,
@@ -55,4 +35,27 @@ pub fn compose(
     }
     let tick = layout.tick_at(timestamptz_to_unix_ms(ts))?;
     Ok(layout.compose(tick, worker, sequence)?)
+}
+
+/// Layout failures of *arguments* (decode, compose). Generation maps its own: there a
+/// `TimeExhausted` is the generator running out, not a bad argument.
+impl From<LayoutError> for Error {
+    fn from(e: LayoutError) -> Self {
+        match e {
+            LayoutError::NegativeId(id) => Error::NegativeId { id },
+            LayoutError::WorkerOutOfRange { worker, max } => {
+                Error::WorkerOutOfRange { worker, max }
+            }
+            LayoutError::SequenceOutOfRange { sequence, max } => {
+                Error::SequenceOutOfRange { sequence, max }
+            }
+            LayoutError::BeforeEpoch { ms } => Error::TimestampOutOfRange {
+                detail: format!("It is {ms} ms before idgen.epoch."),
+            },
+            LayoutError::TimeExhausted { tick, max } => Error::TimestampOutOfRange {
+                detail: format!("Tick {tick} is past the last tick {max} of the layout."),
+            },
+            LayoutError::Invalid(detail) => Error::InvalidLayout { detail },
+        }
+    }
 }

@@ -18,14 +18,14 @@
 use thiserror::Error;
 
 /// The fewest time bits a layout may leave (2^32 ms is about 50 days; anything less is a typo).
-pub const MIN_TIME_BITS: u32 = 32;
+pub(crate) const MIN_TIME_BITS: u32 = 32;
 
 /// Unix milliseconds of the default epoch, `2024-01-01 00:00:00+00`.
-pub const DEFAULT_EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
+pub(crate) const DEFAULT_EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
 
 /// Failures of the pure layout arithmetic. `error.rs` maps each to a SQLSTATE.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum LayoutError {
+pub(crate) enum LayoutError {
     /// The widths leave fewer than [`MIN_TIME_BITS`] for time, or the unit is zero.
     #[error("invalid snowflake layout: {0}")]
     Invalid(String),
@@ -48,7 +48,7 @@ pub enum LayoutError {
 
 /// A Snowflake layout: the epoch and the widths of the three fields. Fixed at server start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Layout {
+pub(crate) struct Layout {
     epoch_unix_ms: i64,
     worker_bits: u32,
     sequence_bits: u32,
@@ -60,13 +60,13 @@ pub struct Layout {
 
 /// The parts of an id, as `snowflake_decode` shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Parts {
+pub(crate) struct Parts {
     /// Ticks since the epoch.
-    pub tick: u64,
+    pub(crate) tick: u64,
     /// The worker id, `0..=max_worker()`.
-    pub worker: u64,
+    pub(crate) worker: u64,
     /// The sequence within the tick, `0..=max_sequence()`.
-    pub sequence: u64,
+    pub(crate) sequence: u64,
 }
 
 impl Default for Layout {
@@ -81,7 +81,7 @@ impl Layout {
     ///
     /// Errors with [`LayoutError::Invalid`] when the time field would be narrower than
     /// [`MIN_TIME_BITS`] or the tick length is zero.
-    pub fn new(
+    pub(crate) fn new(
         epoch_unix_ms: i64,
         worker_bits: u32,
         sequence_bits: u32,
@@ -120,48 +120,48 @@ impl Layout {
     }
 
     /// Epoch in Unix milliseconds.
-    pub fn epoch_unix_ms(&self) -> i64 {
+    pub(crate) fn epoch_unix_ms(&self) -> i64 {
         self.epoch_unix_ms
     }
     /// Width of the worker field, in bits.
-    pub fn worker_bits(&self) -> u32 {
+    pub(crate) fn worker_bits(&self) -> u32 {
         self.worker_bits
     }
     /// Width of the sequence field, in bits.
-    pub fn sequence_bits(&self) -> u32 {
+    pub(crate) fn sequence_bits(&self) -> u32 {
         self.sequence_bits
     }
     /// Width of the time field, in bits: the rest of 63.
-    pub fn time_bits(&self) -> u32 {
+    pub(crate) fn time_bits(&self) -> u32 {
         63 - self.worker_bits - self.sequence_bits
     }
     /// Length of one tick, in milliseconds.
-    pub fn time_unit_ms(&self) -> u32 {
+    pub(crate) fn time_unit_ms(&self) -> u32 {
         self.time_unit_ms
     }
     /// Largest worker id (1023 by default).
-    pub fn max_worker(&self) -> u64 {
+    pub(crate) fn max_worker(&self) -> u64 {
         (1u64 << self.worker_bits) - 1
     }
     /// Largest sequence within a tick (4095 by default).
-    pub fn max_sequence(&self) -> u64 {
+    pub(crate) fn max_sequence(&self) -> u64 {
         self.max_sequence
     }
     /// Largest tick the time field holds.
-    pub fn max_tick(&self) -> u64 {
+    pub(crate) fn max_tick(&self) -> u64 {
         self.max_tick
     }
     /// How many ids one worker can issue per second of wall clock without borrowing ticks.
-    pub fn ids_per_second(&self) -> u64 {
+    pub(crate) fn ids_per_second(&self) -> u64 {
         (1000 / self.time_unit_ms as u64).max(1) << self.sequence_bits
     }
 
     /// The state word of (tick, sequence): `tick << sequence_bits | sequence`.
-    pub fn state(&self, tick: u64, sequence: u64) -> u64 {
+    pub(crate) fn state(&self, tick: u64, sequence: u64) -> u64 {
         (tick << self.sequence_bits) | (sequence & self.max_sequence())
     }
     /// The tick of a state word.
-    pub fn state_tick(&self, state: u64) -> u64 {
+    pub(crate) fn state_tick(&self, state: u64) -> u64 {
         state >> self.sequence_bits
     }
 
@@ -169,7 +169,7 @@ impl Layout {
     ///
     /// Errors with [`LayoutError::TimeExhausted`] when the state's tick does not fit: an id is
     /// never wrapped and never negative.
-    pub fn id_from_state(&self, state: u64, worker: u64) -> Result<i64, LayoutError> {
+    pub(crate) fn id_from_state(&self, state: u64, worker: u64) -> Result<i64, LayoutError> {
         let tick = self.state_tick(state);
         if tick > self.max_tick() {
             return Err(LayoutError::TimeExhausted {
@@ -190,7 +190,7 @@ impl Layout {
     }
 
     /// The id of (tick, worker, sequence), each range-checked: the inverse of [`Layout::decode`].
-    pub fn compose(&self, tick: u64, worker: i64, sequence: i64) -> Result<i64, LayoutError> {
+    pub(crate) fn compose(&self, tick: u64, worker: i64, sequence: i64) -> Result<i64, LayoutError> {
         if worker < 0 || worker as u64 > self.max_worker() {
             return Err(LayoutError::WorkerOutOfRange {
                 worker,
@@ -213,7 +213,7 @@ impl Layout {
     }
 
     /// The parts of an id. Errors with [`LayoutError::NegativeId`] for a negative value.
-    pub fn decode(&self, id: i64) -> Result<Parts, LayoutError> {
+    pub(crate) fn decode(&self, id: i64) -> Result<Parts, LayoutError> {
         if id < 0 {
             return Err(LayoutError::NegativeId(id));
         }
@@ -229,7 +229,7 @@ impl Layout {
     ///
     /// Errors with [`LayoutError::BeforeEpoch`] before the epoch and
     /// [`LayoutError::TimeExhausted`] past the last tick.
-    pub fn tick_at(&self, unix_ms: i64) -> Result<u64, LayoutError> {
+    pub(crate) fn tick_at(&self, unix_ms: i64) -> Result<u64, LayoutError> {
         // The difference of two i64 always fits a u64 (per id: no 128-bit arithmetic).
         let since = unix_ms.wrapping_sub(self.epoch_unix_ms) as u64;
         if unix_ms < self.epoch_unix_ms {
@@ -249,7 +249,7 @@ impl Layout {
 
     /// Whole ticks in `ms` milliseconds. Runs per id: the default 1 ms tick skips the 64-bit
     /// division, which cost a sixth of `snowflake_nextval()`'s own time.
-    pub fn ticks_in_ms(&self, ms: u64) -> u64 {
+    pub(crate) fn ticks_in_ms(&self, ms: u64) -> u64 {
         if self.time_unit_ms == 1 {
             ms
         } else {
@@ -258,13 +258,13 @@ impl Layout {
     }
 
     /// Unix milliseconds at which `tick` starts. Saturates rather than overflowing `i64`.
-    pub fn unix_ms_of_tick(&self, tick: u64) -> i64 {
+    pub(crate) fn unix_ms_of_tick(&self, tick: u64) -> i64 {
         let ms = self.epoch_unix_ms as i128 + tick as i128 * self.time_unit_ms as i128;
         ms.clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 
     /// Unix milliseconds at which the layout runs out (the start of the tick after the last).
-    pub fn exhausted_at_unix_ms(&self) -> i64 {
+    pub(crate) fn exhausted_at_unix_ms(&self) -> i64 {
         self.unix_ms_of_tick(self.max_tick())
             .saturating_add(self.time_unit_ms as i64)
     }

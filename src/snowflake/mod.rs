@@ -1,20 +1,43 @@
-//! Snowflake ids: the SQL surface (DESIGN.md §1). The arithmetic is in [`layout`], the
-//! lock-free generator in [`generator`], the clocks in [`clock`], the server glue in [`server`],
-//! time conversions in [`decode`].
+//! Snowflake ids: the SQL surface and the subsystem's `init` (DESIGN.md §1). The arithmetic is
+//! in [`layout`] and [`generator`] (pure), the clocks in [`clock`] and [`watch`], the shared
+//! state and the layout fixed at start in [`shared`], the per-id path in [`issue`], the durable
+//! reservation in [`durable`] (file format in [`reservation`]) kept ahead by the [`keeper`]
+//! background worker, `snowflake_status()` in [`status`], time conversions in [`decode`].
 
-pub mod clock;
-pub mod decode;
-pub mod generator;
-pub mod layout;
-pub mod reservation;
-pub mod server;
+mod clock;
+mod decode;
+mod durable;
+mod generator;
+mod issue;
+mod keeper;
+mod layout;
+mod reservation;
+mod shared;
+mod status;
+mod watch;
 
 use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
 use crate::error::{Error, OrReport};
-pub use clock::wall_clock_unix_ms;
-pub use decode::timestamptz_to_unix_ms;
+use shared::layout;
+
+/// Sets up the generator. Called once from `_PG_init`, in the postmaster, after `guc::init`:
+/// calibrates the clock's TSC gate, builds the layout from the settings (an unusable layout, or a
+/// worker id that does not fit it, stops the server with 22023 naming the setting), declares the
+/// generator's shared memory and registers the reservation keeper.
+pub(crate) fn init() {
+    clock::calibrate();
+    let layout = shared::build_layout().or_report();
+    if layout.exhausted_at_unix_ms() <= crate::time::wall_clock_unix_ms() {
+        pgrx::warning!(
+            "the snowflake layout ran out of time at Unix time {} ms: snowflake_nextval() will fail",
+            layout.exhausted_at_unix_ms()
+        );
+    }
+    crate::shmem::register(shared::PART);
+    keeper::register();
+}
 
 /// The next Snowflake id of this server: `bigint`, positive, strictly greater than every id
 /// this server issued before, in any backend or database.
@@ -24,10 +47,10 @@ pub use decode::timestamptz_to_unix_ms;
 /// `idgen.max_wait_ms`, then fails with 53400 (DESIGN.md §1 "Clock policy"). Errors: 55000
 /// until `idgen.worker_id` is set; 25006 on a standby; 2200H when the layout has run out of
 /// time; XX001/58030/55000 when the reservation file is corrupt, unwritable or from another
-/// layout (see `server::reserve`).
+/// layout (see `issue::reserve`).
 #[pg_extern(volatile, parallel_restricted)]
 fn snowflake_nextval() -> i64 {
-    server::reserve(1).or_report().last_id
+    issue::reserve(1).or_report().last_id
 }
 
 /// `count` consecutive Snowflake ids from one reservation (one CAS), in increasing order.
@@ -45,8 +68,8 @@ fn snowflake_nextvals(count: Option<i32>) -> SetOfIterator<'static, i64> {
     let count = count
         .ok_or(Error::NullArgument { argument: "count" })
         .or_report();
-    let layout = server::layout();
-    let max = server::max_batch();
+    let layout = layout();
+    let max = issue::max_batch();
     if count < 1 || count as u64 > max {
         Error::CountOutOfRange {
             count: count.into(),
@@ -54,7 +77,7 @@ fn snowflake_nextvals(count: Option<i32>) -> SetOfIterator<'static, i64> {
         }
         .report();
     }
-    let drawn = server::reserve(count as u64).or_report();
+    let drawn = issue::reserve(count as u64).or_report();
     let (r, worker) = (drawn.reservation, drawn.worker);
     SetOfIterator::new((r.first..=r.last).map(move |state| {
         layout
@@ -67,7 +90,7 @@ fn snowflake_nextvals(count: Option<i32>) -> SetOfIterator<'static, i64> {
 /// as `currval` is for sequences. Errors with 55000 before the first one.
 #[pg_extern(volatile, parallel_restricted)]
 fn snowflake_currval() -> i64 {
-    server::currval().or_report()
+    issue::currval().or_report()
 }
 
 /// The parts of a Snowflake id under this server's layout: the start of its tick, its worker id
@@ -83,14 +106,14 @@ fn snowflake_decode(
         name!(sequence, i32),
     ),
 > {
-    let (ts, parts) = decode::decode(server::layout(), id).or_report();
+    let (ts, parts) = decode::decode(layout(), id).or_report();
     TableIterator::once((ts, parts.worker as i32, parts.sequence as i32))
 }
 
 /// The start of the tick in which a Snowflake id was issued. Errors with 22023 for a negative id.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
-    decode::decode(server::layout(), id).or_report().0
+    decode::decode(layout(), id).or_report().0
 }
 
 /// The lowest id at time `ts` for `worker_id` and `sequence` (both default 0): bounds for range
@@ -104,79 +127,7 @@ fn snowflake_compose(
     worker_id: default!(i32, 0),
     sequence: default!(i32, 0),
 ) -> i64 {
-    decode::compose(server::layout(), ts, worker_id.into(), sequence.into()).or_report()
-}
-
-/// One row describing this server's generator:
-///
-/// * `worker_id` (NULL while unset); the layout: bits per field, `time_unit_ms`, `epoch`, and
-///   `exhausted_at`, when the time field runs out;
-/// * `last_id` (NULL before the first since start) and `last_tick_at`, its tick's time;
-/// * `drift_ms`: how far the last tick is ahead of the wall clock (0 when behind);
-/// * `borrowed_ticks`, `waits` (calls that waited for the clock), `clock_failures` (calls that
-///   failed with 53400) and `clock_regressions`, counted since start;
-/// * `reserved_tick` and `reserved_until`: the last tick the durable reservation covers and the
-///   end of that tick (NULL until the first call since start has read the file), and
-///   `reservation_writes`, the file writes since start.
-#[pg_extern(volatile, parallel_safe)]
-fn snowflake_status() -> TableIterator<
-    'static,
-    (
-        name!(worker_id, Option<i32>),
-        name!(time_bits, i32),
-        name!(worker_bits, i32),
-        name!(sequence_bits, i32),
-        name!(time_unit_ms, i32),
-        name!(epoch, TimestampWithTimeZone),
-        name!(exhausted_at, Option<TimestampWithTimeZone>),
-        name!(last_id, Option<i64>),
-        name!(last_tick_at, Option<TimestampWithTimeZone>),
-        name!(drift_ms, i64),
-        name!(borrowed_ticks, i64),
-        name!(waits, i64),
-        name!(clock_failures, i64),
-        name!(clock_regressions, i64),
-        name!(reserved_tick, Option<i64>),
-        name!(reserved_until, Option<TimestampWithTimeZone>),
-        name!(reservation_writes, i64),
-    ),
-> {
-    let layout = server::layout();
-    let worker = crate::guc::worker_id();
-    let snap = server::snapshot();
-    let issued = snap.last_state != 0;
-    let last_tick = layout.state_tick(snap.last_state);
-    let last_id = worker
-        .filter(|_| issued)
-        .and_then(|w| layout.id_from_state(snap.last_state, w).ok());
-    let drift_ms = match layout.tick_at(snap.now_unix_ms) {
-        Ok(now_tick) => {
-            generator::drift_ticks(layout, snap.last_state, now_tick) * layout.time_unit_ms() as u64
-        }
-        Err(_) => 0, // the clock is outside the layout: nextval reports that itself
-    };
-    let reserved = (snap.reserved_end > 0).then_some(snap.reserved_end);
-    TableIterator::once((
-        worker.map(|w| w as i32),
-        layout.time_bits() as i32,
-        layout.worker_bits() as i32,
-        layout.sequence_bits() as i32,
-        layout.time_unit_ms() as i32,
-        decode::unix_ms_to_timestamptz(layout.epoch_unix_ms()).or_report(),
-        decode::unix_ms_to_timestamptz(layout.exhausted_at_unix_ms()).ok(),
-        last_id,
-        issued
-            .then(|| decode::tick_start(layout, last_tick).ok())
-            .flatten(),
-        drift_ms as i64,
-        snap.borrowed_ticks as i64,
-        snap.waits as i64,
-        snap.clock_failures as i64,
-        snap.regressions as i64,
-        reserved.map(|end| end as i64 - 1),
-        reserved.and_then(|end| decode::tick_start(layout, end).ok()),
-        snap.reservation_writes as i64,
-    ))
+    decode::compose(layout(), ts, worker_id.into(), sequence.into()).or_report()
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -1,0 +1,57 @@
+//! This process's PostgreSQL globals, read safely: the database it is connected to, its pid,
+//! its latch, the data directory and settings by name. Each is a plain global that PostgreSQL
+//! sets before any idgen code runs in the process and that only this process's one thread
+//! writes, so reading it is sound; the `unsafe` is in this file alone.
+
+use std::ffi::CStr;
+use std::path::PathBuf;
+
+use pgrx::pg_sys;
+
+/// The database this backend is connected to (`MyDatabaseId`); `InvalidOid` in a process
+/// without one (the postmaster, the reservation keeper).
+pub(crate) fn database_id() -> pg_sys::Oid {
+    // SAFETY: set by InitPostgres before a backend runs SQL, then fixed; read on the process's
+    // one thread.
+    unsafe { pg_sys::MyDatabaseId }
+}
+
+/// This process's pid (`MyProcPid`), as PostgreSQL shows it in `pg_stat_activity`.
+pub(crate) fn pid() -> i32 {
+    // SAFETY: set at process start (InitProcessGlobals), never changed afterwards.
+    unsafe { pg_sys::MyProcPid }
+}
+
+/// This process's latch (`MyLatch`), which lives in shared memory for a backend or background
+/// worker: another process may set it to wake this one.
+pub(crate) fn latch() -> *mut pg_sys::Latch {
+    // SAFETY: set at process start (SwitchToSharedLatch for a process with a PGPROC).
+    unsafe { pg_sys::MyLatch }
+}
+
+/// `max_worker_processes`, for messages.
+pub(crate) fn max_worker_processes() -> i32 {
+    // SAFETY: a postmaster-context setting: fixed for the server's life.
+    unsafe { pg_sys::max_worker_processes }
+}
+
+/// The data directory (the current directory of every backend, but named explicitly).
+pub(crate) fn data_dir() -> PathBuf {
+    // SAFETY: DataDir is set before shared_preload_libraries are loaded and never changes; it
+    // is a NUL-terminated string.
+    let dir = unsafe { CStr::from_ptr(pg_sys::DataDir) };
+    PathBuf::from(dir.to_string_lossy().into_owned())
+}
+
+/// The current text of setting `name` (`GetConfigOption`, `SHOW`'s text), or `None` if no such
+/// setting or placeholder exists. Also reads a custom setting's placeholder before its
+/// definition, as `postgresql.conf` gave it.
+pub(crate) fn setting_text(name: &CStr) -> Option<String> {
+    // SAFETY: a NUL-terminated name; with missing_ok GetConfigOption returns NULL or a string
+    // in GUC storage that stays valid until the next change of the setting, which cannot happen
+    // before the copy below (this process's one thread is here).
+    unsafe {
+        let raw = pg_sys::GetConfigOption(name.as_ptr(), true, false);
+        (!raw.is_null()).then(|| CStr::from_ptr(raw).to_string_lossy().into_owned())
+    }
+}

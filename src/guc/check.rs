@@ -1,0 +1,222 @@
+//! The check hooks of idgen's text settings and the parsing behind them: `idgen.epoch` (a fixed
+//! `timestamptz` literal, not in the future) and the interleave fences (empty or a bigint).
+//!
+//! A check hook must never raise an ERROR: PostgreSQL also runs it in the postmaster at every
+//! reload of postgresql.conf, where an ERROR stops the server (issue 16). The fences parse in
+//! plain Rust; the epoch goes through PostgreSQL's `timestamptz_in` under a catch-all. A refusal
+//! sets `GUC_check_errdetail` and returns false: a reload logs "invalid value for parameter" and
+//! keeps the old value, `ALTER SYSTEM` fails with 22023.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+
+use pgrx::datetime::TimestampWithTimeZone;
+use pgrx::pg_sys;
+use pgrx::pg_sys::panic::CaughtError;
+use pgrx::prelude::*;
+
+/// A string setting's check hook, as PostgreSQL calls it (`GucStringCheckHook`): its
+/// implementations here are `#[pg_guard]`ed and refuse rather than raise an ERROR.
+pub(super) type Hook =
+    unsafe extern "C-unwind" fn(*mut *mut c_char, *mut *mut c_void, pg_sys::GucSource::Type) -> bool;
+
+/// An integer setting's text as PostgreSQL's own GUC parser reads it (`0x10`, ` 7 `, `15min`
+/// with unit `flags`, and so on).
+pub(super) fn parse_int(text: &str, flags: i32) -> Option<i32> {
+    let text = CString::new(text).ok()?;
+    let mut value = 0;
+    // SAFETY: a NUL-terminated string that outlives the call and a valid out pointer; no hint
+    // is requested (NULL), so parse_int allocates nothing and raises no error.
+    unsafe { pg_sys::parse_int(text.as_ptr(), &mut value, flags, std::ptr::null_mut()) }
+        .then_some(value)
+}
+
+/// A fence setting's text: empty (or blanks) for none, else a bigint. `Err` is the detail.
+pub(super) fn fence_value(text: &str) -> Result<Option<i64>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse::<i64>()
+        .map(Some)
+        .map_err(|_| format!("\"{text}\" is not a bigint (or empty for none)."))
+}
+
+/// [`fence_value`] as a yes or no with the detail.
+pub(super) fn fence_text(text: &str) -> Result<(), String> {
+    fence_value(text).map(|_| ())
+}
+
+/// The text of a candidate value, `None` for NULL.
+///
+/// # Safety
+/// `newval` is the pointer PostgreSQL passes to a string setting's check hook.
+unsafe fn candidate(newval: *mut *mut c_char) -> Option<String> {
+    // SAFETY: the caller's contract: a valid pointer to a C string or NULL, owned by the GUC
+    // machinery for the duration of the hook.
+    let raw = unsafe { *newval };
+    // SAFETY: a non-null candidate is a NUL-terminated C string owned by the GUC machinery.
+    (!raw.is_null()).then(|| unsafe { CStr::from_ptr(raw) }.to_string_lossy().into_owned())
+}
+
+/// GUC check hook of the fence settings. Pure Rust parsing: nothing here can raise an error.
+///
+/// # Safety
+/// Called by PostgreSQL as a string setting's check hook.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn fence(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL calls this as a check hook, with its candidate value.
+    let Some(text) = (unsafe { candidate(newval) }) else {
+        return true;
+    };
+    match fence_text(&text) {
+        Ok(()) => true,
+        Err(detail) => fail_check(&detail),
+    }
+}
+
+/// GUC check hook for `idgen.epoch`: the text must parse, must name a fixed instant and must not
+/// be in the future (a future epoch would make every current tick negative). Runs at server
+/// start, for `ALTER SYSTEM`, and in every process (the postmaster included) at each reload of
+/// postgresql.conf, so a bad value is refused before it can take effect.
+///
+/// Whatever goes wrong while checking is caught and becomes a refusal.
+///
+/// # Safety
+/// Called by PostgreSQL as a string setting's check hook.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn epoch(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL calls this as a check hook, with its candidate value.
+    let text = unsafe { candidate(newval) };
+    PgTryBuilder::new(|| match &text {
+        None => fail_check("idgen.epoch must be set to a timestamptz literal"),
+        Some(text) => epoch_text(text).map_or_else(|detail| fail_check(&detail), |()| true),
+    })
+    .catch_others(|e| {
+        fail_check(&format!(
+            "idgen.epoch could not be checked: {}",
+            caught_message(e)
+        ))
+    })
+    .execute()
+}
+
+/// The epoch's text checked as the hook checks it: a fixed instant, not in the future.
+pub(super) fn epoch_text(text: &str) -> Result<(), String> {
+    match epoch_value(text) {
+        Ok(ms) if ms > crate::time::wall_clock_unix_ms() => {
+            Err(format!("The epoch \"{text}\" is in the future."))
+        }
+        Ok(_) => Ok(()),
+        Err(detail) => Err(detail),
+    }
+}
+
+/// Parses a `timestamptz` literal with PostgreSQL's own input function and returns Unix ms.
+/// `Err` carries the detail for the "invalid value for parameter" message.
+///
+/// Never raises an ERROR. Refuses the words that make a literal relative to the moment it is
+/// read (`now`, `today`, ...): the postmaster, where the layout is built, and a backend running
+/// `ALTER SYSTEM` would read different instants.
+pub(super) fn epoch_value(text: &str) -> Result<i64, String> {
+    if let Some(word) = relative_word(text) {
+        return Err(format!(
+            "\"{word}\" names no fixed instant: the epoch would depend on when it is read. Give a date and time with an explicit UTC offset."
+        ));
+    }
+    let ts = timestamptz_in(text).map_err(|e| format!("\"{text}\" is not a timestamptz: {e}"))?;
+    if !ts.is_finite() {
+        return Err("the epoch must be a finite time".into());
+    }
+    Ok(crate::time::timestamptz_to_unix_ms(ts))
+}
+
+/// The first word of `text` that makes a `timestamptz` literal relative to the moment it is
+/// read (PostgreSQL's special inputs `now`, `today`, `tomorrow` and `yesterday`, any case), if
+/// any. Pure.
+fn relative_word(text: &str) -> Option<&str> {
+    const RELATIVE: [&str; 4] = ["now", "today", "tomorrow", "yesterday"];
+    text.split(|c: char| !c.is_ascii_alphabetic())
+        .find(|word| RELATIVE.iter().any(|r| word.eq_ignore_ascii_case(r)))
+}
+
+/// PostgreSQL's `timestamptz_in` on `text`, with every ERROR it raises (22007 bad syntax, 22008
+/// out of range, 22009 an offset beyond 15:59, 22023 an unknown zone, ...) caught and returned as
+/// its message. pgrx's `TimestampWithTimeZone::from_str` catches only three of these SQLSTATEs
+/// and lets 22009 through. Nothing is held across the call (it only pallocs in the current
+/// context), so no cleanup beyond PostgreSQL's error state, which the catch flushes, is due.
+fn timestamptz_in(text: &str) -> Result<TimestampWithTimeZone, String> {
+    let text = CString::new(text).map_err(|_| "it contains a NUL byte".to_string())?;
+    PgTryBuilder::new(|| {
+        // SAFETY: timestamptz_in takes a NUL-terminated string that outlives the call, a type
+        // oid it ignores, and typmod -1 (no rounding); it returns a non-NULL timestamptz.
+        unsafe {
+            pgrx::direct_function_call::<TimestampWithTimeZone>(
+                pg_sys::timestamptz_in,
+                &[
+                    Some(pg_sys::Datum::from(text.as_ptr())),
+                    pg_sys::InvalidOid.into_datum(),
+                    (-1i32).into_datum(),
+                ],
+            )
+        }
+        .ok_or_else(|| "the input function returned NULL".to_string())
+    })
+    .catch_others(|e| Err(caught_message(e)))
+    .execute()
+}
+
+/// The message of a caught PostgreSQL ERROR or Rust panic.
+fn caught_message(e: CaughtError) -> String {
+    crate::error::caught_report(&e).message().to_owned()
+}
+
+/// Sets the detail of a GUC check failure and returns `false` (PostgreSQL's GUC_check_errdetail).
+fn fail_check(detail: &str) -> bool {
+    let detail = CString::new(detail.replace('\0', "")).expect("NUL bytes were removed");
+    // SAFETY: only called from a check hook, where PostgreSQL reads (and frees) the palloc'd
+    // detail after the hook returns false; pstrdup copies into the current memory context.
+    unsafe {
+        pg_sys::GUC_check_errcode(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as i32);
+        pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr());
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fence_value, relative_word};
+
+    #[test]
+    fn relative_words_are_found_in_any_case_and_only_as_whole_words() {
+        assert_eq!(relative_word("now"), Some("now"));
+        assert_eq!(relative_word(" NOW "), Some("NOW"));
+        assert_eq!(relative_word("Today"), Some("Today"));
+        assert_eq!(relative_word("yesterday 12:00+00"), Some("yesterday"));
+        assert_eq!(relative_word("2024-01-01 tomorrow"), Some("tomorrow"));
+        // Fixed instants, including PostgreSQL's own 'epoch' and zone names that contain a
+        // relative word inside a longer one.
+        assert_eq!(relative_word("2024-01-01 00:00:00+00"), None);
+        assert_eq!(relative_word("epoch"), None);
+        assert_eq!(relative_word("2024-01-01 00:00:00 America/Noronha"), None);
+        assert_eq!(relative_word("Jan 1 2024 nowhere"), None);
+        assert_eq!(relative_word(""), None);
+    }
+
+    #[test]
+    fn fences_are_empty_or_a_bigint() {
+        assert_eq!(fence_value(""), Ok(None));
+        assert_eq!(fence_value("  "), Ok(None));
+        assert_eq!(fence_value(" 42 "), Ok(Some(42)));
+        assert_eq!(fence_value("-9223372036854775808"), Ok(Some(i64::MIN)));
+        assert!(fence_value("9223372036854775808").is_err());
+        assert!(fence_value("1e6").is_err());
+    }
+}

@@ -1,0 +1,114 @@
+//! The allocator: one background worker per database that uses segments, started on demand by
+//! the registry, gone after `idgen.segment_worker_idle_timeout` without work. It alone writes
+//! `idgen_segment`, one unit of work at a time ([`super::work`]), each in a transaction of its
+//! own ([`super::unit`]), and a failed unit is reported to the waiting caller while the worker
+//! goes on, as pg_cron's workers do (DESIGN.md §2).
+
+use std::time::{Duration, Instant};
+
+use pgrx::bgworkers::BackgroundWorker;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::failure::Failure;
+use super::shared::{broadcast, lock};
+use super::unit::{check_interrupts_between_units, force_settings, install_signal_handlers, reload_configuration};
+use super::work::{run, Work};
+use crate::error::Error;
+use crate::guc;
+
+/// Entry point of the allocator; `arg` is the database oid.
+///
+/// Signals are PostgreSQL's own, as in a regular backend, so that every wait obeys them with
+/// `CHECK_FOR_INTERRUPTS` semantics (a latch wait, a lock wait, SPI, the commit's wait for
+/// synchronous standbys): SIGTERM (`pg_terminate_backend`, a fast shutdown) is `die`, and the
+/// worker exits at the next interrupt check; SIGINT (`pg_cancel_backend`) cancels the unit of
+/// work in progress (`unit::in_transaction`); SIGHUP reloads the configuration between units.
+// SAFETY: called by PostgreSQL's background worker machinery (bgworker_main) in a new process
+// with signals blocked; the handlers are installed before they are unblocked, and #[pg_guard]
+// turns a Rust panic into a PostgreSQL ERROR (the worker exits; on_exit runs).
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
+    let db = pg_sys::Oid::from(arg.value() as u32);
+    install_signal_handlers();
+    // Registered before connecting, so it also runs if the connection fails (database gone),
+    // and after PostgreSQL's own cleanup of an open transaction.
+    // SAFETY: registers a #[pg_guard]ed callback with the signature PostgreSQL calls, with the
+    // database oid as its datum.
+    unsafe { pg_sys::before_shmem_exit(Some(on_exit), arg) };
+    if !lock().claim_allocator(db) {
+        return; // another allocator serves this database
+    }
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(db), None);
+    force_settings();
+    log!("idgen allocator started for database {}", db.to_u32());
+
+    let mut last_work = Instant::now();
+    loop {
+        check_interrupts_between_units();
+        reload_configuration();
+        if lock().retire_requested(db) {
+            break;
+        }
+        let work = take_work(db);
+        if let Some(work) = work {
+            run(db, work);
+            last_work = Instant::now();
+            continue;
+        }
+        let idle_limit = Duration::from_millis(guc::segment_worker_idle_timeout_ms());
+        let idle = last_work.elapsed();
+        if idle >= idle_limit {
+            let mut g = lock();
+            if !g.request_pending(db) && !g.refill_wanted(db) {
+                g.leave(db);
+                break;
+            }
+            continue;
+        }
+        crate::latch::wait(idle_limit - idle);
+    }
+}
+
+
+/// The next unit of work for `db`'s allocator: a pending request first (its state becomes
+/// running), else a segment that wants a refill.
+fn take_work(db: pg_sys::Oid) -> Option<Work> {
+    let mut g = lock();
+    if let Some((index, request)) = g.take_request(db) {
+        return Some(Work::Request(index, request));
+    }
+    let (index, generation, meta) = g.take_refill(db)?;
+    Some(Work::Refill {
+        index,
+        generation,
+        meta,
+    })
+}
+
+/// `before_shmem_exit` callback of the allocator: leaves the registry; if it had reported in,
+/// the requests it was running fail (their callers stop waiting) and segments it had frozen
+/// mid-change lose their cached numbers (the change may have committed, so thawing could
+/// reissue numbers).
+///
+/// # Safety
+/// Called by PostgreSQL at process exit, with the database oid registered as `arg`; it only
+/// takes the LWLock and writes plain data.
+#[pg_guard]
+unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
+    let db = pg_sys::Oid::from(arg.value() as u32);
+    let mut g = lock();
+    if g.leave(db) {
+        let failure = Failure::from_error(&Error::Allocator {
+            sqlstate: PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN as i32,
+            message: "the idgen allocator worker exited before finishing the request".into(),
+            detail: None,
+            hint: Some("Check the server log, then retry.".into()),
+        });
+        g.fail_running(db, failure);
+        g.clear_frozen(db);
+    }
+    drop(g);
+    broadcast();
+}

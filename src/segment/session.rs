@@ -1,0 +1,192 @@
+//! This session's side of segments: the process-local map name → [`Entry`] (slot, generation
+//! and the session's `segment_currval`), and [`draw`], the hot path. Backends keep the map in a
+//! thread-local `RefCell` (a backend is one thread; a mutex cost two locked instructions per
+//! number), which no other process sees (DESIGN.md §3). Entries live as long as the session, so
+//! that a call site can keep its entry and skip the lookup (`call_site`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::SeqCst;
+
+use rustc_hash::FxBuildHasher;
+
+use super::buffer::Drawn;
+use super::queue::{check_not_in_recovery, submit};
+use super::shared::{deadline, lock, slot, wait_for, Request, RequestKind};
+use crate::backend;
+use crate::error::Error;
+use crate::guc;
+
+/// What this session knows about one segment name: where it is cached (slot and generation,
+/// checked on every draw) and the session's `currval`. Leaked, one per name the session ever
+/// drew from, so that a call site may keep it for the session's life ([`Entry`]); the fields are
+/// cells because the map and the call sites share it.
+struct Local {
+    name: String,
+    resolved: Cell<(usize, u64)>,
+    currval: Cell<Option<i64>>,
+}
+
+/// This session's segments by name (this backend's database only), keyed by the entry's own
+/// name, hashed with FxHash: the names are the session's own, and SipHash was a tenth of
+/// `segment_nextval()`'s time.
+type LocalMap = HashMap<&'static str, &'static Local, FxBuildHasher>;
+
+thread_local! {
+    static LOCAL: RefCell<LocalMap> = RefCell::new(LocalMap::default());
+}
+
+/// This session's handle on one segment name, valid until the session ends: what a call site
+/// keeps (`fn_extra`) to skip the name lookup on the next call.
+#[derive(Clone, Copy)]
+pub(crate) struct Entry(&'static Local);
+
+/// The session's entry for segment `name`, resolving it (42704 when no such segment exists)
+/// on first use. Only names that resolved get an entry.
+pub(crate) fn entry(name: &str) -> Result<Entry, Error> {
+    if let Some(e) = LOCAL.with_borrow(|local| local.get(name).copied()) {
+        return Ok(Entry(e));
+    }
+    let resolved = resolve(name)?;
+    let e: &'static Local = Box::leak(Box::new(Local {
+        name: name.to_owned(),
+        resolved: Cell::new(resolved),
+        currval: Cell::new(None),
+    }));
+    LOCAL.with_borrow_mut(|local| local.insert(e.name.as_str(), e));
+    Ok(Entry(e))
+}
+
+impl Entry {
+    /// Whether this is the entry of the segment named by `bytes`.
+    pub(crate) fn is_named(&self, bytes: &[u8]) -> bool {
+        self.0.name.as_bytes() == bytes
+    }
+}
+
+/// Draws `n >= 1` numbers of the entry's segment, passing each run of consecutive numbers to
+/// `run(first, count)` in increasing order, the counts summing to `n`. The hot path is one
+/// `fetch_add` on the cached range; a caller waits only when both ranges are empty, at most
+/// `idgen.segment_wait_timeout`.
+///
+/// Refused in a read-only transaction (25006), as `nextval()` is.
+pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Result<(), Error> {
+    if crate::recovery::read_only_transaction() {
+        // Every transaction of a standby is read-only: say why it really refuses.
+        check_not_in_recovery()?;
+        return Err(Error::ReadOnlyTransaction {
+            function: "segment_nextval()",
+        });
+    }
+    let e = entry.0;
+    let mut left = n;
+    while left > 0 {
+        let (index, generation) = match e.resolved.get() {
+            (i, g) if slot(i).generation.load(SeqCst) == g => (i, g),
+            // Evicted, or dropped and created again: find it anew (the currval stays).
+            _ => {
+                let r = resolve(&e.name)?;
+                e.resolved.set(r);
+                r
+            }
+        };
+        let s = slot(index);
+        match s.buffers.draw(left) {
+            Some(Drawn {
+                first,
+                count,
+                prefetch,
+            }) => {
+                if s.generation.load(SeqCst) != generation {
+                    continue; // the slot was reused meanwhile: drop the numbers, look up again
+                }
+                if prefetch {
+                    ask_for_next_range(index, generation);
+                }
+                e.currval.set(Some(first + (count as i64 - 1)));
+                run(first, count);
+                left -= count;
+            }
+            None => wait_for_range(&e.name, index, generation)?,
+        }
+    }
+    Ok(())
+}
+
+/// This session's last number of segment `name`, if it drew one.
+pub(crate) fn currval(name: &str) -> Option<i64> {
+    LOCAL.with_borrow(|local| local.get(name)?.currval.get())
+}
+
+/// The slot and generation of segment `name` of this database, loading it into the cache
+/// through the allocator if no backend has yet.
+fn resolve(name: &str) -> Result<(usize, u64), Error> {
+    let db = backend::database_id();
+    loop {
+        if let Some(i) = lock().find(db, name) {
+            return Ok((i, slot(i).generation.load(SeqCst)));
+        }
+        submit(Request::new(RequestKind::Load, name), true)?;
+    }
+}
+
+/// Asks for the range after the current one, in the background (the caller does not wait).
+fn ask_for_next_range(index: usize, generation: u64) {
+    let mut g = lock();
+    if slot(index).generation.load(SeqCst) != generation {
+        return;
+    }
+    let m = &mut g.metas[index];
+    if m.frozen || m.refill_wanted || slot(index).buffers.next_remaining() > 0 {
+        return;
+    }
+    m.refill_wanted = true;
+    let db = m.db;
+    // Failing to start the allocator is not this caller's problem yet: the current range still
+    // has numbers. The caller that finds both empty reports it.
+    if g.ensure_allocator(db).is_err() {
+        g.metas[index].refill_wanted = false;
+    }
+}
+
+/// Slow path: both ranges are empty (or the segment is frozen by an admin call). Switches to
+/// the next range if it has arrived, else asks the allocator and waits. Returns once the slot
+/// has numbers or is no longer the caller's (the caller draws or looks up again).
+fn wait_for_range(name: &str, index: usize, generation: u64) -> Result<(), Error> {
+    check_not_in_recovery()?;
+    let mut asked_at: Option<u64> = None;
+    let outcome = wait_for(deadline(), |g| {
+        let s = slot(index);
+        if s.generation.load(SeqCst) != generation {
+            return Some(Ok(()));
+        }
+        let m = g.metas[index];
+        if m.frozen {
+            return None;
+        }
+        if s.buffers.advance() {
+            return Some(Ok(()));
+        }
+        match asked_at {
+            Some(a) if m.attempts > a && m.failed => return Some(Err(m.failure.to_error())),
+            Some(a) if m.attempts > a => asked_at = None, // filled and drained again: ask anew
+            _ => {}
+        }
+        if asked_at.is_none() {
+            asked_at = Some(m.attempts);
+            g.metas[index].refill_wanted = true;
+        }
+        if let Err(e) = g.ensure_allocator(m.db) {
+            return Some(Err(e));
+        }
+        None
+    });
+    match outcome {
+        Ok(r) => r,
+        Err(()) => Err(Error::SegmentWaitTimeout {
+            name: name.to_owned(),
+            ms: guc::segment_wait_timeout_ms().unwrap_or(0),
+        }),
+    }
+}
+

@@ -1,0 +1,342 @@
+//! The segment cache's shared memory (`idgen_segment_cache`): its layout, the LWLock
+//! `idgen_segment` that guards everything but the lock-free slots, and the one condition variable
+//! every waiter sleeps on (DESIGN.md §2–3). The operations on each table are in their own files:
+//! [`super::slots`], [`super::registry`] (allocators and holds), [`super::queue`] (requests).
+//!
+//! * One [`Slot`] per (database, segment name) in use: a lock-free [`DoubleBuffer`] for the hot
+//!   path and a generation; its [`SlotMeta`] (name, steps, refill state) is under the LWLock.
+//! * One [`Allocator`] entry per database with a running allocator background worker, which
+//!   alone writes `idgen_segment`, and the [`Hold`]s that keep allocators away for a while.
+//! * A small queue of [`Request`]s: loading a segment into the cache, and the admin calls
+//!   (create, alter, drop, setval, interleave ready), each run by the allocator in its own
+//!   transaction.
+//! * One condition variable, broadcast whenever a range is installed, a request completes or an
+//!   allocator exits; waiters re-check their own condition ([`wait_for`]).
+
+use std::cell::UnsafeCell;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::AtomicU64;
+
+use pgrx::pg_sys;
+
+use super::buffer::DoubleBuffer;
+use super::failure::{Failure, FixedText};
+use crate::guc;
+use crate::lwlock::{LWLockGuard, NamedLWLock};
+use crate::shmem::{Part, ShmemStruct};
+use crate::time::now_timestamptz_us;
+
+/// Segments the shared cache holds per server, over all databases.
+pub(crate) const MAX_SEGMENTS: usize = 1024;
+/// Databases with an allocator worker at the same time.
+pub(crate) const MAX_ALLOCATORS: usize = 64;
+/// Requests waiting for allocators at the same time.
+pub(crate) const MAX_REQUESTS: usize = 64;
+
+/// One cached segment: what the hot path reads without a lock.
+#[repr(C)]
+pub(crate) struct Slot {
+    /// The two ranges; drawn from without a lock.
+    pub(crate) buffers: DoubleBuffer,
+    /// Odd while the slot holds a segment, even while free; bumped on every assignment and
+    /// release, so a backend's cached (slot, generation) goes stale when the slot is reused.
+    pub(crate) generation: AtomicU64,
+}
+
+/// A segment's metadata, guarded by the LWLock.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct SlotMeta {
+    /// Database of the segment; `InvalidOid` while the slot is free.
+    pub(crate) db: pg_sys::Oid,
+    /// Segment name.
+    pub(crate) name: FixedText<64>,
+    /// The segment's own step (`idgen_segment.step`): the floor of the dynamic step.
+    pub(crate) base_step: i64,
+    /// Step of the last refill (the dynamic step); 0 before the first.
+    pub(crate) step: i64,
+    /// When the last refill committed (`TimestampTz`, µs); 0 before the first.
+    pub(crate) last_refill_at: i64,
+    /// Refills since the slot was loaded.
+    pub(crate) refills: u64,
+    /// Refill attempts that finished, successful or not; waiters compare it.
+    pub(crate) attempts: u64,
+    /// The allocator should fetch the next range.
+    pub(crate) refill_wanted: bool,
+    /// An admin call (setval, drop, create) is changing the segment: draws wait.
+    pub(crate) frozen: bool,
+    /// The last refill attempt failed with [`SlotMeta::failure`].
+    pub(crate) failed: bool,
+    /// Why the last refill failed.
+    pub(crate) failure: Failure,
+}
+
+/// The allocator background worker of one database.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Allocator {
+    /// The database; `InvalidOid` while the entry is free.
+    pub(crate) db: pg_sys::Oid,
+    /// Process id once the worker has reported in; 0 while starting.
+    pub(crate) pid: i32,
+    /// The worker's latch (`MyLatch`, in shared memory), set to wake it.
+    pub(crate) latch: usize,
+    /// When the worker was registered (`TimestampTz`).
+    pub(crate) launched_at: i64,
+    /// The worker should exit (its database is being dropped).
+    pub(crate) retire: bool,
+}
+
+/// Databases whose allocator may not start for a while: a command that needs the database
+/// without other sessions (`CREATE DATABASE ... TEMPLATE`, `ALTER DATABASE ... RENAME`) asked it
+/// to leave (`registry::evict_allocator`).
+pub(crate) const MAX_HOLDS: usize = 8;
+
+/// An allocator start held back for database `db` until `until` (`TimestampTz`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Hold {
+    pub(crate) db: pg_sys::Oid,
+    pub(crate) until: i64,
+    /// The backend whose command holds it; its transaction's end ends this hold only.
+    pub(crate) pid: i32,
+}
+
+/// What a [`Request`] asks of the allocator.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum RequestKind {
+    /// Load an existing segment into the cache; the result is its slot index.
+    #[default]
+    Load,
+    /// `segment_create(name, value = start, step, description)`.
+    Create,
+    /// `segment_alter(name, step, description)`; step 0 keeps the step.
+    Alter,
+    /// `segment_drop(name)`.
+    Drop,
+    /// `segment_setval(name, value)`.
+    Setval,
+    /// `segment_interleave_ready(until = value)`: the allocator reloads the configuration,
+    /// checks its `idgen.segment_interleave_until` and every mark against it; the result is the
+    /// highest mark.
+    InterleaveReady,
+}
+
+/// What a request does to the description.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum DescriptionChange {
+    /// Keep it (alter without a description).
+    #[default]
+    Keep,
+    /// Set it to [`Request::description`].
+    Set,
+    /// Set it to NULL.
+    Clear,
+}
+
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum RequestState {
+    #[default]
+    Free,
+    Pending,
+    Running,
+    Done,
+    /// The caller stopped waiting (cancelled): whoever finishes it frees it.
+    Abandoned,
+}
+
+/// A request to the allocator of `db`, with its outcome.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Request {
+    pub(crate) state: RequestState,
+    /// Process id of the caller waiting for it; its exit releases the request.
+    pub(crate) owner: i32,
+    /// What to do.
+    pub(crate) kind: RequestKind,
+    /// The database whose allocator runs it.
+    pub(crate) db: pg_sys::Oid,
+    /// The segment.
+    pub(crate) name: FixedText<64>,
+    /// Create: start; setval: the value.
+    pub(crate) value: i64,
+    /// Create/alter: the step; 0 = keep (alter).
+    pub(crate) step: i32,
+    /// Create/alter: what to do with the description.
+    pub(crate) description_change: DescriptionChange,
+    /// Create/alter: the description text.
+    pub(crate) description: FixedText<1024>,
+    /// Outcome: the result (load: slot index; setval: the value).
+    pub(crate) result: i64,
+    /// Outcome: failed with `failure`.
+    pub(crate) failed: bool,
+    /// Outcome: the error.
+    pub(crate) failure: Failure,
+}
+
+impl Request {
+    /// A request of `kind` for segment `name`, with no arguments yet.
+    pub(crate) fn new(kind: RequestKind, name: &str) -> Self {
+        Self {
+            kind,
+            name: FixedText::new(name),
+            ..Self::default()
+        }
+    }
+}
+
+/// Everything under the LWLock `idgen_segment`.
+#[repr(C)]
+pub(crate) struct Guarded {
+    /// The metadata of slot `i` of [`SegmentShared::slots`].
+    pub(crate) metas: [SlotMeta; MAX_SEGMENTS],
+    /// The allocators, one entry per database with one.
+    pub(crate) allocators: [Allocator; MAX_ALLOCATORS],
+    /// Databases whose allocators are held back.
+    pub(crate) holds: [Hold; MAX_HOLDS],
+    /// The request queue.
+    pub(crate) requests: [Request; MAX_REQUESTS],
+}
+
+/// Everything segments keep in shared memory. All zero is its empty state, but for the
+/// condition variable, which [`PART`] initializes in place.
+#[repr(C)]
+pub(crate) struct SegmentShared {
+    cv: UnsafeCell<pg_sys::ConditionVariable>,
+    guarded: UnsafeCell<Guarded>,
+    slots: [Slot; MAX_SEGMENTS],
+}
+
+// SAFETY: every field is an atomic, or behind UnsafeCell and touched only under the LWLock
+// (`Locked`), or by ConditionVariable functions, which take its spinlock themselves.
+unsafe impl Sync for SegmentShared {}
+
+static SHARED: ShmemStruct<SegmentShared> = ShmemStruct::new(c"idgen_segment_cache");
+static LOCK: NamedLWLock = NamedLWLock::new(c"idgen_segment");
+
+/// The segment cache's share of shared memory. Created at every (re)creation of shared memory,
+/// so a crash restart starts with an empty cache.
+pub(crate) const PART: Part = Part {
+    request: || {
+        SHARED.request();
+        LOCK.request();
+    },
+    attach: || {
+        // SAFETY: SegmentShared is atomics and plain numbers, valid as zero bytes, but for the
+        // condition variable, which is initialized here before any process can use it.
+        unsafe {
+            SHARED.attach(|fresh| pg_sys::ConditionVariableInit((*fresh).cv.get()));
+        }
+        LOCK.attach();
+    },
+};
+
+/// Whether the cache exists in this process (false in a process where idgen was not preloaded,
+/// where its hooks still run).
+pub(crate) fn attached() -> bool {
+    SHARED.attached() && LOCK.attached()
+}
+
+fn shared() -> &'static SegmentShared {
+    SHARED.get()
+}
+
+/// The slot at `index`.
+pub(crate) fn slot(index: usize) -> &'static Slot {
+    &shared().slots[index]
+}
+
+/// The LWLock `idgen_segment`, held exclusively, and through it everything it guards; released
+/// on drop (and by PostgreSQL's error cleanup, should an error escape while it is held).
+/// Critical sections are short and never raise errors.
+pub(crate) struct Locked {
+    _guard: LWLockGuard<'static>,
+}
+
+/// Takes the LWLock exclusively.
+pub(crate) fn lock() -> Locked {
+    Locked {
+        _guard: LOCK.exclusive(),
+    }
+}
+
+impl Deref for Locked {
+    type Target = Guarded;
+
+    fn deref(&self) -> &Guarded {
+        // SAFETY: the LWLock is held exclusively, so no other process touches the data, and an
+        // LWLock is not reentrant, so this process holds at most one `Locked`.
+        unsafe { &*shared().guarded.get() }
+    }
+}
+
+impl DerefMut for Locked {
+    fn deref_mut(&mut self) -> &mut Guarded {
+        // SAFETY: the LWLock is held exclusively and is not reentrant (see `deref`), and
+        // `&mut self` rules out a second borrow through this guard.
+        unsafe { &mut *shared().guarded.get() }
+    }
+}
+
+/// Waits until `ready` returns `Some` (checked under the LWLock), the deadline passes (`Err`)
+/// or the query is cancelled (the error propagates). `deadline_us` is a `TimestampTz`.
+pub(crate) fn wait_for<T>(
+    deadline_us: Option<i64>,
+    mut ready: impl FnMut(&mut Locked) -> Option<T>,
+) -> Result<T, ()> {
+    let cv = shared().cv.get();
+    let _cancel = CancelSleep;
+    loop {
+        if let Some(v) = ready(&mut lock()) {
+            return Ok(v);
+        }
+        let timeout = match deadline_us {
+            Some(d) => {
+                let left_us = d - now_timestamptz_us();
+                if left_us <= 0 {
+                    return Err(());
+                }
+                // Rounded up: a wait never ends before its deadline (rounding down gave up to
+                // 1 ms early, and `idgen.segment_wait_timeout = 300ms` waited 299 ms).
+                (left_us + 999).div_euclid(1000).min(1000)
+            }
+            None => 1000,
+        };
+        // SAFETY: an initialized shared condition variable; the wait checks for interrupts.
+        unsafe {
+            pg_sys::ConditionVariableTimedSleep(cv, timeout, pg_sys::PG_WAIT_EXTENSION);
+        }
+    }
+}
+
+/// Leaves the condition variable's wait list however the wait ends.
+struct CancelSleep;
+
+impl Drop for CancelSleep {
+    fn drop(&mut self) {
+        cancel_sleep();
+    }
+}
+
+/// Takes this process off the condition variable's wait list, if it is on it.
+pub(crate) fn cancel_sleep() {
+    // SAFETY: ConditionVariableCancelSleep touches only this process's own entry of the wait
+    // list it prepared to sleep on (under that list's spinlock), and does nothing when it did
+    // not prepare to sleep; it raises no error.
+    unsafe { pg_sys::ConditionVariableCancelSleep() };
+}
+
+/// The deadline of a caller's wait for a range, `idgen.segment_wait_timeout` from now.
+pub(crate) fn deadline() -> Option<i64> {
+    guc::segment_wait_timeout_ms().map(|ms| now_timestamptz_us() + i64::from(ms) * 1000)
+}
+
+/// Wakes everyone waiting on the cache.
+pub(crate) fn broadcast() {
+    // SAFETY: the condition variable lives in shared memory and was initialized at startup.
+    unsafe { pg_sys::ConditionVariableBroadcast(shared().cv.get()) };
+}
+

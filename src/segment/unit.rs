@@ -1,0 +1,236 @@
+//! How the allocator runs one unit of work: in a transaction of its own, committed with
+//! `synchronous_commit` at least `on` before any number of a new range is published to the shared
+//! cache, so that a caller's ROLLBACK can never undo a high-water mark whose numbers are in use
+//! (DESIGN.md §2). A commit whose wait for the synchronous standbys was cut short (a cancel, a
+//! termination request) publishes nothing: a failover to a standby without it must not hand its
+//! numbers out again. Also the worker's signals, interrupts and settings.
+//!
+//! A [`Failure`] is plain data of fixed size (it travels through shared memory), so results
+//! carrying it are large; they are produced once per unit of work, never on a hot path.
+#![allow(clippy::result_large_err)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::failure::Failure;
+use crate::error::Error;
+
+/// Installs the allocator's signal handlers: PostgreSQL's own, as in a regular backend, so that
+/// every wait obeys them with `CHECK_FOR_INTERRUPTS` semantics (a latch wait, a lock wait, SPI,
+/// the commit's wait for synchronous standbys). SIGTERM is `die`: the worker exits at the next
+/// interrupt check; SIGINT cancels the unit of work in progress ([`on_cancel`]); SIGHUP reloads
+/// the configuration between units. Then unblocks signals.
+pub(crate) fn install_signal_handlers() {
+    // SAFETY: called at the start of the worker, before signals are unblocked, as postgres.c
+    // installs a backend's handlers; the handlers are PostgreSQL's own and ours, which calls its
+    // cancel handler.
+    unsafe {
+        pg_sys::pqsignal(pg_sys::SIGHUP as i32, Some(SignalHandlerForConfigReload));
+        pg_sys::pqsignal(pg_sys::SIGTERM as i32, Some(die));
+        pg_sys::pqsignal(pg_sys::SIGINT as i32, Some(on_cancel));
+        pg_sys::BackgroundWorkerUnblockSignals();
+    }
+}
+
+// PostgreSQL's signal handlers themselves (pgrx's `pg_sys` functions are Rust wrappers that
+// cannot be installed as handlers).
+extern "C-unwind" {
+    fn die(signal: std::ffi::c_int);
+    fn StatementCancelHandler(signal: std::ffi::c_int);
+    fn SignalHandlerForConfigReload(signal: std::ffi::c_int);
+}
+
+/// Set by [`on_cancel`] when `pg_cancel_backend` reaches the allocator; cleared at the start
+/// of each unit of work. A unit that saw it fails, even if its commit went through: PostgreSQL
+/// ends a commit's wait for synchronous standbys on a cancel with only a WARNING ("canceling
+/// wait for synchronous replication"), so the commit may be local only.
+static CANCEL_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// The allocator's SIGINT handler: notes the cancel, then PostgreSQL's own handler
+/// (`StatementCancelHandler`: sets `QueryCancelPending` and the latch). Async-signal-safe: an
+/// atomic store and PostgreSQL's handler, no pgrx guard.
+///
+/// # Safety
+/// Installed as the SIGINT handler by [`install_signal_handlers`]; called by the kernel.
+unsafe extern "C-unwind" fn on_cancel(signal: std::ffi::c_int) {
+    CANCEL_SEEN.store(true, Ordering::SeqCst);
+    // SAFETY: PostgreSQL's own SIGINT handler, called from within a SIGINT handler with the
+    // signal number it was given, as pqsignal would call it.
+    unsafe { StatementCancelHandler(signal) };
+}
+
+/// Between units of work: a termination request ends the worker here (FATAL, through
+/// `CHECK_FOR_INTERRUPTS`); a cancel that arrived while idle has nothing to cancel.
+pub(crate) fn check_interrupts_between_units() {
+    CANCEL_SEEN.store(false, Ordering::SeqCst);
+    // SAFETY: plain counters and flags of this process, which PostgreSQL's interrupt machinery
+    // reads on this same thread. Cancels are held off around the check, so one that arrives in
+    // between stays pending for the next unit of work (which it then cancels) instead of raising
+    // an ERROR here, outside any transaction.
+    unsafe {
+        pg_sys::QueryCancelHoldoffCount += 1;
+        pg_sys::QueryCancelPending = 0;
+    }
+    pgrx::check_for_interrupts!();
+    // SAFETY: restores the holdoff count raised above.
+    unsafe { pg_sys::QueryCancelHoldoffCount -= 1 };
+}
+
+/// A WARNING in the server log from the allocator, with interrupts held: `errfinish` checks for
+/// interrupts, and a pending cancel must not turn the warning into an ERROR that escapes the
+/// unit of work (a termination is handled at the next check, between units).
+pub(crate) fn warn(message: &str) {
+    // SAFETY: a plain counter of this process (HOLD_INTERRUPTS), restored below.
+    unsafe { pg_sys::InterruptHoldoffCount += 1 };
+    warning!("{message}");
+    // SAFETY: restores the count raised above (RESUME_INTERRUPTS).
+    unsafe { pg_sys::InterruptHoldoffCount -= 1 };
+}
+
+/// If a SIGHUP arrived, re-reads the configuration files, then puts the allocator's own
+/// settings back. Between units of work only.
+pub(crate) fn reload_configuration() {
+    // SAFETY: a flag of this process set by SignalHandlerForConfigReload.
+    if unsafe { pg_sys::ConfigReloadPending } != 0 {
+        reload_now();
+    }
+}
+
+/// Re-reads the configuration files now, then puts the allocator's own settings back. Between
+/// units of work, or at the start of one that must see the latest settings.
+pub(crate) fn reload_now() {
+    // SAFETY: outside any transaction, on the worker's only thread: where PostgreSQL's own
+    // processes apply a reload (clearing the flag first, as they do).
+    unsafe {
+        pg_sys::ConfigReloadPending = 0;
+        pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+    }
+    force_settings();
+}
+
+/// The allocator's own settings: commits are durable (locally and, with synchronous standbys,
+/// on them) before a range is used; no user schema is searched; a clear application_name.
+pub(crate) fn force_settings() {
+    let set = |name: &std::ffi::CStr, value: &std::ffi::CStr| {
+        // SAFETY: NUL-terminated names of existing settings and valid values, set with the
+        // override source (which outranks the files) outside any transaction.
+        unsafe {
+            pg_sys::SetConfigOption(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_SUSET,
+                pg_sys::GucSource::PGC_S_OVERRIDE,
+            )
+        }
+    };
+    // SAFETY: a plain int GUC variable of this process, read on its only thread.
+    if unsafe { pg_sys::synchronous_commit }
+        < pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH as i32
+    {
+        set(c"synchronous_commit", c"on");
+    }
+    set(c"search_path", c"");
+    set(c"application_name", c"idgen allocator");
+}
+
+/// How a unit of work ended without a usable result.
+pub(crate) enum Unfinished {
+    /// Nothing was committed: the failure goes to the caller, the cache stays as it was.
+    Failed(Failure),
+    /// The commit went through locally but was not confirmed by the synchronous standbys (their
+    /// wait was cancelled, or the worker is being terminated): what it wrote must be treated as
+    /// committed (the numbers it replaced are never reused) but its result is never published,
+    /// since a failover to a standby that lacks the commit would hand its numbers out again.
+    Unconfirmed(Failure),
+}
+
+/// The error for the waiting caller.
+impl From<Unfinished> for Failure {
+    fn from(u: Unfinished) -> Self {
+        match u {
+            Unfinished::Failed(f) | Unfinished::Unconfirmed(f) => f,
+        }
+    }
+}
+
+/// Runs `body` in a transaction of its own and commits it; any error (idgen's or PostgreSQL's)
+/// aborts the transaction and comes back as [`Unfinished::Failed`] for the caller waiting on it.
+/// A commit during which a cancel or a termination request arrived is
+/// [`Unfinished::Unconfirmed`]: PostgreSQL ends the commit's wait for synchronous standbys on
+/// either with only a WARNING, so the commit may exist on this server alone.
+pub(crate) fn in_transaction<R>(body: impl FnOnce() -> Result<R, Error>) -> Result<R, Unfinished> {
+    let mut body = Some(body);
+    // SAFETY: the worker is connected to its database (BackgroundWorkerInitializeConnection)
+    // and between transactions, where a transaction may start.
+    unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+    }
+    PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+        let outcome = (body.take().expect("runs once"))();
+        // SAFETY: the transaction and snapshot started above are still open.
+        unsafe {
+            pg_sys::PopActiveSnapshot();
+            if outcome.is_ok() {
+                pg_sys::CommitTransactionCommand();
+            } else {
+                pg_sys::AbortCurrentTransaction();
+            }
+        }
+        match outcome {
+            Ok(v) => match unconfirmed_commit() {
+                None => Ok(v),
+                Some(f) => Err(Unfinished::Unconfirmed(f)),
+            },
+            Err(e) => Err(Unfinished::Failed(Failure::from_error(&e))),
+        }
+    }))
+    .catch_others(|caught| {
+        // SAFETY: pgrx has flushed the error state; this aborts the failed transaction.
+        unsafe { pg_sys::AbortCurrentTransaction() };
+        warn(&format!(
+            "idgen allocator: {}",
+            Failure::from_caught(&caught).to_error()
+        ));
+        Err(Unfinished::Failed(Failure::from_caught(&caught)))
+    })
+    .execute()
+}
+
+/// After a commit: the failure to report if a cancel or a termination request arrived during
+/// the unit of work (so possibly during the commit's wait for synchronous standbys).
+fn unconfirmed_commit() -> Option<Failure> {
+    // SAFETY: a plain flag of this process, set by `die` and read on this thread.
+    let terminating = unsafe { pg_sys::ProcDiePending } != 0;
+    let (sqlstate, why) = if terminating {
+        (
+            PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN,
+            "the idgen allocator was terminated",
+        )
+    } else if CANCEL_SEEN.load(Ordering::SeqCst) {
+        (
+            PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+            "the idgen allocator was cancelled",
+        )
+    } else {
+        return None;
+    };
+    let failure = Failure::from_error(&Error::Allocator {
+        sqlstate: sqlstate as i32,
+        message: format!("{why} while committing; the change is not used"),
+        detail: Some(
+            "The commit may not have reached the synchronous standbys; numbers it reserved are skipped, never handed out."
+                .into(),
+        ),
+        hint: Some("Retry.".into()),
+    });
+    // The cancel is recorded (CANCEL_SEEN); a pending one must not fire in what follows.
+    // SAFETY: a plain flag of this process, cleared on its only thread.
+    unsafe { pg_sys::QueryCancelPending = 0 };
+    warn(&format!("idgen allocator: {}", failure.to_error()));
+    Some(failure)
+}
+

@@ -1,0 +1,294 @@
+//! The allocator's units of work, each run in its own transaction (`unit::in_transaction`):
+//! a refill (Leaf's dynamic step, or this server's next own block when servers interleave),
+//! loading a segment into the cache, and the admin calls (create, alter, drop, setval, the
+//! interleave check when growing from N to M servers), run with the segment's cache frozen.
+#![allow(clippy::result_large_err)]
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::catalog;
+use super::failure::Failure;
+use super::range::{fenced_range, max_id_for_start, next_step, Fences, NoRange, Nodes};
+use super::shared::{lock, slot, DescriptionChange, Request, RequestKind, SlotMeta, MAX_SEGMENTS};
+use super::slots::{freeze, unfreeze, After, Refilled};
+use super::unit::{in_transaction, reload_now, warn, Unfinished};
+use crate::error::Error;
+use crate::guc;
+use crate::time::now_timestamptz_us;
+
+/// One unit of work for an allocator (a copy out of shared memory, taken once per unit).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Work {
+    /// Request at this index (a copy; the original is marked running).
+    Request(usize, Request),
+    /// Refill the slot at `index`, which held `generation` when the work was taken.
+    Refill {
+        index: usize,
+        generation: u64,
+        meta: SlotMeta,
+    },
+}
+
+/// The interleave now in force: `idgen.segment_node_count` and `idgen.segment_node_index`.
+///
+/// Errors: 22023 when the index is not below the count (checked at start too; a reload can
+/// still bring a bad pair); 55000 when either differs from what the server started with while
+/// `idgen.segment_interleave_from` is unset: a new interleave over the numbers of the old one
+/// hands out numbers other servers have handed out (README, Growing from N to M servers).
+fn nodes() -> Result<Nodes, Error> {
+    let (count, index) = guc::segment_nodes();
+    if index >= count {
+        return Err(Error::InvalidSetting {
+            name: "idgen.segment_node_index".into(),
+            value: index.to_string(),
+            detail: guc::node_index_detail(count),
+        });
+    }
+    let started = guc::segment_nodes_at_start();
+    if (count, index) != started && fences().from.is_none() {
+        return Err(Error::InterleaveChangedWithoutFence {
+            started,
+            now: (count, index),
+        });
+    }
+    Ok(Nodes {
+        count: count.max(1) as u32,
+        index: index.max(0) as u32,
+    })
+}
+
+/// `idgen.segment_interleave_from` and `idgen.segment_interleave_until`.
+fn fences() -> Fences {
+    let (from, until) = guc::segment_fences();
+    Fences { from, until }
+}
+
+/// Runs one unit of work and stores its outcome for the caller (or the cache).
+pub(crate) fn run(db: pg_sys::Oid, work: Work) {
+    match work {
+        Work::Request(index, request) => {
+            let outcome = match request.kind {
+                RequestKind::Load => load(db, &request),
+                RequestKind::Create => create(db, &request),
+                RequestKind::Alter => alter(db, &request),
+                RequestKind::Drop => drop_segment(db, &request),
+                RequestKind::Setval => setval(db, &request),
+                RequestKind::InterleaveReady => interleave_ready(&request),
+            };
+            lock().finish_request(index, outcome);
+        }
+        Work::Refill {
+            index,
+            generation,
+            meta,
+        } => {
+            let outcome = refill(&meta).map_err(|f| {
+                let gone = f.sqlstate() == PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT as i32;
+                (f, gone)
+            });
+            if !lock().finish_refill(index, generation, outcome) {
+                warn(&format!(
+                    "idgen allocator: a range of segment \"{}\" was committed but not needed; its numbers are skipped",
+                    meta.name.as_str()
+                ));
+            }
+        }
+    }
+}
+
+/// Takes the next range of a cached segment: Leaf's dynamic step (or, with
+/// `idgen.segment_node_count > 1`, this server's next own block), one committed UPDATE.
+fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
+    let name = meta.name.as_str();
+    let since_ms = if meta.last_refill_at == 0 {
+        0
+    } else {
+        (now_timestamptz_us() - meta.last_refill_at) / 1000
+    };
+    let previous = (meta.step > 0).then_some(meta.step);
+    let nodes = nodes().map_err(|e| Failure::from_error(&e))?;
+    let fences = fences();
+    // An unconfirmed commit fails the refill: its range is never installed (numbers skipped).
+    let mut done = in_transaction(|| {
+        let (max_id, base_step) = catalog::lock_row(name)?;
+        // Interleaved servers take one own block of the segment's step per refill: blocks must
+        // be the same size on every server, so the dynamic step does not apply.
+        let step = if nodes.interleaved() {
+            base_step
+        } else {
+            next_step(
+                previous,
+                base_step,
+                guc::segment_max_step(),
+                since_ms,
+                guc::segment_refill_interval_ms(),
+            )
+        };
+        let range = fenced_range(max_id, step, nodes, fences).map_err(|e| match e {
+            NoRange::Exhausted => Error::SegmentExhausted { name: name.into() },
+            NoRange::Until(until) => Error::InterleaveUntilReached {
+                name: name.into(),
+                until,
+            },
+        })?;
+        catalog::set_max_id(name, range.last)?;
+        Ok(Refilled {
+            range,
+            base_step,
+            step,
+            at: 0,
+        })
+    })?;
+    done.at = now_timestamptz_us();
+    Ok(done)
+}
+
+/// Brings an existing segment into the shared cache; the result is its slot.
+fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
+    let name = request.name.as_str();
+    if let Some(i) = lock().find(db, name) {
+        return Ok(i as i64);
+    }
+    let base_step = in_transaction(|| catalog::step(name))?;
+    let mut g = lock();
+    if let Some(i) = g.find(db, name) {
+        return Ok(i as i64);
+    }
+    g.assign(db, name, base_step)
+        .map(|i| i as i64)
+        .ok_or_else(|| {
+            Failure::from_error(&Error::SegmentCacheFull {
+                max: MAX_SEGMENTS,
+            })
+        })
+}
+
+/// Runs an admin call with the segment's cache frozen; `after` says what becomes of the cache
+/// when it committed.
+fn frozen_call(
+    db: pg_sys::Oid,
+    name: &str,
+    after: After,
+    body: impl FnOnce(Option<i64>) -> Result<i64, Error>,
+) -> Result<i64, Failure> {
+    let frozen = freeze(db, name);
+    let highest = frozen
+        .as_ref()
+        .and_then(|f| slot(f.index).buffers.highest_taken());
+    match in_transaction(|| body(highest)) {
+        Ok(v) => {
+            unfreeze(frozen, after);
+            Ok(v)
+        }
+        Err(Unfinished::Failed(f)) => {
+            unfreeze(frozen, After::Keep);
+            Err(f)
+        }
+        // Committed here, perhaps not on the standbys: the cache must not outlive the change
+        // (a setval that moved the mark below the cached range, say), nor the caller trust it.
+        Err(Unfinished::Unconfirmed(f)) => {
+            unfreeze(frozen, after);
+            Err(f)
+        }
+    }
+}
+
+fn create(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
+    let name = r.name.as_str();
+    let description =
+        (r.description_change == DescriptionChange::Set).then(|| r.description.as_str());
+    // A slot still cached under this name is stale (its row was removed behind idgen's back):
+    // its numbers must not be mixed with the new segment's.
+    frozen_call(db, name, After::Release, |_| {
+        let max_id = max_id_for_start(r.value).ok_or(Error::StartOutOfRange { start: r.value })?;
+        if !catalog::insert(name, max_id, r.step, description)? {
+            return Err(Error::SegmentExists { name: name.into() });
+        }
+        Ok(r.value)
+    })
+}
+
+fn alter(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
+    let name = r.name.as_str();
+    let description = match r.description_change {
+        DescriptionChange::Keep => None,
+        DescriptionChange::Set => Some(Some(r.description.as_str())),
+        DescriptionChange::Clear => Some(None),
+    };
+    let nodes = nodes().map_err(|e| Failure::from_error(&e))?;
+    let step = in_transaction(|| {
+        if r.step != 0 && nodes.interleaved() {
+            // The step is the block size every server interleaves by: it cannot change here.
+            let (_, current) = catalog::lock_row(name)?;
+            if current != i64::from(r.step) {
+                return Err(Error::InterleavedStepChange {
+                    name: name.into(),
+                    count: nodes.count,
+                });
+            }
+        }
+        catalog::alter(name, (r.step != 0).then_some(r.step), description)
+    })?;
+    lock().set_step(db, name, step);
+    Ok(step)
+}
+
+fn drop_segment(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
+    let name = r.name.as_str();
+    frozen_call(db, name, After::Release, |_| {
+        if !catalog::delete(name)? {
+            return Err(Error::UnknownSegment { name: name.into() });
+        }
+        Ok(0)
+    })
+}
+
+/// Forward only: the new high-water mark must not be below any number this server may have
+/// handed out (the last taken number of the cached range, else the stored mark).
+fn setval(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
+    let name = r.name.as_str();
+    let value = r.value;
+    frozen_call(db, name, After::Clear, |highest| {
+        let (max_id, _) = catalog::lock_row(name)?;
+        let floor = highest.unwrap_or(max_id);
+        if value < floor {
+            return Err(Error::SetvalBackwards {
+                name: name.into(),
+                value,
+                floor,
+            });
+        }
+        catalog::set_max_id(name, value)?;
+        Ok(value)
+    })
+}
+
+/// The check of the fence when growing from N to M servers: after a configuration reload (so
+/// that it cannot lag behind the caller's `pg_reload_conf()`), this allocator runs with
+/// `idgen.segment_interleave_until` = `r.value`, so no refill from now on goes past it, and no
+/// segment of the database is past it already (a refill before the reload may have gone past
+/// it). Units of work run one at a time: once this one has run, both hold for good.
+fn interleave_ready(r: &Request) -> Result<i64, Failure> {
+    reload_now();
+    let until = r.value;
+    let in_force = fences().until;
+    if in_force != Some(until) {
+        return Err(Failure::from_error(&Error::InterleaveUntilNotSet {
+            until,
+            in_force,
+        }));
+    }
+    let highest = in_transaction(catalog::highest_mark)?;
+    match highest {
+        Some((name, max_id)) if max_id > until => {
+            Err(Failure::from_error(&Error::InterleavePastUntil {
+                name,
+                max_id,
+                until,
+            }))
+        }
+        Some((_, max_id)) => Ok(max_id),
+        None => Ok(i64::MIN),
+    }
+}
