@@ -4,8 +4,8 @@
 //! current, what each holds, whether the segment is frozen, and a sequence number. Every
 //! writer transition (install, advance, clear, freeze, thaw) is a `compare_exchange` of the
 //! state word that bumps the sequence number, so a writer acts only on the exact state it
-//! checked: writers are correct even when they race. The caller's lock (the segment LWLock in
-//! `cache.rs`) is kept for the rest of the slot, not for the buffer's safety. No pgrx here.
+//! checked: writers are correct even when they race. The caller's lock (the segment LWLock,
+//! `shared.rs`) is kept for the rest of the slot, not for the buffer's safety. No pgrx here.
 //!
 //! Each buffer is in one phase, kept in the state word:
 //!
