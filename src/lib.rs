@@ -1,10 +1,10 @@
 //! idgen: unique 64-bit ids generated inside PostgreSQL.
 //!
 //! * Snowflake (`snowflake_nextval()`): time | worker id | sequence, one lock-free generator per
-//!   server in shared memory ([`snowflake`]).
+//!   server in shared memory (`snowflake`).
 //! * Segment (`segment_nextval('orders')`): Leaf-style ranges from durable high-water marks,
 //!   cached in shared memory with a double buffer, allocated by a background worker per
-//!   database ([`segment`]).
+//!   database (`segment`).
 //!
 //! `_PG_init` only orchestrates: refuse to load unless preloaded, then each subsystem's `init`
 //! in order (`guc` → `snowflake` → `segment`), and the shared-memory hooks that call the parts

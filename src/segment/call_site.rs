@@ -51,7 +51,7 @@ pub(super) unsafe fn entry_at_call_site(
 }
 
 /// A `text` argument borrowed as PostgreSQL passed it, not yet detoasted: the call-site check
-/// of [`segment_nextval`] compares its bytes in place.
+/// of `segment_nextval` compares its bytes in place.
 pub(crate) struct NameDatum<'fcx> {
     varlena: *const pg_sys::varlena,
     _call: std::marker::PhantomData<&'fcx pg_sys::varlena>,

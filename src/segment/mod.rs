@@ -7,7 +7,7 @@
 //! memory: [`shared`] (layout, LWLock, condition variable) with [`failure`] (its text), and the
 //! operations on its tables: [`slots`], [`registry`] (allocators and holds), [`queue`]
 //! (requests). A backend's side: [`session`] (the hot path) and [`call_site`]. The allocator
-//! background worker: [`allocator`], running [`work`] units in transactions ([`unit`]) that use
+//! background worker: [`allocator`], running [`work`] units in transactions ([`mod@unit`]) that use
 //! [`catalog`] (SPI on `idgen_segment`). PostgreSQL's commands: [`hooks`].
 
 mod allocator;

@@ -77,7 +77,7 @@ impl Nodes {
 /// PostgreSQL's sequence.c). The last range is cut short at `i64::MAX` rather than wrapping.
 /// `step` must be positive.
 ///
-/// One server ([`Nodes::SINGLE`]): `max_id + 1 ..= max_id + step`. Interleaved: the rest of
+/// One server (`Nodes::SINGLE`): `max_id + 1 ..= max_id + step`. Interleaved: the rest of
 /// the first block of `step` numbers above `max_id` that this server owns; `step` is then the
 /// block size and must be the same on every server.
 pub(crate) fn next_range(max_id: i64, step: i64, nodes: Nodes) -> Option<Range> {

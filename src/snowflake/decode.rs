@@ -1,6 +1,6 @@
 //! Conversions between Snowflake ids, ticks and `timestamptz`, for decode, compose and status,
 //! and the SQLSTATEs of the layout's failures on arguments. The bit arithmetic is in
-//! [`super::layout`]; this adds PostgreSQL's time type.
+//! [`mod@super::layout`]; this adds PostgreSQL's time type.
 
 use pgrx::datetime::TimestampWithTimeZone;
 

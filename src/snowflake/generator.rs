@@ -1,6 +1,6 @@
 //! The Snowflake generator: one 64-bit state word advanced by compare-and-swap. No pgrx.
 //!
-//! The word holds the last issued `(tick, sequence)` as a [state word](super::layout). A caller
+//! The word holds the last issued `(tick, sequence)` as a [state word](mod@super::layout). A caller
 //! reserves `count` consecutive state words with
 //!
 //! ```text

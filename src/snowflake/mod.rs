@@ -1,5 +1,5 @@
 //! Snowflake ids: the SQL surface and the subsystem's `init` (DESIGN.md §1). The arithmetic is
-//! in [`layout`] and [`generator`] (pure), the clocks in [`clock`] and [`watch`], the shared
+//! in [`mod@layout`] and [`generator`] (pure), the clocks in [`clock`] and [`watch`], the shared
 //! state and the layout fixed at start in [`shared`], the per-id path in [`issue`], the durable
 //! reservation in [`durable`] (file format in [`reservation`]) kept ahead by the [`keeper`]
 //! background worker, `snowflake_status()` in [`status`], time conversions in [`decode`].
