@@ -9,7 +9,6 @@ use pgrx::pg_sys::panic::{CaughtError, ErrorReport, ErrorReportWithLevel};
 use pgrx::prelude::*;
 use thiserror::Error;
 
-
 /// A user-facing failure. [`Error::report`] raises it as an `ERROR`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub(crate) enum Error {

@@ -32,6 +32,9 @@ impl<T: Copy + Send + Sync + 'static> HookChain<T> {
     /// The hook that was installed before idgen's (`None`: there was none): idgen's hook calls
     /// it first, or instead of PostgreSQL's standard function where the hook replaces one.
     pub(crate) fn previous(&self) -> T {
-        *self.0.get().expect("idgen's hook runs only after it was installed")
+        *self
+            .0
+            .get()
+            .expect("idgen's hook runs only after it was installed")
     }
 }

@@ -16,8 +16,11 @@ use pgrx::prelude::*;
 
 /// A string setting's check hook, as PostgreSQL calls it (`GucStringCheckHook`): its
 /// implementations here are `#[pg_guard]`ed and refuse rather than raise an ERROR.
-pub(super) type Hook =
-    unsafe extern "C-unwind" fn(*mut *mut c_char, *mut *mut c_void, pg_sys::GucSource::Type) -> bool;
+pub(super) type Hook = unsafe extern "C-unwind" fn(
+    *mut *mut c_char,
+    *mut *mut c_void,
+    pg_sys::GucSource::Type,
+) -> bool;
 
 /// An integer setting's text as PostgreSQL's own GUC parser reads it (`0x10`, ` 7 `, `15min`
 /// with unit `flags`, and so on).
@@ -55,7 +58,11 @@ unsafe fn candidate(newval: *mut *mut c_char) -> Option<String> {
     // machinery for the duration of the hook.
     let raw = unsafe { *newval };
     // SAFETY: a non-null candidate is a NUL-terminated C string owned by the GUC machinery.
-    (!raw.is_null()).then(|| unsafe { CStr::from_ptr(raw) }.to_string_lossy().into_owned())
+    (!raw.is_null()).then(|| {
+        unsafe { CStr::from_ptr(raw) }
+            .to_string_lossy()
+            .into_owned()
+    })
 }
 
 /// GUC check hook of the fence settings. Pure Rust parsing: nothing here can raise an error.

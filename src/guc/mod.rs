@@ -433,8 +433,11 @@ pub(crate) fn segment_nodes_at_start() -> (i32, i32) {
 /// `None` while empty (their check hook has accepted the text: empty, or a bigint).
 pub(crate) fn segment_fences() -> (Option<i64>, Option<i64>) {
     let read = |s: &GucSetting<Option<CString>>| {
-        s.get()
-            .and_then(|c| c.to_str().ok().and_then(|t| check::fence_value(t).ok().flatten()))
+        s.get().and_then(|c| {
+            c.to_str()
+                .ok()
+                .and_then(|t| check::fence_value(t).ok().flatten())
+        })
     };
     (
         read(&SEGMENT_INTERLEAVE_FROM),

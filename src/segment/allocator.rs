@@ -12,7 +12,9 @@ use pgrx::prelude::*;
 
 use super::failure::Failure;
 use super::shared::{broadcast, lock};
-use super::unit::{check_interrupts_between_units, force_settings, install_signal_handlers, reload_configuration};
+use super::unit::{
+    check_interrupts_between_units, force_settings, install_signal_handlers, reload_configuration,
+};
 use super::work::{run, Work};
 use crate::error::Error;
 use crate::guc;
@@ -70,7 +72,6 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
         crate::latch::wait(idle_limit - idle);
     }
 }
-
 
 /// The next unit of work for `db`'s allocator: a pending request first (its state becomes
 /// running), else a segment that wants a refill.

@@ -54,4 +54,3 @@ pub(super) fn description_arg(description: &str) -> FixedText<1024> {
     }
     FixedText::new(description)
 }
-

@@ -132,4 +132,3 @@ unsafe impl pgrx::pgrx_sql_entity_graph::metadata::SqlTranslatable for NameDatum
         pgrx::pgrx_sql_entity_graph::metadata::ReturnsError,
     > = <str as pgrx::pgrx_sql_entity_graph::metadata::SqlTranslatable>::RETURN_SQL;
 }
-

@@ -93,4 +93,3 @@ impl Failure {
         }
     }
 }
-

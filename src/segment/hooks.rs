@@ -73,7 +73,9 @@ unsafe extern "C-unwind" fn process_utility(
     // SAFETY: the hook installed before ours (or PostgreSQL's own standard function, its symbol
     // rather than pgrx's guarded wrapper), with the arguments PostgreSQL gave ours.
     unsafe {
-        let next = PROCESS_UTILITY.previous().unwrap_or(standard_ProcessUtility);
+        let next = PROCESS_UTILITY
+            .previous()
+            .unwrap_or(standard_ProcessUtility);
         next(
             pstmt,
             query_string,
@@ -166,10 +168,7 @@ unsafe fn database_needed_alone(stmt: *mut pg_sys::Node) -> Option<pg_sys::Oid> 
 ///
 /// # Safety
 /// `options` is a valid `List` of `DefElem` (or NULL).
-unsafe fn option_string(
-    options: *mut pg_sys::List,
-    name: &CStr,
-) -> Option<*const c_char> {
+unsafe fn option_string(options: *mut pg_sys::List, name: &CStr) -> Option<*const c_char> {
     // SAFETY: `options` is a List of DefElem pointers or NULL (this function's contract);
     // PgList only reads it.
     let options = unsafe { pgrx::PgList::<pg_sys::DefElem>::from_pg(options) };
@@ -221,4 +220,3 @@ fn is_the_catalog(relid: pg_sys::Oid) -> bool {
             && pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, relid) == extension
     }
 }
-

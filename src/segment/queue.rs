@@ -122,9 +122,7 @@ unsafe extern "C-unwind" fn release_own_requests(_code: i32, _arg: pg_sys::Datum
     let mine: Vec<usize> = {
         let g = lock();
         (0..MAX_REQUESTS)
-            .filter(|&i| {
-                g.requests[i].owner == pid && g.requests[i].state != RequestState::Free
-            })
+            .filter(|&i| g.requests[i].owner == pid && g.requests[i].state != RequestState::Free)
             .collect()
     };
     for index in mine {
@@ -193,5 +191,4 @@ impl Guarded {
         }
         super::shared::broadcast();
     }
-
 }

@@ -189,4 +189,3 @@ fn wait_for_range(name: &str, index: usize, generation: u64) -> Result<(), Error
         }),
     }
 }
-

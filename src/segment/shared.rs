@@ -339,4 +339,3 @@ pub(crate) fn broadcast() {
     // SAFETY: the condition variable lives in shared memory and was initialized at startup.
     unsafe { pg_sys::ConditionVariableBroadcast(shared().cv.get()) };
 }
-

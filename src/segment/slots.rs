@@ -97,7 +97,11 @@ impl Guarded {
             let m = &self.metas[i];
             m.db == db && m.refill_wanted && !m.frozen
         })?;
-        Some((index, slot(index).generation.load(SeqCst), self.metas[index]))
+        Some((
+            index,
+            slot(index).generation.load(SeqCst),
+            self.metas[index],
+        ))
     }
 
     /// Stores the outcome of a refill of slot `index` (if it still holds the same segment) and

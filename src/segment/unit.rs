@@ -233,4 +233,3 @@ fn unconfirmed_commit() -> Option<Failure> {
     warn(&format!("idgen allocator: {}", failure.to_error()));
     Some(failure)
 }
-

@@ -157,11 +157,7 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
     }
     g.assign(db, name, base_step)
         .map(|i| i as i64)
-        .ok_or_else(|| {
-            Failure::from_error(&Error::SegmentCacheFull {
-                max: MAX_SEGMENTS,
-            })
-        })
+        .ok_or_else(|| Failure::from_error(&Error::SegmentCacheFull { max: MAX_SEGMENTS }))
 }
 
 /// Runs an admin call with the segment's cache frozen; `after` says what becomes of the cache

@@ -240,4 +240,3 @@ pub(crate) fn describe(layout: &Layout) -> String {
         layout.time_unit_ms()
     )
 }
-

@@ -202,4 +202,3 @@ pub(crate) fn currval() -> Result<i64, Error> {
         id => Ok(id),
     }
 }
-

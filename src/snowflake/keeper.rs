@@ -5,7 +5,9 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -97,4 +99,3 @@ fn keep_ahead() -> bool {
     }
     true
 }
-

@@ -190,7 +190,12 @@ impl Layout {
     }
 
     /// The id of (tick, worker, sequence), each range-checked: the inverse of [`Layout::decode`].
-    pub(crate) fn compose(&self, tick: u64, worker: i64, sequence: i64) -> Result<i64, LayoutError> {
+    pub(crate) fn compose(
+        &self,
+        tick: u64,
+        worker: i64,
+        sequence: i64,
+    ) -> Result<i64, LayoutError> {
         if worker < 0 || worker as u64 > self.max_worker() {
             return Err(LayoutError::WorkerOutOfRange {
                 worker,

@@ -178,7 +178,12 @@ pub(crate) fn decode(text: &str) -> Result<Stored, String> {
 /// ticks are at most `tick(now + skew) + ceil(max_drift / unit)`; the floor is one tick above,
 /// rounded up, never down (with 1 s ticks, rounding down handed out the primary's last tick
 /// again). Past the end of the layout it is `max_tick + 1` (generation then fails loudly).
-pub(crate) fn promotion_floor_tick(layout: &Layout, now_ms: i64, max_drift_ms: u64, skew_ms: u64) -> u64 {
+pub(crate) fn promotion_floor_tick(
+    layout: &Layout,
+    now_ms: i64,
+    max_drift_ms: u64,
+    skew_ms: u64,
+) -> u64 {
     let end = layout.max_tick() + 1;
     let Ok(their_now) = layout.tick_at(now_ms.saturating_add(skew_ms.min(i64::MAX as u64) as i64))
     else {

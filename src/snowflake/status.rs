@@ -73,9 +73,7 @@ fn snowflake_status() -> TableIterator<
         unix_ms_to_timestamptz(layout.epoch_unix_ms()).or_report(),
         unix_ms_to_timestamptz(layout.exhausted_at_unix_ms()).ok(),
         last_id,
-        issued
-            .then(|| tick_start(layout, last_tick).ok())
-            .flatten(),
+        issued.then(|| tick_start(layout, last_tick).ok()).flatten(),
         drift_ms as i64,
         snap.borrowed_ticks as i64,
         snap.waits as i64,

@@ -2,10 +2,10 @@
 //! threads, and a proptest model of every transition.
 
 use super::*;
+use parking_lot::Mutex;
 use proptest::prelude::*;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicI64, AtomicUsize};
-use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 fn r(first: i64, last: i64) -> Range {
