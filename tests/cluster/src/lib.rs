@@ -14,6 +14,8 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use postgres::types::{FromSql, ToSql};
+
 /// Directory of the PostgreSQL 15 server programs: Debian's, unless `IDGEN_PG_BIN` names
 /// another installation (a relocated copy, so that two builds of idgen can be tested at once).
 pub fn pg_bin() -> String {
@@ -412,12 +414,25 @@ impl Drop for Cluster {
     }
 }
 
-/// The one bigint `sql` returns (first column of its only row).
-pub fn one_i64(client: &mut postgres::Client, sql: &str) -> i64 {
-    client
-        .query_one(sql, &[])
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .get(0)
+/// One-value queries: the first column of the only row a statement returns, as `T`, with a
+/// panic naming the statement when it fails. `client.one::<i64>("SELECT ...")`.
+pub trait One {
+    /// The value `sql` returns.
+    fn one<T: for<'a> FromSql<'a>>(&mut self, sql: &str) -> T;
+    /// The value `sql` returns with `params` bound to `$1`, `$2`, ...
+    fn one_with<T: for<'a> FromSql<'a>>(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> T;
+}
+
+impl One for postgres::Client {
+    fn one<T: for<'a> FromSql<'a>>(&mut self, sql: &str) -> T {
+        self.one_with(sql, &[])
+    }
+
+    fn one_with<T: for<'a> FromSql<'a>>(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> T {
+        self.query_one(sql, params)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .get(0)
+    }
 }
 
 /// The first column of every row `sql` returns, in order.
@@ -466,10 +481,7 @@ pub fn push_generator_ahead(client: &mut postgres::Client, batches: usize, count
             .execute("SELECT snowflake_nextvals($1) LIMIT 1", &[&count])
             .unwrap();
     }
-    client
-        .query_one("SELECT snowflake_currval()", &[])
-        .unwrap()
-        .get(0)
+    client.one("SELECT snowflake_currval()")
 }
 
 /// `pg_config --pkglibdir`-relative path of pg_regress (from postgresql-server-dev-15).

@@ -10,7 +10,7 @@
 //! NULL for a NULL argument, as PostgreSQL's own functions do, and an id from the future decodes
 //! to its time (the decoders are IMMUTABLE: they never read the clock); both are pinned too.
 
-use idgen_cluster_tests::{column, db_error, Cluster};
+use idgen_cluster_tests::{column, db_error, Cluster, One};
 use postgres::Client;
 
 /// One bad call: the SQL, the SQLSTATE it must fail with, and a word its message must contain
@@ -49,13 +49,16 @@ fn literal(name: &str) -> String {
     format!("'{}'", name.replace('\'', "''"))
 }
 
+/// A statement built around a (quoted) argument.
+type SqlOf = dyn Fn(&str) -> String;
+
 /// Every case of the matrix. `known` is a segment that exists and has handed out numbers.
 fn matrix(known: &str) -> Vec<Case> {
     let k = literal(known);
     let mut cases = Vec::new();
 
     // Every function that takes a segment name, with the rest of its arguments valid.
-    let name_calls: [(&str, &dyn Fn(&str) -> String); 7] = [
+    let name_calls: [(&str, &SqlOf); 7] = [
         ("segment_create", &|n| format!("SELECT segment_create({n})")),
         ("segment_alter", &|n| {
             format!("SELECT segment_alter({n}, step => 5)")
@@ -205,17 +208,11 @@ fn matrix(known: &str) -> Vec<Case> {
 /// Everything a bad call must not change: the catalog rows, the shared cache (ranges and how
 /// much of them is used), the Snowflake generator's last id and this session's currvals.
 fn state(client: &mut Client, known: &str) -> String {
-    client
-        .query_one(
-            "SELECT (SELECT pg_catalog.json_agg(s ORDER BY s.name)::text FROM idgen_segment s)
+    client.one_with("SELECT (SELECT pg_catalog.json_agg(s ORDER BY s.name)::text FROM idgen_segment s)
                  || ' | ' || (SELECT pg_catalog.json_agg(c ORDER BY c.name)::text FROM segment_status() c)
                  || ' | ' || (SELECT last_id::text FROM snowflake_status())
                  || ' | ' || snowflake_currval()::text
-                 || ' | ' || segment_currval($1)::text",
-            &[&known],
-        )
-        .unwrap()
-        .get(0)
+                 || ' | ' || segment_currval($1)::text", &[&known])
 }
 
 /// Waits until the allocator has nothing in flight (no refill pending), so that the state
@@ -289,20 +286,13 @@ fn every_bad_call_fails_with_its_sqlstate_and_changes_nothing() {
     // An id from the future (another server's faster clock, or ids borrowed ahead) is a valid
     // id: the decoders are IMMUTABLE functions of the id, usable in indexes and partition
     // bounds, never of the clock, so it decodes to its own time instead of failing.
-    let future: bool = client
-        .query_one(
-            "SELECT snowflake_timestamp(snowflake_compose(t, 1023, 4095)) = t
+    let future: bool = client.one(
+        "SELECT snowflake_timestamp(snowflake_compose(t, 1023, 4095)) = t
                FROM (SELECT date_trunc('milliseconds', now() + interval '10 years') t) s",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert!(future);
     // The table the would-be injection names is still there, with its one row.
-    let rows: i64 = client
-        .query_one("SELECT count(*) FROM idgen_segment", &[])
-        .unwrap()
-        .get(0);
+    let rows: i64 = client.one("SELECT count(*) FROM idgen_segment");
     assert_eq!(rows, 1);
     eprintln!("{} bad calls, none changed the state", cases.len());
 }
@@ -326,22 +316,16 @@ fn hostile_names_are_data() {
     for (i, name) in HOSTILE_NAMES.iter().enumerate() {
         let start = 1000 * (i as i64 + 1);
         // Through a parameter and through a literal in the SQL text: the same segment.
-        let a: i64 = client
-            .query_one("SELECT segment_nextval($1)", &[name])
-            .unwrap()
-            .get(0);
+        let a: i64 = client.one_with("SELECT segment_nextval($1)", &[name]);
         let b: i64 = client
             .query_one(&format!("SELECT segment_nextval({})", literal(name)), &[])
             .unwrap()
             .get(0);
         assert_eq!((a, b), (start, start + 1), "{name:?}");
-        let listed: i64 = client
-            .query_one(
-                "SELECT count(*) FROM segment_status() WHERE name = $1 AND step = 5",
-                &[name],
-            )
-            .unwrap()
-            .get(0);
+        let listed: i64 = client.one_with(
+            "SELECT count(*) FROM segment_status() WHERE name = $1 AND step = 5",
+            &[name],
+        );
         assert_eq!(listed, 1, "{name:?}");
         client
             .query("SELECT segment_alter($1, step => 7)", &[name])
@@ -356,9 +340,6 @@ fn hostile_names_are_data() {
     for name in HOSTILE_NAMES {
         client.query("SELECT segment_drop($1)", &[name]).unwrap();
     }
-    let left: i64 = client
-        .query_one("SELECT count(*) FROM idgen_segment", &[])
-        .unwrap()
-        .get(0);
+    let left: i64 = client.one("SELECT count(*) FROM idgen_segment");
     assert_eq!(left, 0);
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{db_error, push_generator_ahead, twitter, Cluster, STANDBY_NAME};
+use idgen_cluster_tests::{db_error, push_generator_ahead, twitter, Cluster, One, STANDBY_NAME};
 
 const PRIMARY_WORKER: i64 = 11;
 const DRAW: &str =
@@ -38,13 +38,7 @@ fn wait_until_sync(primary: &Cluster) {
     let mut client = primary.connect("postgres");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let sync: i64 = client
-            .query_one(
-                "SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND sync_state = 'sync'",
-                &[&STANDBY_NAME],
-            )
-            .unwrap()
-            .get(0);
+        let sync: i64 = client.one_with("SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND sync_state = 'sync'", &[&STANDBY_NAME]);
         if sync == 1 {
             return;
         }

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{db_error, one_i64, Cluster};
+use idgen_cluster_tests::{db_error, Cluster, One};
 use postgres::Client;
 
 const STEP: i64 = 50;
@@ -91,7 +91,7 @@ fn growing_from_two_to_three_servers_under_traffic_repeats_nothing() {
 
         // Step 1: the fence, set and confirmed on every old server.
         let (mut ca, mut cb) = (a.connect("postgres"), b.connect("postgres"));
-        let highest = |c: &mut Client| one_i64(c, "SELECT max(max_id) FROM idgen_segment");
+        let highest = |c: &mut Client| c.one::<i64>("SELECT max(max_id) FROM idgen_segment");
         fence = highest(&mut ca).max(highest(&mut cb)) + 40 * STEP;
         let mut attempts = 0;
         loop {
@@ -204,7 +204,7 @@ fn a_new_node_count_without_a_fence_is_refused() {
         "SELECT max(segment_nextval('order_no')) FROM generate_series(1, {})",
         3 * STEP
     );
-    one_i64(&mut c, &drain);
+    c.one::<i64>(&drain);
     reload(&mut c, &[("idgen.segment_node_count", Some("3"))]);
     let started = Instant::now();
     let err = loop {
@@ -222,7 +222,7 @@ fn a_new_node_count_without_a_fence_is_refused() {
         "{err:?}"
     );
     reload(&mut c, &[("idgen.segment_node_count", None)]);
-    let n = one_i64(&mut c, &drain);
+    let n = c.one::<i64>(&drain);
     assert_eq!(
         (n - 1).div_euclid(STEP).rem_euclid(2),
         0,

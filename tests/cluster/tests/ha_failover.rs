@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use idgen_cluster_tests::{db_error, pg_bin, twitter};
+use idgen_cluster_tests::{db_error, pg_bin, twitter, One};
 
 const CLIENTS: usize = 8;
 const FAILOVERS: usize = 3;
@@ -856,12 +856,9 @@ fn failovers_under_pg_auto_failover_repeat_no_id() {
     // Both preload idgen with the same worker id; the secondary refuses to generate.
     for port in f.ports {
         let mut c = f.connect(port, "postgres");
-        let libs: String = c
-            .query_one("SHOW shared_preload_libraries", &[])
-            .unwrap()
-            .get(0);
+        let libs: String = c.one("SHOW shared_preload_libraries");
         assert!(libs.contains("idgen"), "port {port} preloads {libs}");
-        let w: String = c.query_one("SHOW idgen.worker_id", &[]).unwrap().get(0);
+        let w: String = c.one("SHOW idgen.worker_id");
         assert_eq!(w, WORKER_ID.to_string(), "port {port}");
     }
     let mut standby = f.connect(f.ports[1], "postgres");

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use idgen_cluster_tests::Cluster;
+use idgen_cluster_tests::{Cluster, One};
 
 const LIBDIR: &str = "/usr/lib/postgresql/15/lib";
 const EXTDIR: &str = "/usr/share/postgresql/15/extension";
@@ -99,13 +99,8 @@ fn the_package_installs_and_creates_the_extension() {
 
     let c = Cluster::with_idgen("package", 8, &[]);
     let mut client = c.connect("postgres");
-    let installed: String = client
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'idgen'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let installed: String =
+        client.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'");
     assert_eq!(installed, version);
     client
         .batch_execute("SELECT segment_create('from_package', start => 10)")

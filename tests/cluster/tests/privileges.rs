@@ -5,7 +5,7 @@
 //! wait; and nothing idgen runs resolves a table, function or operator through the caller's
 //! `search_path`.
 
-use idgen_cluster_tests::{column, one_i64, sqlstate, Cluster};
+use idgen_cluster_tests::{column, sqlstate, Cluster, One};
 
 /// Direct writes to the catalog table: refused to everyone but the extension's allocator.
 const TABLE_WRITES: &[&str] = &[
@@ -39,23 +39,15 @@ fn roles_draw_administer_and_configure_as_documented() {
 
     // Any role draws ids and reads the status and the high-water marks.
     let mut app = cluster.connect_as("postgres", "app");
-    assert_eq!(one_i64(&mut app, "SELECT segment_nextval('p')"), 1);
-    assert_eq!(one_i64(&mut app, "SELECT segment_currval('p')"), 1);
-    assert!(one_i64(&mut app, "SELECT snowflake_nextval()") > 0);
+    assert_eq!(app.one::<i64>("SELECT segment_nextval('p')"), 1);
+    assert_eq!(app.one::<i64>("SELECT segment_currval('p')"), 1);
+    assert!(app.one::<i64>("SELECT snowflake_nextval()") > 0);
     assert_eq!(
-        one_i64(&mut app, "SELECT worker_id::bigint FROM snowflake_status()"),
+        app.one::<i64>("SELECT worker_id::bigint FROM snowflake_status()"),
         6
     );
-    assert_eq!(
-        one_i64(&mut app, "SELECT count(*) FROM segment_status()"),
-        1
-    );
-    assert!(
-        one_i64(
-            &mut app,
-            "SELECT max_id FROM idgen_segment WHERE name = 'p'"
-        ) >= 1
-    );
+    assert_eq!(app.one::<i64>("SELECT count(*) FROM segment_status()"), 1);
+    assert!(app.one::<i64>("SELECT max_id FROM idgen_segment WHERE name = 'p'") >= 1);
     // ... but does not change segments, the table or the settings.
     for sql in [
         "SELECT segment_create('q')",
@@ -82,13 +74,10 @@ fn roles_draw_administer_and_configure_as_documented() {
          SELECT segment_alter('q', step => 30, description => 'by ops');",
     )
     .unwrap();
-    assert_eq!(one_i64(&mut ops, "SELECT segment_setval('p', 1000)"), 1000);
-    assert_eq!(one_i64(&mut ops, "SELECT segment_nextval('q')"), 500);
+    assert_eq!(ops.one::<i64>("SELECT segment_setval('p', 1000)"), 1000);
+    assert_eq!(ops.one::<i64>("SELECT segment_nextval('q')"), 500);
     assert_eq!(
-        one_i64(
-            &mut ops,
-            "SELECT step::bigint FROM idgen_segment WHERE name = 'q'"
-        ),
+        ops.one::<i64>("SELECT step::bigint FROM idgen_segment WHERE name = 'q'"),
         30
     );
     ops.batch_execute("SELECT segment_drop('q')").unwrap();
@@ -99,9 +88,9 @@ fn roles_draw_administer_and_configure_as_documented() {
     for (sql, code) in SETTING_CHANGES {
         assert_eq!(sqlstate(ops.batch_execute(sql)), *code, "ops: {sql}");
     }
-    assert_eq!(one_i64(&mut app, "SELECT segment_nextval('p')"), 1001);
+    assert_eq!(app.one::<i64>("SELECT segment_nextval('p')"), 1001);
     assert_eq!(
-        one_i64(&mut superuser, "SELECT count(*) FROM idgen_segment"),
+        superuser.one::<i64>("SELECT count(*) FROM idgen_segment"),
         1
     );
     let auto = std::fs::read_to_string(cluster.data().join("postgresql.auto.conf")).unwrap();
@@ -117,7 +106,7 @@ fn roles_draw_administer_and_configure_as_documented() {
     let mut ops2 = cluster.connect_as("second", "ops");
     ops2.batch_execute("SELECT segment_create('in_second')")
         .unwrap();
-    assert_eq!(one_i64(&mut ops2, "SELECT segment_nextval('in_second')"), 1);
+    assert_eq!(ops2.one::<i64>("SELECT segment_nextval('in_second')"), 1);
 }
 
 /// CVE-2018-1058's pattern: a role puts its own schema first in `search_path`, with look-alikes
@@ -152,22 +141,13 @@ fn a_malicious_search_path_is_not_followed() {
         .unwrap();
     // The look-alike operator is live in this session.
     assert_eq!(
-        one_i64(
-            &mut mallory,
-            "SELECT count(*) FROM evil.idgen_segment WHERE name = 'p'"
-        ),
+        mallory.one::<i64>("SELECT count(*) FROM evil.idgen_segment WHERE name = 'p'"),
         1
     );
     mallory.batch_execute("TRUNCATE evil.calls").unwrap();
 
-    assert_eq!(
-        one_i64(&mut mallory, "SELECT public.segment_nextval('p')"),
-        1
-    );
-    assert_eq!(
-        one_i64(&mut mallory, "SELECT public.segment_currval('p')"),
-        1
-    );
+    assert_eq!(mallory.one::<i64>("SELECT public.segment_nextval('p')"), 1);
+    assert_eq!(mallory.one::<i64>("SELECT public.segment_currval('p')"), 1);
     assert_eq!(
         sqlstate(mallory.batch_execute("SELECT public.segment_currval('ghost')")),
         "42704"
@@ -192,19 +172,16 @@ fn a_malicious_search_path_is_not_followed() {
              SELECT public.segment_setval('r', 50);",
         )
         .unwrap();
-    assert_eq!(
-        one_i64(&mut mallory, "SELECT public.segment_nextval('r')"),
-        51
-    );
+    assert_eq!(mallory.one::<i64>("SELECT public.segment_nextval('r')"), 51);
     mallory
         .batch_execute("SELECT public.segment_drop('r')")
         .unwrap();
-    assert!(one_i64(&mut mallory, "SELECT public.snowflake_nextval()") > 0);
+    assert!(mallory.one::<i64>("SELECT public.snowflake_nextval()") > 0);
     mallory
         .batch_execute("SELECT * FROM public.snowflake_status()")
         .unwrap();
 
-    assert_eq!(one_i64(&mut mallory, "SELECT count(*) FROM evil.calls"), 0);
+    assert_eq!(mallory.one::<i64>("SELECT count(*) FROM evil.calls"), 0);
     // The real table saw exactly the real work.
     let real: Vec<String> = column(
         &mut superuser,
@@ -212,7 +189,7 @@ fn a_malicious_search_path_is_not_followed() {
     );
     assert_eq!(real, ["p"]);
     assert_eq!(
-        one_i64(&mut superuser, "SELECT count(*) FROM evil.idgen_segment"),
+        superuser.one::<i64>("SELECT count(*) FROM evil.idgen_segment"),
         2
     );
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{column, db_error, one_i64, Cluster, STANDBY_NAME};
+use idgen_cluster_tests::{column, db_error, Cluster, One, STANDBY_NAME};
 use postgres::Client;
 
 /// Polls `probe` every 50 ms until it returns `Some`, for at most `limit`; panics with `what`.
@@ -68,10 +68,8 @@ fn primary_with_sync_standby() -> (Cluster, Cluster) {
         Duration::from_secs(60),
         "the standby becomes synchronous",
         || {
-            let n = one_i64(
-                &mut admin,
-                "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
-            );
+            let n = admin
+                .one::<i64>("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'");
             (n == 1).then_some(())
         },
     );
@@ -316,10 +314,7 @@ fn callers_terminated_while_waiting_leak_no_request() {
             // Every waiter is waiting (or was refused at once), then all are terminated.
             let deadline = Instant::now() + Duration::from_secs(20);
             while Instant::now() < deadline {
-                let waiting = one_i64(
-                    &mut admin,
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'waiter' AND wait_event_type = 'Extension'",
-                );
+                let waiting = admin.one::<i64>("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'waiter' AND wait_event_type = 'Extension'");
                 let finished = handles.iter().filter(|h| h.is_finished()).count() as i64;
                 if waiting + finished >= PER_ROUND as i64 {
                     break;
@@ -354,7 +349,7 @@ fn callers_terminated_while_waiting_leak_no_request() {
              SELECT segment_drop('fresh')",
         )
         .unwrap();
-    let n = one_i64(&mut admin, "SELECT segment_nextval('later')");
+    let n = admin.one::<i64>("SELECT segment_nextval('later')");
     assert_eq!(n, 1, "an uncached segment's first number");
     println!(
         "{} callers terminated while waiting; admin calls and an uncached load still work",
@@ -375,10 +370,7 @@ fn database_commands_work_while_the_allocator_is_connected() {
         let mut c = server.connect(db);
         c.batch_execute("SELECT segment_create('n', step => 10) WHERE NOT EXISTS (SELECT FROM idgen_segment WHERE name = 'n')")
             .unwrap();
-        one_i64(
-            &mut c,
-            "SELECT max(segment_nextval('n')) FROM generate_series(1, 25)",
-        )
+        c.one::<i64>("SELECT max(segment_nextval('n')) FROM generate_series(1, 25)")
     };
     let first = draw_in("src");
     let connected = |admin: &mut Client| {
@@ -448,7 +440,7 @@ fn promotion_with_second_ticks_and_a_smaller_drift_bound_repeats_nothing() {
     let primary = Cluster::with_idgen("rel-second-ticks", 24, &settings);
     let mut client = primary.connect("postgres");
     // One id before the base backup: the standby gets the primary's reservation file.
-    one_i64(&mut client, "SELECT snowflake_nextval()");
+    client.one::<i64>("SELECT snowflake_nextval()");
     let standby = Cluster::standby_of(
         &primary,
         "rel-second-ticks-standby",
@@ -462,7 +454,7 @@ fn promotion_with_second_ticks_and_a_smaller_drift_bound_repeats_nothing() {
             &mut client,
             "SELECT snowflake_nextvals(4096)",
         ));
-        drift = one_i64(&mut client, "SELECT drift_ms FROM snowflake_status()");
+        drift = client.one::<i64>("SELECT drift_ms FROM snowflake_status()");
     }
     assert!(drift >= 4000, "the primary ran only {drift} ms ahead");
     primary.stop("immediate");
@@ -496,19 +488,16 @@ fn dropping_a_users_table_named_idgen_segment_keeps_the_cache() {
     client
         .batch_execute("SELECT segment_create('kept', step => 1000)")
         .unwrap();
-    let first = one_i64(&mut client, "SELECT segment_nextval('kept')");
+    let first = client.one::<i64>("SELECT segment_nextval('kept')");
     let cached = |c: &mut Client| {
-        one_i64(
-            c,
-            "SELECT count(*) FROM segment_status() WHERE current_first IS NOT NULL",
-        )
+        c.one::<i64>("SELECT count(*) FROM segment_status() WHERE current_first IS NOT NULL")
     };
     assert_eq!(cached(&mut client), 1);
     client
         .batch_execute("CREATE TEMP TABLE idgen_segment (x int); DROP TABLE pg_temp.idgen_segment")
         .unwrap();
     assert_eq!(cached(&mut client), 1, "the cache was emptied");
-    let next = one_i64(&mut client, "SELECT segment_nextval('kept')");
+    let next = client.one::<i64>("SELECT segment_nextval('kept')");
     assert_eq!(next, first + 1, "the cached range was dropped");
 }
 
@@ -545,10 +534,7 @@ fn a_cancelled_waiter_gets_no_backtrace_detail() {
             )
         });
         wait_for(Duration::from_secs(10), "the caller waits", || {
-            let n = one_i64(
-                &mut admin,
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'idgen-tests' AND wait_event_type = 'Extension'",
-            );
+            let n = admin.one::<i64>("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'idgen-tests' AND wait_event_type = 'Extension'");
             (n >= 1).then_some(())
         });
         admin
@@ -585,7 +571,7 @@ fn read_only_transactions_draw_nothing() {
         .unwrap();
     let last = || {
         let mut c = server.connect("postgres");
-        one_i64(&mut c, "SELECT last_id FROM snowflake_status()")
+        c.one::<i64>("SELECT last_id FROM snowflake_status()")
     };
     let before = last();
     for (setup, sql) in [
@@ -615,7 +601,7 @@ fn read_only_transactions_draw_nothing() {
     );
     // currval stays readable, as PostgreSQL's.
     client.batch_execute("BEGIN READ ONLY").unwrap();
-    assert_eq!(one_i64(&mut client, "SELECT segment_currval('ro')"), 1);
+    assert_eq!(client.one::<i64>("SELECT segment_currval('ro')"), 1);
     client.batch_execute("COMMIT").unwrap();
-    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('ro')"), 2);
+    assert_eq!(client.one::<i64>("SELECT segment_nextval('ro')"), 2);
 }

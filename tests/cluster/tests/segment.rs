@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{as_postgres, column, one_i64, sqlstate, Cluster};
+use idgen_cluster_tests::{as_postgres, column, sqlstate, Cluster, One};
 use postgres::Client;
 
 const PRELOAD: &str = "shared_preload_libraries = 'idgen'";
@@ -39,10 +39,7 @@ fn assert_distinct<'a>(all: impl IntoIterator<Item = &'a i64>) -> usize {
 }
 
 fn max_id(client: &mut Client, name: &str) -> i64 {
-    client
-        .query_one("SELECT max_id FROM idgen_segment WHERE name = $1", &[&name])
-        .unwrap()
-        .get(0)
+    client.one_with("SELECT max_id FROM idgen_segment WHERE name = $1", &[&name])
 }
 
 #[test]
@@ -73,7 +70,7 @@ fn eight_connections_draw_distinct_increasing_numbers() {
                             got.extend(rows.iter().map(|r| r.get::<_, i64>(0)));
                         }
                     }
-                    let last = one_i64(&mut client, "SELECT segment_currval('s')");
+                    let last = client.one::<i64>("SELECT segment_currval('s')");
                     assert_eq!(
                         Some(&last),
                         got.last(),
@@ -96,10 +93,7 @@ fn eight_connections_draw_distinct_increasing_numbers() {
     let mut client = cluster.connect("postgres");
     assert!(max_id(&mut client, "s") >= highest);
     // One table write buys a range: far fewer refills than numbers.
-    let refills = one_i64(
-        &mut client,
-        "SELECT refills FROM segment_status() WHERE name = 's'",
-    );
+    let refills = client.one::<i64>("SELECT refills FROM segment_status() WHERE name = 's'");
     assert!(
         refills >= 1 && refills <= (CONNECTIONS * PER_CONNECTION / 100) as i64,
         "{refills} refills"
@@ -262,13 +256,8 @@ fn kill_9_of_the_allocator_never_leads_to_a_repeated_number() {
         .batch_execute("SELECT segment_create('k', step => 50)")
         .unwrap();
     draw(&mut admin, "k", 1).unwrap();
-    let pid: i32 = admin
-        .query_one(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'idgen allocator'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let pid: i32 =
+        admin.one("SELECT pid FROM pg_stat_activity WHERE backend_type = 'idgen allocator'");
     drop(admin);
     assert_survives(&cluster, "k", || {
         let status = std::process::Command::new("kill")
@@ -379,7 +368,7 @@ fn pg_dump_carries_the_high_water_marks() {
     );
     let mut restored = target.connect("restored");
     assert_eq!(marks(&mut restored), marks_at_dump);
-    assert_eq!(one_i64(&mut restored, "SELECT count(*) FROM orders"), 2345);
+    assert_eq!(restored.one::<i64>("SELECT count(*) FROM orders"), 2345);
     // Segments work at once; Snowflake ids wait for this server's own worker id.
     let b = draw(&mut restored, "b", 100).unwrap();
     assert!(b[0] > *drawn_b.iter().max().unwrap());
@@ -421,10 +410,9 @@ fn double_buffer_fetches_ahead_and_the_step_grows() {
         .unwrap();
     // Ranges used up within idgen.segment_refill_interval (15 min): each refill doubles.
     let n = 200_000;
-    let total: i64 = one_i64(
-        &mut client,
-        &format!("SELECT count(DISTINCT segment_nextval('d')) FROM generate_series(1, {n})"),
-    );
+    let total: i64 = client.one::<i64>(&format!(
+        "SELECT count(DISTINCT segment_nextval('d')) FROM generate_series(1, {n})"
+    ));
     assert_eq!(total, n);
     let row = client
         .query_one(
@@ -546,10 +534,9 @@ fn a_caller_waits_at_most_the_wait_timeout_and_can_be_cancelled() {
     assert!(next > 1);
     // The allocator exits once idle and comes back on demand.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while one_i64(
-        &mut admin,
-        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idgen allocator'",
-    ) > 0
+    while admin
+        .one::<i64>("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idgen allocator'")
+        > 0
     {
         assert!(
             Instant::now() < deadline,
@@ -572,10 +559,7 @@ fn without_a_worker_slot_the_error_says_what_to_raise() {
         e.hint().unwrap_or("").contains("max_worker_processes"),
         "{e:?}"
     );
-    assert_eq!(
-        one_i64(&mut client, "SELECT count(*) FROM idgen_segment"),
-        0
-    );
+    assert_eq!(client.one::<i64>("SELECT count(*) FROM idgen_segment"), 0);
 }
 
 #[test]
@@ -589,10 +573,7 @@ fn more_than_a_thousand_segments_fit_and_then_a_clear_error() {
         )
         .unwrap();
     assert_eq!(
-        one_i64(
-            &mut client,
-            "SELECT count(*) FROM segment_status() WHERE refills > 0"
-        ),
+        client.one::<i64>("SELECT count(*) FROM segment_status() WHERE refills > 0"),
         1024
     );
     assert_eq!(
@@ -601,7 +582,7 @@ fn more_than_a_thousand_segments_fit_and_then_a_clear_error() {
     );
     // Dropping one frees its cache slot.
     client.batch_execute("SELECT segment_drop('s1')").unwrap();
-    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('s1025')"), 1);
+    assert_eq!(client.one::<i64>("SELECT segment_nextval('s1025')"), 1);
 }
 
 #[test]
@@ -621,10 +602,7 @@ fn a_standby_refuses_to_hand_out_numbers() {
         cluster.log()
     );
     let mut standby = cluster.connect("postgres");
-    let in_recovery: bool = standby
-        .query_one("SELECT pg_is_in_recovery()", &[])
-        .unwrap()
-        .get(0);
+    let in_recovery: bool = standby.one("SELECT pg_is_in_recovery()");
     assert!(in_recovery);
     for sql in [
         "SELECT segment_nextval('s')",
@@ -660,5 +638,5 @@ fn segment_create_in_the_creating_transaction_says_to_commit_first() {
     drop(tx); // rolled back
     client.batch_execute("CREATE EXTENSION idgen").unwrap();
     client.batch_execute("SELECT segment_create('x')").unwrap();
-    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('x')"), 1);
+    assert_eq!(client.one::<i64>("SELECT segment_nextval('x')"), 1);
 }

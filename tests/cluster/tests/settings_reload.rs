@@ -14,7 +14,7 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{column, one_i64, sqlstate, Cluster};
+use idgen_cluster_tests::{column, sqlstate, Cluster, One};
 use postgres::Client;
 
 /// A bad value of each idgen setting, as written after `=` in postgresql.conf and in
@@ -171,7 +171,7 @@ fn a_bad_value_in_postgresql_conf_never_stops_the_server_on_reload() {
             before,
             "{case}: a session open across the reload"
         );
-        assert_eq!(one_i64(&mut witness, "SELECT 1::bigint"), 1, "{case}");
+        assert_eq!(witness.one::<i64>("SELECT 1::bigint"), 1, "{case}");
     }
     // The reloads were real: a good value of a reloadable setting takes effect the same way.
     fs::write(&conf, format!("{original}idgen.max_drift_ms = 500\n")).unwrap();
@@ -182,7 +182,7 @@ fn a_bad_value_in_postgresql_conf_never_stops_the_server_on_reload() {
         c.log()
     );
     // And the server still draws ids.
-    assert!(one_i64(&mut witness, "SELECT snowflake_nextval()") > 0);
+    assert!(witness.one::<i64>("SELECT snowflake_nextval()") > 0);
 }
 
 /// `ALTER SYSTEM` refuses each bad value with 22023 and writes nothing.
@@ -275,15 +275,11 @@ fn a_batch_at_the_documented_maximum_works_whatever_the_jitter() {
             // Idle: the clock is past the last id's tick (and the margin covers the
             // millisecond the generator's clock reading may lag clock_timestamp()).
             assert!(wait_until(|| {
-                client
-                    .query_one(
-                        "SELECT last_tick_at IS NULL
+                client.one::<bool>(
+                    "SELECT last_tick_at IS NULL
                              OR clock_timestamp() >= last_tick_at + interval '3 milliseconds'
                          FROM snowflake_status()",
-                        &[],
-                    )
-                    .unwrap()
-                    .get::<_, bool>(0)
+                )
             }));
             let max = documented_max(drift);
             let case = format!("max_drift_ms {drift}, sequence_jitter {jitter}, count {max}");
@@ -294,7 +290,7 @@ fn a_batch_at_the_documented_maximum_works_whatever_the_jitter() {
             match first {
                 Ok(row) => {
                     let first: i64 = row.get(0);
-                    let last = one_i64(&mut client, "SELECT snowflake_currval()");
+                    let last = client.one::<i64>("SELECT snowflake_currval()");
                     assert_eq!(
                         state_of(last) - state_of(first) + 1,
                         max,

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::thread;
 use std::time::Instant;
 
-use idgen_cluster_tests::{column, twitter, Cluster};
+use idgen_cluster_tests::{column, twitter, Cluster, One};
 
 const SHARDS: usize = 3;
 const CLIENTS: usize = 6;
@@ -272,10 +272,7 @@ fn a_server_of_three_takes_only_its_own_blocks() {
     client
         .batch_execute("SELECT segment_setval('invoice', 1250)")
         .unwrap();
-    let next: i64 = client
-        .query_one("SELECT segment_nextval('invoice')", &[])
-        .unwrap()
-        .get(0);
+    let next: i64 = client.one("SELECT segment_nextval('invoice')");
     assert_eq!(next, 1301);
     let err = idgen_cluster_tests::db_error(
         client.batch_execute("SELECT segment_alter('invoice', step => 200)"),
@@ -297,9 +294,6 @@ fn a_server_of_three_takes_only_its_own_blocks() {
         ),
         "42704"
     );
-    let step: i32 = client
-        .query_one("SELECT step FROM idgen_segment WHERE name = 'invoice'", &[])
-        .unwrap()
-        .get(0);
+    let step: i32 = client.one("SELECT step FROM idgen_segment WHERE name = 'invoice'");
     assert_eq!(step, 100);
 }

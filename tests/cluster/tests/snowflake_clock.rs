@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{db_error, push_generator_ahead, sqlstate, twitter, Cluster};
+use idgen_cluster_tests::{db_error, push_generator_ahead, sqlstate, twitter, Cluster, One};
 
 const PRELOAD: &str = "shared_preload_libraries = 'idgen'";
 
@@ -435,10 +435,7 @@ fn ten_million_ids_in_one_statement_stay_within_the_drift_bound() {
 fn the_keeper_keeps_the_reservation_ahead_while_idle() {
     let cluster = Cluster::with_idgen("keeper", 9, &[]);
     let mut client = cluster.connect("postgres");
-    let first: i64 = client
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let first: i64 = client.one("SELECT snowflake_nextval()");
     let writes = status_i64(&mut client, "reservation_writes");
     thread::sleep(Duration::from_millis(2500));
     let row = client
@@ -450,10 +447,7 @@ fn the_keeper_keeps_the_reservation_ahead_while_idle() {
     let (idle_writes, ahead): (i64, bool) = (row.get(0), row.get(1));
     assert!(idle_writes > writes, "{idle_writes} writes after {writes}");
     assert!(ahead, "the reservation fell behind the clock while idle");
-    let next: i64 = client
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let next: i64 = client.one("SELECT snowflake_nextval()");
     assert!(next > first);
     assert!(
         next >> 22 <= status_i64(&mut client, "reserved_tick"),
@@ -477,13 +471,7 @@ fn the_reservation_file_covers_ids_and_refuses_corruption_and_a_changed_layout()
         None,
         "nothing is reserved before the first call"
     );
-    let max: i64 = client
-        .query_one(
-            "SELECT max(snowflake_nextval()) FROM generate_series(1, 100000)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let max: i64 = client.one("SELECT max(snowflake_nextval()) FROM generate_series(1, 100000)");
     let text = std::fs::read_to_string(&file).unwrap();
     let end_tick: i64 = text
         .lines()
@@ -515,10 +503,7 @@ fn the_reservation_file_covers_ids_and_refuses_corruption_and_a_changed_layout()
         "reserved_end_tick=1\n"
     );
     std::fs::remove_file(&file).unwrap();
-    let id: i64 = client
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = client.one("SELECT snowflake_nextval()");
     assert!(id > 0 && file.exists());
     drop(client);
 

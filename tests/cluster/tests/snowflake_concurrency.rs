@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::thread;
 
-use idgen_cluster_tests::{twitter, Cluster};
+use idgen_cluster_tests::{twitter, Cluster, One};
 
 const CONNECTIONS: usize = 8;
 const IDS_PER_CONNECTION: usize = 100_000;
@@ -77,16 +77,12 @@ fn eight_connections_draw_distinct_increasing_ids() {
     let max = *all.iter().max().unwrap();
     let last: i64 = cluster
         .connect("second_db")
-        .query_one("SELECT last_id FROM snowflake_status()", &[])
-        .unwrap()
-        .get(0);
+        .one("SELECT last_id FROM snowflake_status()");
     assert_eq!(last, max);
     // And the server decodes its ids to the same worker id.
     let worker: i32 = cluster
         .connect("postgres")
-        .query_one("SELECT worker_id FROM snowflake_decode($1)", &[&max])
-        .unwrap()
-        .get(0);
+        .one_with("SELECT worker_id FROM snowflake_decode($1)", &[&max]);
     assert_eq!(worker as i64, WORKER_ID);
     println!(
         "{} ids drawn by {CONNECTIONS} connections, {} distinct",

@@ -6,7 +6,7 @@
 use std::thread;
 use std::time::Duration;
 
-use idgen_cluster_tests::{column, db_error, sqlstate, Cluster, FakeClock};
+use idgen_cluster_tests::{column, db_error, sqlstate, Cluster, FakeClock, One};
 
 const PRELOAD: &str = "shared_preload_libraries = 'idgen'";
 const EPOCH_MS: i64 = 1_704_067_200_000;
@@ -64,13 +64,10 @@ fn a_sonyflake_layout_counts_ten_ms_ticks_with_a_16_bit_worker() {
     assert_eq!(ts_ms, EPOCH_MS + (id >> 24) * 10);
     assert_eq!(ts_ms % 10, 0);
     assert_eq!((worker, sequence as i64), (40000, id & 0xff));
-    let composed: i64 = client
-        .query_one(
-            "SELECT snowflake_compose(snowflake_timestamp($1), 40000, $2)",
-            &[&id, &sequence],
-        )
-        .unwrap()
-        .get(0);
+    let composed: i64 = client.one_with(
+        "SELECT snowflake_compose(snowflake_timestamp($1), 40000, $2)",
+        &[&id, &sequence],
+    );
     assert_eq!(composed, id);
     for bad in [
         "SELECT snowflake_compose(now(), 65536)",
@@ -78,10 +75,7 @@ fn a_sonyflake_layout_counts_ten_ms_ticks_with_a_16_bit_worker() {
     ] {
         assert_eq!(sqlstate(client.query_one(bad, &[])), "22003", "{bad}");
     }
-    let top: i64 = client
-        .query_one("SELECT snowflake_compose(now(), 65535, 255)", &[])
-        .unwrap()
-        .get(0);
+    let top: i64 = client.one("SELECT snowflake_compose(now(), 65535, 255)");
     assert_eq!(((top >> 8) & 0xffff, top & 0xff), (65535, 255));
 }
 
@@ -112,21 +106,14 @@ fn a_datacenter_machine_split_and_a_random_sequence_start() {
         (datacenter, machine)
     );
     // The lowest id of datacenter 3 at a time, for range scans by datacenter.
-    let low: i64 = client
-        .query_one("SELECT snowflake_compose(now(), 3 << 5)", &[])
-        .unwrap()
-        .get(0);
+    let low: i64 = client.one("SELECT snowflake_compose(now(), 3 << 5)");
     assert_eq!(((low >> 12) & 1023) >> 5, 3);
 
     let spaced = |client: &mut postgres::Client| -> Vec<i64> {
         (0..40)
             .map(|_| {
                 thread::sleep(Duration::from_millis(3)); // each id opens a new tick
-                client
-                    .query_one("SELECT snowflake_nextval()", &[])
-                    .unwrap()
-                    .get::<_, i64>(0)
-                    & 4095
+                client.one::<i64>("SELECT snowflake_nextval()") & 4095
             })
             .collect()
     };
@@ -167,13 +154,8 @@ fn the_layout_runs_out_loudly_never_wrapping() {
     cluster.start_server();
     cluster.create_db_with_idgen("postgres");
     let mut client = cluster.connect("postgres");
-    let at_end: bool = client
-        .query_one(
-            "SELECT exhausted_at = '2093-09-06 15:47:35.552+00' FROM snowflake_status()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let at_end: bool =
+        client.one("SELECT exhausted_at = '2093-09-06 15:47:35.552+00' FROM snowflake_status()");
     assert!(at_end);
 
     let mut last = 0i64;
@@ -186,10 +168,7 @@ fn the_layout_runs_out_loudly_never_wrapping() {
         loop {
             match client.query_one(statement, &[]) {
                 Ok(_) => {
-                    last = client
-                        .query_one("SELECT snowflake_currval()", &[])
-                        .unwrap()
-                        .get(0);
+                    last = client.one("SELECT snowflake_currval()");
                     assert!(last > 0);
                 }
                 Err(e) => {

@@ -2,42 +2,33 @@
 //! exact line as hint), refuses to generate without a worker id, keeps its settings at
 //! postmaster level, and a server with an invalid setting does not start.
 
-use idgen_cluster_tests::{column, db_error, sqlstate, Cluster};
+use idgen_cluster_tests::{column, db_error, sqlstate, Cluster, One};
+
+/// Servers without idgen in `shared_preload_libraries`, and the hint `CREATE EXTENSION idgen`
+/// must give on each: the exact line, keeping the libraries already preloaded.
+const NOT_PRELOADED: &[(&str, &[&str], &str)] = &[
+    ("nopreload", &[], "shared_preload_libraries = 'idgen'"),
+    (
+        "otherpreload",
+        &["shared_preload_libraries = 'pg_stat_statements'"],
+        "shared_preload_libraries = 'pg_stat_statements,idgen'",
+    ),
+];
 
 #[test]
 fn refuses_to_load_unless_preloaded_and_hints_the_exact_line() {
-    let plain = Cluster::start("nopreload", &[]);
-    let err = db_error(
-        plain
-            .connect("postgres")
-            .batch_execute("CREATE EXTENSION idgen"),
-    );
-    assert_eq!(err.code().code(), "55000");
-    assert!(
-        err.hint()
-            .unwrap_or("")
-            .contains("shared_preload_libraries = 'idgen'"),
-        "{err:?}"
-    );
-    drop(plain);
-
-    // The hint keeps the libraries that are already preloaded.
-    let other = Cluster::start(
-        "otherpreload",
-        &["shared_preload_libraries = 'pg_stat_statements'"],
-    );
-    let err = db_error(
-        other
-            .connect("postgres")
-            .batch_execute("CREATE EXTENSION idgen"),
-    );
-    assert_eq!(err.code().code(), "55000");
-    assert!(
-        err.hint()
-            .unwrap_or("")
-            .contains("shared_preload_libraries = 'pg_stat_statements,idgen'"),
-        "{err:?}"
-    );
+    for &(tag, settings, line) in NOT_PRELOADED {
+        let c = Cluster::start(tag, settings);
+        let err = db_error(
+            c.connect("postgres")
+                .batch_execute("CREATE EXTENSION idgen"),
+        );
+        assert_eq!(err.code().code(), "55000", "{tag}: {err:?}");
+        assert!(
+            err.hint().unwrap_or("").contains(line),
+            "{tag}: the hint does not give {line}: {err:?}"
+        );
+    }
 }
 
 #[test]
@@ -68,13 +59,7 @@ fn without_worker_id_generation_fails_and_decoding_works() {
         (None, None)
     );
     // Pure functions need no worker id.
-    let w: i32 = client
-        .query_one(
-            "SELECT worker_id FROM snowflake_decode(snowflake_compose(now(), 9))",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let w: i32 = client.one("SELECT worker_id FROM snowflake_decode(snowflake_compose(now(), 9))");
     assert_eq!(w, 9);
 }
 
@@ -129,10 +114,7 @@ fn settings_are_fixed_at_server_start() {
         !auto.contains("idgen"),
         "a rejected value reached postgresql.auto.conf:\n{auto}"
     );
-    let shown: String = client
-        .query_one("SHOW idgen.worker_id", &[])
-        .unwrap()
-        .get(0);
+    let shown: String = client.one("SHOW idgen.worker_id");
     assert_eq!(shown, "3");
 }
 
@@ -247,35 +229,15 @@ fn a_custom_epoch_is_used() {
     );
     c.create_db_with_idgen("postgres");
     let mut client = c.connect("postgres");
-    let zero: i64 = client
-        .query_one(
-            "SELECT snowflake_compose('2020-02-03 04:05:06.789+00')",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let zero: i64 = client.one("SELECT snowflake_compose('2020-02-03 04:05:06.789+00')");
     assert_eq!(zero, 0);
     // A worker id written in any form PostgreSQL accepts (here hex) is not refused.
-    let worker: i32 = client
-        .query_one("SELECT worker_id FROM snowflake_status()", &[])
-        .unwrap()
-        .get(0);
+    let worker: i32 = client.one("SELECT worker_id FROM snowflake_status()");
     assert_eq!(worker, 1);
-    let at_epoch: bool = client
-        .query_one(
-            "SELECT epoch = '2020-02-03 04:05:06.789+00' FROM snowflake_status()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let at_epoch: bool =
+        client.one("SELECT epoch = '2020-02-03 04:05:06.789+00' FROM snowflake_status()");
     assert!(at_epoch);
     // An id drawn now is about (now - epoch) ms << 22.
-    let ok: bool = client
-        .query_one(
-            "SELECT abs(extract(epoch FROM snowflake_timestamp(snowflake_nextval()) - clock_timestamp())) < 60",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let ok: bool = client.one("SELECT abs(extract(epoch FROM snowflake_timestamp(snowflake_nextval()) - clock_timestamp())) < 60");
     assert!(ok);
 }

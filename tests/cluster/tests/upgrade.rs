@@ -5,7 +5,7 @@
 //! exactly the objects, privileges, comments and dump settings of a fresh `CREATE EXTENSION`.
 //! Also `DROP EXTENSION` and `CREATE EXTENSION` again while the library stays loaded.
 
-use idgen_cluster_tests::{as_postgres, column, one_i64, sqlstate, Cluster};
+use idgen_cluster_tests::{as_postgres, column, sqlstate, Cluster, One};
 use postgres::Client;
 
 /// Puts the 0.0.9 install script beside the installed extension (the package never ships it).
@@ -85,7 +85,7 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
         "SELECT segment_nextval('legacy') FROM generate_series(1, 15)",
     );
     assert_eq!(drawn, (100..115).collect::<Vec<_>>());
-    let id_before = one_i64(&mut old, "SELECT snowflake_nextval()");
+    let id_before = old.one::<i64>("SELECT snowflake_nextval()");
     // 0.0.9 has no batch functions yet.
     assert_eq!(
         sqlstate(old.batch_execute("SELECT segment_nextvals('legacy', 2)")),
@@ -98,31 +98,20 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
         )
     };
     let rows_before = rows(&mut old);
-    let mark_before = one_i64(&mut old, "SELECT max_id FROM idgen_segment");
+    let mark_before = old.one::<i64>("SELECT max_id FROM idgen_segment");
 
     old.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
-    let version: String = old
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'idgen'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let version: String = old.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'");
     assert_eq!(version, "0.2.0");
     assert_eq!(rows(&mut old), rows_before);
-    assert!(one_i64(&mut old, "SELECT max_id FROM idgen_segment") >= mark_before);
+    assert!(old.one::<i64>("SELECT max_id FROM idgen_segment") >= mark_before);
     // The new functions work on the old data, and numbers go on from where they were.
     let batch: Vec<i64> = column(&mut old, "SELECT * FROM segment_nextvals('legacy', 3)");
     assert_eq!(batch, [115, 116, 117]);
+    assert!(old.one::<i64>("SELECT current_used FROM segment_status() WHERE name = 'legacy'") > 0);
+    assert!(old.one::<i64>("SELECT snowflake_nextval()") > id_before);
     assert!(
-        one_i64(
-            &mut old,
-            "SELECT current_used FROM segment_status() WHERE name = 'legacy'"
-        ) > 0
-    );
-    assert!(one_i64(&mut old, "SELECT snowflake_nextval()") > id_before);
-    assert!(
-        one_i64(&mut old, "SELECT snowflake_compose(now())") > 0,
+        old.one::<i64>("SELECT snowflake_compose(now())") > 0,
         "snowflake_compose after the update"
     );
     old.batch_execute("SELECT segment_alter('legacy', step => 20)")
@@ -149,9 +138,9 @@ fn drop_and_create_extension_while_the_library_is_loaded() {
     client
         .batch_execute("SELECT segment_create('again', start => 1, step => 10)")
         .unwrap();
-    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('again')"), 1);
-    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('again')"), 2);
-    let before = one_i64(&mut client, "SELECT snowflake_nextval()");
+    assert_eq!(client.one::<i64>("SELECT segment_nextval('again')"), 1);
+    assert_eq!(client.one::<i64>("SELECT segment_nextval('again')"), 2);
+    let before = client.one::<i64>("SELECT snowflake_nextval()");
 
     // Same session: the library, its shared memory and the session's caches stay.
     client
@@ -165,9 +154,9 @@ fn drop_and_create_extension_while_the_library_is_loaded() {
         .batch_execute("SELECT segment_create('again', start => 1, step => 10)")
         .unwrap();
     // A new segment of the same name starts at its start, not from the old cached range.
-    assert_eq!(one_i64(&mut client, "SELECT segment_nextval('again')"), 1);
-    assert!(one_i64(&mut client, "SELECT snowflake_nextval()") > before);
+    assert_eq!(client.one::<i64>("SELECT segment_nextval('again')"), 1);
+    assert!(client.one::<i64>("SELECT snowflake_nextval()") > before);
     // And a new session agrees.
     let mut other = c.connect("postgres");
-    assert_eq!(one_i64(&mut other, "SELECT segment_nextval('again')"), 2);
+    assert_eq!(other.one::<i64>("SELECT segment_nextval('again')"), 2);
 }
