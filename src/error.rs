@@ -19,6 +19,18 @@ pub(crate) enum Error {
     /// `idgen.worker_id` is still `-1` (55000). `max_worker` is the layout's largest worker id.
     #[error("idgen.worker_id is not set")]
     WorkerIdNotSet { max_worker: u64 },
+    /// `idgen.registry` is set and the registry has not granted this server a worker id yet
+    /// (55000).
+    #[error("this server has no worker id from the registry yet")]
+    RegistryPending,
+    /// The next id would reach the first tick the registry has not confirmed for this server's
+    /// lease (55000): renewals failed for a whole lease, or the server is shutting down.
+    #[error("snowflake ids of worker id {worker} reached the end of its lease in the registry")]
+    RegistryFenced {
+        worker: u64,
+        until_unix_ms: i64,
+        reason: String,
+    },
     /// The server is in recovery (a standby): it usually carries its primary's worker id (25006).
     #[error("cannot generate snowflake ids during recovery")]
     InRecovery,
@@ -179,9 +191,10 @@ pub(crate) enum Error {
     /// Too many segment requests waiting for the allocator at once (53400).
     #[error("too many segment requests waiting for the allocator")]
     RequestQueueFull { max: usize },
-    /// A failure the allocator worker reported for this caller's request, re-raised as it was.
+    /// A failure a background worker reported (the segment allocator for this caller's request,
+    /// the registry client for this server's worker id), re-raised as it was.
     #[error("{message}")]
-    Allocator {
+    Relayed {
         sqlstate: i32,
         message: String,
         detail: Option<String>,
@@ -196,6 +209,8 @@ impl Error {
         match self {
             Error::NotPreloaded { .. }
             | Error::WorkerIdNotSet { .. }
+            | Error::RegistryPending
+            | Error::RegistryFenced { .. }
             | Error::CurrvalNotYetDefined
             | Error::LayoutChanged { .. }
             | Error::InterleavedStepChange { .. }
@@ -240,7 +255,7 @@ impl Error {
             Error::ReservationCorrupt { .. } => ERRCODE_DATA_CORRUPTED,
             Error::ReservationIo { .. } => ERRCODE_IO_ERROR,
             Error::SegmentCacheFull { .. } => ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            Error::Allocator { sqlstate, .. } => PgSqlErrorCode::from(*sqlstate),
+            Error::Relayed { sqlstate, .. } => PgSqlErrorCode::from(*sqlstate),
         }
     }
 
@@ -261,6 +276,9 @@ impl Error {
             )),
             Error::LayoutChanged { path, stored, configured } => Some(format!(
                 "\"{path}\" was written with {stored}; the server now has {configured}."
+            )),
+            Error::RegistryFenced { until_unix_ms, reason, .. } => Some(format!(
+                "The registry confirmed ids of this server up to Unix time {until_unix_ms} ms; no id past it is issued, so whoever holds the worker id next cannot repeat one. {reason}"
             )),
             Error::InRecovery => Some(
                 "A standby usually carries its primary's idgen.worker_id; ids drawn here could repeat the primary's."
@@ -308,7 +326,7 @@ impl Error {
                 "The server started as node {} of {}, and is now node {} of {}; the new interleave would hand out numbers the old one has.",
                 started.1, started.0, now.1, now.0
             )),
-            Error::Allocator { detail, .. } => detail.clone(),
+            Error::Relayed { detail, .. } => detail.clone(),
             _ => None,
         }
     }
@@ -321,8 +339,16 @@ impl Error {
                 Some(format!("Correct {name} in postgresql.conf (or postgresql.auto.conf) and start the server again."))
             }
             Error::WorkerIdNotSet { max_worker } => Some(format!(
-                "Set idgen.worker_id in postgresql.conf to a number from 0 to {max_worker} that no other server uses, then restart the server."
+                "Set idgen.worker_id in postgresql.conf to a number from 0 to {max_worker} that no other server uses, or to auto with idgen.registry, then restart the server."
             )),
+            Error::RegistryPending => Some(
+                "The registry client claims a worker id as soon as the registry (idgen.registry) answers; see SELECT * FROM idgen_registry_status."
+                    .into(),
+            ),
+            Error::RegistryFenced { .. } => Some(
+                "Check the registry (idgen.registry) and SELECT * FROM idgen_registry_status; ids resume by themselves once the registry renews the lease."
+                    .into(),
+            ),
             Error::InRecovery => Some("Draw ids on the primary; after promotion this server can draw them.".into()),
             Error::ReadOnlyTransaction { .. } => Some(
                 "Draw ids in a read-write transaction on the writable primary; a server kept read-only (default_transaction_read_only, an HA manager's fence) must not issue them."
@@ -392,7 +418,7 @@ impl Error {
                     .into(),
             ),
             Error::RequestQueueFull { .. } => Some("Retry; fewer sessions should create, alter or drop segments at once.".into()),
-            Error::Allocator { hint, .. } => hint.clone(),
+            Error::Relayed { hint, .. } => hint.clone(),
             _ => None,
         }
     }

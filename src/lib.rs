@@ -14,11 +14,13 @@
 
 mod backend;
 mod error;
+mod failure;
 mod guc;
 mod hooks;
 mod latch;
 mod lwlock;
 mod recovery;
+mod registry;
 mod segment;
 mod shmem;
 mod snowflake;
@@ -50,6 +52,7 @@ pub extern "C-unwind" fn _PG_init() {
     guc::init();
     snowflake::init();
     segment::init();
+    registry::init();
     shmem::init();
 }
 

@@ -34,6 +34,12 @@ pub(crate) fn wall_clock_unix_ms() -> i64 {
     read_clock(libc::CLOCK_REALTIME).0
 }
 
+/// The wall clock in Unix microseconds, read now: the registry client's clock measurements.
+pub(crate) fn wall_clock_unix_us() -> i64 {
+    let (ms, ns) = read_clock(libc::CLOCK_REALTIME);
+    ms * 1000 + (ns / 1000) as i64
+}
+
 /// CLOCK_MONOTONIC in ms: the same in every process, unaffected by steps of the wall clock.
 pub(crate) fn monotonic_ms() -> i64 {
     read_clock(libc::CLOCK_MONOTONIC).0

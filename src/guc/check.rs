@@ -1,5 +1,7 @@
 //! The check hooks of idgen's text settings and the parsing behind them: `idgen.epoch` (a fixed
-//! `timestamptz` literal, not in the future) and the interleave fences (empty or a bigint).
+//! `timestamptz` literal, not in the future), the interleave fences (empty or a bigint),
+//! `idgen.worker_id` (`auto` or an integer), `idgen.registry` (a connection string libpq
+//! parses) and `idgen.node_name`.
 //!
 //! A check hook must never raise an ERROR: PostgreSQL also runs it in the postmaster at every
 //! reload of postgresql.conf, where an ERROR stops the server (issue 16). The fences parse in
@@ -13,6 +15,8 @@ use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
+
+use super::WorkerIdSetting;
 
 /// A string setting's check hook, as PostgreSQL calls it (`GucStringCheckHook`): its
 /// implementations here are `#[pg_guard]`ed and refuse rather than raise an ERROR.
@@ -65,7 +69,20 @@ unsafe fn candidate(newval: *mut *mut c_char) -> Option<String> {
     })
 }
 
-/// GUC check hook of the fence settings. Pure Rust parsing: nothing here can raise an error.
+/// A check hook whose check is plain Rust (`parse`): nothing in it can raise an error. NULL
+/// (a reset to the boot value) is accepted.
+///
+/// # Safety
+/// `newval` is the pointer PostgreSQL passes to a string setting's check hook.
+unsafe fn plain(newval: *mut *mut c_char, parse: fn(&str) -> Result<(), String>) -> bool {
+    // SAFETY: the caller's contract.
+    match unsafe { candidate(newval) } {
+        None => true,
+        Some(text) => parse(&text).map_or_else(|detail| fail_check(&detail), |()| true),
+    }
+}
+
+/// GUC check hook of the fence settings ([`fence_text`]).
 ///
 /// # Safety
 /// Called by PostgreSQL as a string setting's check hook.
@@ -76,12 +93,104 @@ pub(super) unsafe extern "C-unwind" fn fence(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL calls this as a check hook, with its candidate value.
-    let Some(text) = (unsafe { candidate(newval) }) else {
-        return true;
-    };
-    match fence_text(&text) {
-        Ok(()) => true,
-        Err(detail) => fail_check(&detail),
+    unsafe { plain(newval, fence_text) }
+}
+
+/// GUC check hook of `idgen.worker_id` ([`worker_id_text`]).
+///
+/// # Safety
+/// Called by PostgreSQL as a string setting's check hook.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn worker_id(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL calls this as a check hook, with its candidate value.
+    unsafe { plain(newval, worker_id_text) }
+}
+
+/// GUC check hook of `idgen.registry` ([`conninfo_text`]).
+///
+/// # Safety
+/// Called by PostgreSQL as a string setting's check hook.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn conninfo(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL calls this as a check hook, with its candidate value.
+    unsafe { plain(newval, conninfo_text) }
+}
+
+/// GUC check hook of `idgen.node_name` ([`node_name_text`]).
+///
+/// # Safety
+/// Called by PostgreSQL as a string setting's check hook.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn node_name(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL calls this as a check hook, with its candidate value.
+    unsafe { plain(newval, node_name_text) }
+}
+
+/// `idgen.worker_id`'s text: `auto` (any case), or an integer from -1 as PostgreSQL's GUC
+/// parser reads it (`7`, `0x7`). `Err` is the detail.
+pub(super) fn worker_id_value(text: &str) -> Result<WorkerIdSetting, String> {
+    if text.trim().eq_ignore_ascii_case("auto") {
+        return Ok(WorkerIdSetting::Auto);
+    }
+    match parse_int(text, 0) {
+        Some(-1) => Ok(WorkerIdSetting::Unset),
+        Some(n) if n >= 0 => Ok(WorkerIdSetting::Fixed(n as u64)),
+        _ => Err(format!(
+            "\"{text}\" is neither auto nor an integer from -1 (unset) to {}.",
+            i32::MAX
+        )),
+    }
+}
+
+/// [`worker_id_value`] as a yes or no with the detail.
+pub(super) fn worker_id_text(text: &str) -> Result<(), String> {
+    worker_id_value(text).map(|_| ())
+}
+
+/// `idgen.registry`'s text: empty, or a connection string libpq's `PQconninfoParse` accepts
+/// (key=value or URI). Only parsed, never connected to. `Err` is libpq's message.
+pub(super) fn conninfo_text(text: &str) -> Result<(), String> {
+    if text.trim().is_empty() {
+        return Ok(());
+    }
+    crate::registry::parse_conninfo(text)
+}
+
+/// The longest node name, in bytes: a PostgreSQL identifier (NAMEDATALEN - 1).
+pub(crate) const MAX_NODE_NAME: usize = 63;
+
+/// `idgen.node_name`'s text: empty (the default name), or 1 to [`MAX_NODE_NAME`] bytes of ASCII
+/// letters, digits and `.` `_` `-` `:`. `Err` is the detail.
+pub(super) fn node_name_text(text: &str) -> Result<(), String> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    if text.len() > MAX_NODE_NAME {
+        return Err(format!(
+            "A node name has at most {MAX_NODE_NAME} bytes; this one has {}.",
+            text.len()
+        ));
+    }
+    match text
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':')))
+    {
+        Some(c) => Err(format!(
+            "{c:?} is not allowed in a node name: use ASCII letters, digits and . _ - :"
+        )),
+        None => Ok(()),
     }
 }
 
@@ -199,7 +308,7 @@ fn fail_check(detail: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{fence_value, relative_word};
+    use super::{fence_value, node_name_text, relative_word};
 
     #[test]
     fn relative_words_are_found_in_any_case_and_only_as_whole_words() {
@@ -225,5 +334,16 @@ mod tests {
         assert_eq!(fence_value("-9223372036854775808"), Ok(Some(i64::MIN)));
         assert!(fence_value("9223372036854775808").is_err());
         assert!(fence_value("1e6").is_err());
+    }
+
+    #[test]
+    fn node_names_are_short_plain_ascii() {
+        assert!(node_name_text("").is_ok());
+        assert!(node_name_text("db-7.eu_west:5432").is_ok());
+        assert!(node_name_text(&"n".repeat(63)).is_ok());
+        assert!(node_name_text(&"n".repeat(64)).is_err());
+        assert!(node_name_text("two words").is_err());
+        assert!(node_name_text("naïve").is_err());
+        assert!(node_name_text("a'b").is_err());
     }
 }

@@ -25,275 +25,22 @@ use std::ffi::{CStr, CString};
 use std::sync::OnceLock;
 
 use pgrx::pg_sys;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::{GucRegistry, GucSetting};
 
 use crate::error::Error;
 
-/// `idgen.worker_id`: this server's Snowflake worker id, `0..=2^worker_bits - 1` (0..=1023 by
-/// default; checked against the layout at start). The default `-1` means "not set":
-/// `snowflake_nextval()` fails (SQLSTATE 55000) until the DBA picks one. There is deliberately
-/// no valid default, as in pgEdge snowflake: two servers sharing a worker id issue duplicate
-/// ids, the field's most common production failure.
-static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(-1);
-static WORKER_BITS: GucSetting<i32> = GucSetting::<i32>::new(10);
-static SEQUENCE_BITS: GucSetting<i32> = GucSetting::<i32>::new(12);
-static TIME_UNIT_MS: GucSetting<i32> = GucSetting::<i32>::new(1);
-static MAX_DRIFT_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
-static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
-static SEQUENCE_JITTER: GucSetting<i32> = GucSetting::<i32>::new(0);
-static SEGMENT_WAIT_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
-static SEGMENT_REFILL_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(15 * 60 * 1000);
-static SEGMENT_MAX_STEP: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
-static SEGMENT_WORKER_IDLE_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(60_000);
-static SEGMENT_NODE_COUNT: GucSetting<i32> = GucSetting::<i32>::new(1);
-static SEGMENT_NODE_INDEX: GucSetting<i32> = GucSetting::<i32>::new(0);
+mod table;
 
-/// The largest `step` a segment may have, and so the bound of `idgen.segment_max_step`: a
-/// billion. A restart skips the numbers still cached (up to two ranges), so a larger step is
-/// almost certainly a mistake, such as a start value passed as the step.
-pub(crate) const MAX_SEGMENT_STEP: i32 = 1_000_000_000;
-
-/// The text of the default epoch.
-const DEFAULT_EPOCH: &CStr = c"2024-01-01 00:00:00+00";
-
-/// `idgen.epoch`: the instant at which Snowflake tick 0 starts, as a `timestamptz` literal.
-static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
-static SEGMENT_INTERLEAVE_FROM: GucSetting<Option<CString>> =
-    GucSetting::<Option<CString>>::new(Some(c""));
-static SEGMENT_INTERLEAVE_UNTIL: GucSetting<Option<CString>> =
-    GucSetting::<Option<CString>>::new(Some(c""));
+pub(crate) use check::MAX_NODE_NAME;
+pub(crate) use table::MAX_SEGMENT_STEP;
+use table::*;
 
 /// The interleave the server started with: changing it by a reload is safe only together with
 /// `idgen.segment_interleave_from`.
 static STARTED_NODES: OnceLock<(i32, i32)> = OnceLock::new();
 
-/// The unit of an integer setting, as `SHOW` and `postgresql.conf` spell it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Unit {
-    None,
-    Milliseconds,
-}
-
-/// When an integer setting can change: at server start only, at a reload, or per session.
-#[derive(Clone, Copy)]
-enum Context {
-    Postmaster,
-    Sighup,
-    Userset,
-}
-
-impl Context {
-    fn guc(self) -> GucContext {
-        match self {
-            Context::Postmaster => GucContext::Postmaster,
-            Context::Sighup => GucContext::Sighup,
-            Context::Userset => GucContext::Userset,
-        }
-    }
-}
-
-/// One integer setting: everything `DefineCustomIntVariable` takes, by name.
-struct IntSetting {
-    name: &'static CStr,
-    short: &'static CStr,
-    long: &'static CStr,
-    value: &'static GucSetting<i32>,
-    min: i32,
-    max: i32,
-    context: Context,
-    unit: Unit,
-}
-
-impl IntSetting {
-    fn flags(&self) -> GucFlags {
-        match self.unit {
-            Unit::None => GucFlags::empty(),
-            Unit::Milliseconds => GucFlags::UNIT_MS,
-        }
-    }
-}
-
-/// Every integer setting. None may silently fall back to its default (see [`init`]).
-static INT_SETTINGS: [IntSetting; 13] = [
-    IntSetting {
-        name: c"idgen.worker_id",
-        short: c"Snowflake worker id of this server, unique among all servers sharing an id space.",
-        long: c"From 0 to 2^idgen.worker_bits - 1 (1023 by default). -1 (the default) means unset: snowflake_nextval() fails until it is set.",
-        value: &WORKER_ID,
-        min: -1,
-        max: i32::MAX,
-        context: Context::Postmaster,
-        unit: Unit::None,
-    },
-    IntSetting {
-        name: c"idgen.worker_bits",
-        short: c"Width of the worker id field of a Snowflake id, in bits.",
-        long: c"Time bits are what is left of 63 after worker and sequence bits; at least 32 must be left.",
-        value: &WORKER_BITS,
-        min: 0,
-        max: 31,
-        context: Context::Postmaster,
-        unit: Unit::None,
-    },
-    IntSetting {
-        name: c"idgen.sequence_bits",
-        short: c"Width of the sequence field of a Snowflake id, in bits.",
-        long: c"2^sequence_bits ids per tick before the generator borrows the next tick.",
-        value: &SEQUENCE_BITS,
-        min: 0,
-        max: 31,
-        context: Context::Postmaster,
-        unit: Unit::None,
-    },
-    IntSetting {
-        name: c"idgen.time_unit_ms",
-        short: c"Length of one tick of the Snowflake time field.",
-        long: c"1 ms as Twitter's Snowflake; 10 ms as Sonyflake.",
-        value: &TIME_UNIT_MS,
-        min: 1,
-        max: 86_400_000,
-        context: Context::Postmaster,
-        unit: Unit::Milliseconds,
-    },
-    IntSetting {
-        name: c"idgen.max_drift_ms",
-        short: c"How far ahead of the wall clock Snowflake ids may be stamped.",
-        long: c"Within it calls never wait; beyond it they wait up to idgen.max_wait_ms for the clock. -1 means unbounded.",
-        value: &MAX_DRIFT_MS,
-        min: -1,
-        max: i32::MAX,
-        context: Context::Sighup,
-        unit: Unit::Milliseconds,
-    },
-    IntSetting {
-        name: c"idgen.max_wait_ms",
-        short: c"How long a Snowflake call beyond idgen.max_drift_ms waits for the clock.",
-        long: c"A call that cannot be served within it fails with SQLSTATE 53400. 0 never waits.",
-        value: &MAX_WAIT_MS,
-        min: 0,
-        max: i32::MAX,
-        context: Context::Sighup,
-        unit: Unit::Milliseconds,
-    },
-    IntSetting {
-        name: c"idgen.sequence_jitter",
-        short: c"The first Snowflake id of a new tick starts at a random sequence below this bound.",
-        long: c"0 (the default) starts at 0. Spreads low-traffic ids over id % N shards, as Leaf does with 100.",
-        value: &SEQUENCE_JITTER,
-        min: 0,
-        max: i32::MAX,
-        context: Context::Sighup,
-        unit: Unit::None,
-    },
-    IntSetting {
-        name: c"idgen.segment_wait_timeout",
-        short: c"How long a segment_nextval waits for a range when both cached ranges are empty.",
-        long: c"In milliseconds; 0 waits until cancelled. Past it the call fails with SQLSTATE 55P03.",
-        value: &SEGMENT_WAIT_TIMEOUT,
-        min: 0,
-        max: i32::MAX,
-        context: Context::Userset,
-        unit: Unit::Milliseconds,
-    },
-    IntSetting {
-        name: c"idgen.segment_refill_interval",
-        short: c"Target lifetime of a cached segment range (Leaf's dynamic step).",
-        long: c"A range used up faster doubles the next step; one lasting twice as long halves it.",
-        value: &SEGMENT_REFILL_INTERVAL,
-        min: 1,
-        max: i32::MAX,
-        context: Context::Sighup,
-        unit: Unit::Milliseconds,
-    },
-    IntSetting {
-        name: c"idgen.segment_max_step",
-        short: c"Largest step the dynamic step of a segment grows to.",
-        long: c"A segment whose own step is larger keeps its own step.",
-        value: &SEGMENT_MAX_STEP,
-        min: 1,
-        max: MAX_SEGMENT_STEP,
-        context: Context::Sighup,
-        unit: Unit::None,
-    },
-    IntSetting {
-        name: c"idgen.segment_node_count",
-        short: c"How many servers share segment names, each taking its own blocks of numbers.",
-        long: c"1 (the default): this server takes every block. Set the same count on every server, and the same step for each segment.",
-        value: &SEGMENT_NODE_COUNT,
-        min: 1,
-        max: 1024,
-        context: Context::Sighup,
-        unit: Unit::None,
-    },
-    IntSetting {
-        name: c"idgen.segment_node_index",
-        short: c"This server's 0-based place among idgen.segment_node_count servers.",
-        long: c"Server i takes the blocks of step numbers whose block number is i modulo the count. Unique per server.",
-        value: &SEGMENT_NODE_INDEX,
-        min: 0,
-        max: 1023,
-        context: Context::Sighup,
-        unit: Unit::None,
-    },
-    IntSetting {
-        name: c"idgen.segment_worker_idle_timeout",
-        short: c"How long an idle idgen allocator worker stays before it exits.",
-        long: c"In milliseconds. The next call that needs the worker starts it again.",
-        value: &SEGMENT_WORKER_IDLE_TIMEOUT,
-        min: 1,
-        max: i32::MAX,
-        context: Context::Sighup,
-        unit: Unit::Milliseconds,
-    },
-];
-
-/// One text setting, defined with a check hook that refuses a bad value (pgrx offers no
-/// string GUC with a check hook, hence `DefineCustomStringVariable` directly).
-struct TextSetting {
-    name: &'static CStr,
-    short: &'static CStr,
-    long: &'static CStr,
-    value: &'static GucSetting<Option<CString>>,
-    boot: &'static CStr,
-    context: pg_sys::GucContext::Type,
-    check: check::Hook,
-    /// The check of [`init`] (the hook's, as plain Rust): `Err` is the detail of the refusal.
-    parse: fn(&str) -> Result<(), String>,
-}
-
-/// Every text setting.
-static TEXT_SETTINGS: [TextSetting; 3] = [
-    TextSetting {
-        name: c"idgen.epoch",
-        short: c"Instant at which Snowflake tick 0 starts (a timestamptz literal).",
-        long: c"Fixed at server start; must not be in the future. Give an explicit UTC offset.",
-        value: &EPOCH,
-        boot: DEFAULT_EPOCH,
-        context: pg_sys::GucContext::PGC_POSTMASTER,
-        check: check::epoch,
-        parse: check::epoch_text,
-    },
-    TextSetting {
-        name: c"idgen.segment_interleave_from",
-        short: c"The current segment interleave hands out numbers above this one only (growing from N to M servers).",
-        long: c"A bigint, or empty for none. See README, Growing from N to M servers.",
-        value: &SEGMENT_INTERLEAVE_FROM,
-        boot: c"",
-        context: pg_sys::GucContext::PGC_SIGHUP,
-        check: check::fence,
-        parse: check::fence_text,
-    },
-    TextSetting {
-        name: c"idgen.segment_interleave_until",
-        short: c"The current segment interleave hands out numbers up to this one only (growing from N to M servers).",
-        long: c"A bigint, or empty for none. See README, Growing from N to M servers.",
-        value: &SEGMENT_INTERLEAVE_UNTIL,
-        boot: c"",
-        context: pg_sys::GucContext::PGC_SIGHUP,
-        check: check::fence,
-        parse: check::fence_text,
-    },
-];
+/// `idgen.worker_id` as parsed at start.
+static WORKER_ID_AT_START: OnceLock<WorkerIdSetting> = OnceLock::new();
 
 /// Defines every setting and reserves the `idgen.` prefix. Called once from `_PG_init`, in the
 /// postmaster (the library is preloaded), before any backend exists.
@@ -368,6 +115,13 @@ pub(crate) fn init() {
         if applied.as_deref() != Some(text.as_str()) {
             rejected(s.name, &text, "PostgreSQL did not apply it.");
         }
+    }
+    if worker_id_setting() == WorkerIdSetting::Auto && registry_conninfo().is_none() {
+        rejected(
+            c"idgen.worker_id",
+            "auto",
+            "auto claims a worker id from the registry, and idgen.registry is empty.",
+        );
     }
     let (count, index) = (SEGMENT_NODE_COUNT.get(), SEGMENT_NODE_INDEX.get());
     let _ = STARTED_NODES.set((count, index));
@@ -445,9 +199,54 @@ pub(crate) fn segment_fences() -> (Option<i64>, Option<i64>) {
     )
 }
 
-/// `idgen.worker_id`, or `None` while it is unset (`-1`).
-pub(crate) fn worker_id() -> Option<u64> {
-    u64::try_from(per_call(&WORKER_ID)).ok()
+/// What `idgen.worker_id` says: read once, at start (it is a postmaster setting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WorkerIdSetting {
+    /// `-1`, the default: no worker id; `snowflake_nextval()` fails with 55000.
+    Unset,
+    /// An explicit worker id (checked against the layout at start).
+    Fixed(u64),
+    /// `auto`: claimed from `idgen.registry` (DESIGN.md §6).
+    Auto,
+}
+
+/// `idgen.worker_id` as the server started with it.
+pub(crate) fn worker_id_setting() -> WorkerIdSetting {
+    *WORKER_ID_AT_START.get_or_init(|| {
+        text_of(&WORKER_ID)
+            .and_then(|t| check::worker_id_value(&t).ok())
+            .unwrap_or(WorkerIdSetting::Unset)
+    })
+}
+
+/// `idgen.registry`, or `None` while empty: the registry's libpq connection string.
+pub(crate) fn registry_conninfo() -> Option<String> {
+    text_of(&REGISTRY).filter(|t| !t.trim().is_empty())
+}
+
+/// `idgen.node_name`, or `None` while empty (the registry client then makes one).
+pub(crate) fn node_name() -> Option<String> {
+    text_of(&NODE_NAME).filter(|t| !t.is_empty())
+}
+
+/// `idgen.registry_lease` in ms.
+pub(crate) fn registry_lease_ms() -> u64 {
+    REGISTRY_LEASE.get().max(1) as u64
+}
+
+/// `idgen.registry_renew_interval` in ms, at most half the lease.
+pub(crate) fn registry_renew_interval_ms() -> u64 {
+    (REGISTRY_RENEW_INTERVAL.get().max(1) as u64).min(registry_lease_ms() / 2)
+}
+
+/// `idgen.registry_max_clock_offset_ms`, or `None` for -1 (no limit).
+pub(crate) fn registry_max_clock_offset_ms() -> Option<u64> {
+    u64::try_from(REGISTRY_MAX_CLOCK_OFFSET_MS.get()).ok()
+}
+
+/// The text of a text setting (`None` for NULL).
+fn text_of(setting: &GucSetting<Option<CString>>) -> Option<String> {
+    setting.get().map(|c| c.to_string_lossy().into_owned())
 }
 
 /// `idgen.worker_bits`, `idgen.sequence_bits` and `idgen.time_unit_ms`: (bits, bits, ms).

@@ -10,7 +10,7 @@ use pgrx::bgworkers::BackgroundWorker;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::failure::Failure;
+use crate::failure::Failure;
 use super::shared::{broadcast, lock};
 use super::unit::{
     check_interrupts_between_units, force_settings, install_signal_handlers, reload_configuration,
@@ -101,7 +101,7 @@ unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
     let db = pg_sys::Oid::from(arg.value() as u32);
     let mut g = lock();
     if g.leave(db) {
-        let failure = Failure::from_error(&Error::Allocator {
+        let failure = Failure::from_error(&Error::Relayed {
             sqlstate: PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN as i32,
             message: "the idgen allocator worker exited before finishing the request".into(),
             detail: None,

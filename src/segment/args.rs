@@ -2,7 +2,7 @@
 //! SQLSTATE that changes nothing: NULL (22004), a bad name (42602, 42622), a step out of range
 //! (22023), a description too long (22001).
 
-use super::failure::FixedText;
+use crate::failure::FixedText;
 use super::range::{self, check_name, NameError, MAX_DESCRIPTION_BYTES};
 use crate::error::Error;
 

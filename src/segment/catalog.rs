@@ -40,7 +40,7 @@ fn no_row_is_none<T>(e: pgrx::spi::SpiError) -> Result<Option<T>, Error> {
 }
 
 fn internal(e: pgrx::spi::SpiError) -> Error {
-    Error::Allocator {
+    Error::Relayed {
         sqlstate: PgSqlErrorCode::ERRCODE_INTERNAL_ERROR as i32,
         message: format!("idgen catalog access failed: {e}"),
         detail: None,

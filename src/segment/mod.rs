@@ -15,7 +15,6 @@ mod args;
 mod buffer;
 mod call_site;
 mod catalog;
-mod failure;
 mod hooks;
 mod queue;
 mod range;
@@ -33,7 +32,7 @@ use pgrx::prelude::*;
 use crate::error::{Error, OrReport};
 use args::{description_arg, name_arg, step_arg};
 use call_site::{entry_at_call_site, NameDatum};
-use failure::FixedText;
+use crate::failure::FixedText;
 use shared::{DescriptionChange, Request, RequestKind};
 
 /// Most numbers one `segment_nextvals` call returns (the result is materialized).

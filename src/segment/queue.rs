@@ -9,7 +9,7 @@ use std::cell::Cell;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::failure::Failure;
+use crate::failure::Failure;
 use super::shared::{
     cancel_sleep, deadline, lock, wait_for, Guarded, Request, RequestState, MAX_REQUESTS,
 };

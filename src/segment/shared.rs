@@ -20,7 +20,7 @@ use std::sync::atomic::AtomicU64;
 use pgrx::pg_sys;
 
 use super::buffer::DoubleBuffer;
-use super::failure::{Failure, FixedText};
+use crate::failure::{Failure, FixedText};
 use crate::guc;
 use crate::lwlock::{LWLockGuard, NamedLWLock};
 use crate::shmem::{Part, ShmemStruct};

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use pgrx::pg_sys;
 
 use super::buffer::BufferView;
-use super::failure::{Failure, FixedText};
+use crate::failure::{Failure, FixedText};
 use super::range::Range;
 use super::shared::{broadcast, lock, slot, Guarded, SlotMeta, MAX_SEGMENTS};
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::failure::Failure;
+use crate::failure::Failure;
 use crate::error::Error;
 
 /// Installs the allocator's signal handlers: PostgreSQL's own, as in a regular backend, so that
@@ -218,7 +218,7 @@ fn unconfirmed_commit() -> Option<Failure> {
     } else {
         return None;
     };
-    let failure = Failure::from_error(&Error::Allocator {
+    let failure = Failure::from_error(&Error::Relayed {
         sqlstate: sqlstate as i32,
         message: format!("{why} while committing; the change is not used"),
         detail: Some(

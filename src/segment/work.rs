@@ -8,7 +8,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::catalog;
-use super::failure::Failure;
+use crate::failure::Failure;
 use super::range::{fenced_range, max_id_for_start, next_step, Fences, NoRange, Nodes};
 use super::shared::{lock, slot, DescriptionChange, Request, RequestKind, SlotMeta, MAX_SEGMENTS};
 use super::slots::{freeze, unfreeze, After, Refilled};

@@ -11,7 +11,7 @@ use pgrx::pg_sys;
 
 use super::layout::Layout;
 use super::reservation::{self, FileError, Stored};
-use super::shared::{SnowflakeShared, RESERVATION_LOCK};
+use super::shared::{advance_state_to, raise_head_start, SnowflakeShared, RESERVATION_LOCK};
 use super::watch::{regression, REGRESSION_TOLERANCE_MS};
 use crate::error::Error;
 use crate::guc;
@@ -58,6 +58,9 @@ pub(crate) fn extend(
     let result = extend_locked(layout, shared, end_tick, now_ms);
     drop(guard);
     let notes = result?;
+    if let Some(fence_end) = notes.fenced {
+        return Err(super::lease::fenced(layout, fence_end));
+    }
     if let Some(by_ms) = notes.regressed_by_ms {
         regression(
             shared,
@@ -90,6 +93,8 @@ struct LoadNotes {
     regressed_by_ms: Option<i64>,
     /// The server is on another timeline than the file (or has none past timeline 1).
     promoted: Option<Promotion>,
+    /// The reservation would reach the registry's fence, this first unconfirmed tick.
+    fenced: Option<u64>,
 }
 
 struct Promotion {
@@ -157,6 +162,7 @@ fn extend_locked(
                 PROMOTION_CLOCK_SKEW_MS as u64,
             );
             advance_state_to(layout, shared, floor);
+            raise_head_start(shared, floor);
             notes.promoted = Some(Promotion {
                 file_timeline,
                 timeline,
@@ -169,13 +175,20 @@ fn extend_locked(
     if end_tick.saturating_add(low_water) < reserved_end {
         return Ok(notes); // covered: another backend extended it, or the file did
     }
+    // Never past the registry's fence (DESIGN.md §6): ids stay below the bound it recorded.
+    let fence_end = super::lease::fence_end();
+    if end_tick >= fence_end {
+        notes.fenced = Some(fence_end);
+        return Ok(notes);
+    }
     let now_tick = layout.tick_at(now_ms).unwrap_or(0);
     let last_tick = layout.state_tick(shared.state.0.load(Ordering::Acquire));
     let target = end_tick
         .max(now_tick)
         .max(last_tick)
         .saturating_add(window_ticks(layout) + low_water + 1)
-        .min(layout.max_tick() + 1);
+        .min(layout.max_tick() + 1)
+        .min(fence_end);
     if target > reserved_end {
         let stored = Stored {
             reserved_end: target,
@@ -206,16 +219,6 @@ fn recorded_drift_ms(layout: &Layout, ahead_tick: u64, now_tick: u64) -> i64 {
         .saturating_sub(now_tick)
         .saturating_mul(layout.time_unit_ms() as u64);
     setting.max(ahead_ms).min(i64::MAX as u64) as i64
-}
-
-/// Moves the state word so that the next id is at `tick` or later (sequence 0); never back.
-pub(crate) fn advance_state_to(layout: &Layout, shared: &SnowflakeShared, tick: u64) {
-    if tick > 0 {
-        shared
-            .state
-            .0
-            .fetch_max((tick << layout.sequence_bits()) - 1, Ordering::AcqRel);
-    }
 }
 
 fn file_error(e: FileError) -> Error {

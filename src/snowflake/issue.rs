@@ -72,10 +72,12 @@ pub(crate) fn reserve(count: u64) -> Result<Drawn, Error> {
     let layout = layout();
     let shared = shared();
     let mut waiting_since: Option<Instant> = None;
+    // The head start this call has taken as its clock (0: none yet).
+    let mut head_start = 0;
     loop {
         let now_ms = read_clock(shared);
         let now_tick = match layout.tick_at(now_ms) {
-            Ok(tick) => tick,
+            Ok(tick) => tick.max(head_start),
             Err(LayoutError::BeforeEpoch { ms }) => return Err(Error::ClockBeforeEpoch { ms }),
             Err(e) => return Err(exhausted(layout, e)),
         };
@@ -115,6 +117,12 @@ pub(crate) fn reserve(count: u64) -> Result<Drawn, Error> {
                     worker,
                     last_id,
                 });
+            }
+            Outcome::TooFarAhead { .. } if head_start == 0 && head_start_above(now_tick) => {
+                // A head start (a promotion or a registry grant, DESIGN.md §1, §6): the floor
+                // is above every id the previous holder can have issued, so the generator
+                // treats it as its clock until the clock passes it, and issues without waiting.
+                head_start = super::lease::head_start_tick();
             }
             blocked => unblock(layout, shared, blocked, limits, now_ms, &mut waiting_since)?,
         }
@@ -165,6 +173,14 @@ fn unblock(
             Ok(())
         }
     }
+}
+
+/// Whether a head start above `now_tick` is in force. Out of line: only a reservation refused as
+/// too far ahead of the clock asks.
+#[cold]
+#[inline(never)]
+fn head_start_above(now_tick: u64) -> bool {
+    super::lease::head_start_tick() > now_tick
 }
 
 /// The random sequence start of a new tick (`idgen.sequence_jitter`), below the bound and below

@@ -14,7 +14,6 @@ use pgrx::prelude::*;
 use super::durable::{extend, low_water_ticks, RESERVATION_WINDOW_MS};
 use super::shared::{layout, shared};
 use super::watch::watch_clocksource;
-use crate::guc;
 
 /// How long after the generator's last id the reservation keeper goes on extending the
 /// reservation, in ms: a server whose ids stopped stops rewriting the file after this, and its
@@ -82,7 +81,7 @@ pub extern "C-unwind" fn idgen_reservation_keeper_main(_arg: pg_sys::Datum) {
 fn keep_ahead() -> bool {
     let layout = layout();
     let shared = shared();
-    if shared.reserved_end.0.load(Ordering::Acquire) == 0 || guc::worker_id().is_none() {
+    if shared.reserved_end.0.load(Ordering::Acquire) == 0 || super::shared::known_worker_id().is_none() {
         return false;
     }
     let now_ms = crate::time::wall_clock_unix_ms();

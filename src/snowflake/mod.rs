@@ -11,6 +11,7 @@ mod generator;
 mod issue;
 mod keeper;
 mod layout;
+pub(crate) mod lease;
 mod reservation;
 mod shared;
 mod status;
@@ -35,6 +36,7 @@ pub(crate) fn init() {
             layout.exhausted_at_unix_ms()
         );
     }
+    lease::init();
     crate::shmem::register(shared::PART);
     keeper::register();
 }

@@ -3,7 +3,7 @@
 //! counters; the LWLock of the reservation file). The hot path takes no lock: everything here
 //! but the reservation file is advanced with atomics (DESIGN.md §1, §3).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use super::layout::Layout;
@@ -28,6 +28,8 @@ pub(crate) struct SnowflakeShared {
     pub(crate) clock_seen_ms: CacheLine<AtomicI64>,
     /// Counters for `snowflake_status()`, since server start, and the warning rate limiter.
     pub(crate) counters: CacheLine<SnowflakeCounters>,
+    /// The worker id lease from `idgen.registry` (`lease.rs`); unused without a registry.
+    pub(crate) lease: CacheLine<super::lease::LeaseShared>,
 }
 
 /// Rarely written counters of the Snowflake generator (`snowflake_status()`).
@@ -46,6 +48,10 @@ pub(crate) struct SnowflakeCounters {
     pub(crate) reservation_writes: AtomicU64,
     /// CLOCK_MONOTONIC ms of the last regression WARNING (rate limit); 0 for none yet.
     pub(crate) last_warning_ms: AtomicI64,
+    /// The head start: a tick the generator may treat as its clock while the wall clock is
+    /// below it, without waiting (a promotion floor, or the floor a registry grant starts at:
+    /// DESIGN.md §1, §6). 0 for none.
+    pub(crate) head_start_tick: AtomicU64,
     /// The kernel's clocksource is no longer the TSC: every process closes its TSC gate
     /// (`snowflake::clock`). Set by the reservation keeper, never cleared until a restart.
     pub(crate) tsc_gate_off: AtomicBool,
@@ -100,8 +106,8 @@ fn configured() -> Result<Layout, Error> {
         sequence_bits,
         time_unit_ms,
     )?;
-    match guc::worker_id() {
-        Some(worker) if worker > layout.max_worker() => Err(Error::InvalidSetting {
+    match guc::worker_id_setting() {
+        guc::WorkerIdSetting::Fixed(worker) if worker > layout.max_worker() => Err(Error::InvalidSetting {
             name: "idgen.worker_id".into(),
             value: worker.to_string(),
             detail: format!(
@@ -119,19 +125,63 @@ pub(crate) fn layout() -> &'static Layout {
     LAYOUT.get().expect("the layout is built in _PG_init")
 }
 
-/// This server's worker id for an id: `idgen.worker_id`, or 55000 while it is unset (the hint
-/// names the layout's range).
+/// This process's copy of the server's worker id once known ([`NO_WORKER`] before): the
+/// setting's, or the one the registry granted, which never changes until the server restarts
+/// (DESIGN.md §6). A process static, so the per-id path reads no shared memory for it.
+static WORKER: AtomicU64 = AtomicU64::new(NO_WORKER);
+
+/// [`WORKER`] before the worker id is known.
+const NO_WORKER: u64 = u64::MAX;
+
+/// This server's worker id for an id: `idgen.worker_id`, or the one the registry granted.
+/// Errors: 55000 while it is unset (the hint names the layout's range) or the registry has not
+/// granted one yet; the registry's refusal (e.g. 55006, the id is held by another node).
 #[inline]
 pub(crate) fn worker_id() -> Result<u64, Error> {
-    match guc::worker_id() {
-        Some(worker) => Ok(worker),
-        None => Err(worker_id_not_set()),
+    match WORKER.load(Ordering::Relaxed) {
+        NO_WORKER => worker_id_first(),
+        worker => Ok(worker),
     }
 }
 
+/// [`worker_id`] the first time in this process, and until it is known.
 #[cold]
-fn worker_id_not_set() -> Error {
-    Error::WorkerIdNotSet {
-        max_worker: layout().max_worker(),
+#[inline(never)]
+fn worker_id_first() -> Result<u64, Error> {
+    let worker = match guc::worker_id_setting() {
+        guc::WorkerIdSetting::Unset => {
+            return Err(Error::WorkerIdNotSet {
+                max_worker: layout().max_worker(),
+            })
+        }
+        guc::WorkerIdSetting::Fixed(worker) if !super::lease::registry_mode() => worker,
+        _ => super::lease::granted_worker()?,
+    };
+    WORKER.store(worker, Ordering::Relaxed);
+    Ok(worker)
+}
+
+/// The server's worker id if known, without an error: `snowflake_status()`, the keeper.
+pub(crate) fn known_worker_id() -> Option<u64> {
+    worker_id().ok()
+}
+
+/// Moves the state word so that the next id is at `tick` or later (sequence 0); never back.
+pub(crate) fn advance_state_to(layout: &Layout, shared: &SnowflakeShared, tick: u64) {
+    if tick > 0 {
+        shared
+            .state
+            .0
+            .fetch_max((tick << layout.sequence_bits()) - 1, Ordering::AcqRel);
     }
+}
+
+/// Raises the head start to `tick` (never lowers it): ids up to `tick` plus `idgen.max_drift_ms`
+/// are stamped without waiting for the clock (`issue::reserve`).
+pub(crate) fn raise_head_start(shared: &SnowflakeShared, tick: u64) {
+    shared
+        .counters
+        .0
+        .head_start_tick
+        .fetch_max(tick, Ordering::AcqRel);
 }

@@ -1,6 +1,6 @@
-//! What the segment cache's shared memory carries as text: [`FixedText`], inline UTF-8 of a
-//! bounded length, and [`Failure`], an error travelling from the allocator to the caller that
-//! waits for it. Both are plain data of fixed size.
+//! What shared memory carries as text: [`FixedText`], inline UTF-8 of a bounded length, and
+//! [`Failure`], an error travelling from a background worker (the segment allocator, the
+//! registry client) to the backends that raise it. Both are plain data of fixed size.
 
 use pgrx::pg_sys::panic::CaughtError;
 
@@ -44,7 +44,7 @@ impl<const N: usize> FixedText<N> {
     }
 }
 
-/// An error carried from the allocator to the caller that waits for it: SQLSTATE (packed as
+/// An error carried from a background worker to the callers that raise it: SQLSTATE (packed as
 /// PostgreSQL's `MAKE_SQLSTATE`), message, detail and hint.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -77,6 +77,28 @@ impl Failure {
         }
     }
 
+    /// An error with a SQLSTATE given as its five characters (as libpq reports a remote one).
+    pub(crate) fn new(sqlstate: &str, message: &str, detail: Option<&str>, hint: Option<&str>) -> Self {
+        Self {
+            sqlstate: pack_sqlstate(sqlstate),
+            message: FixedText::new(message),
+            detail: FixedText::new(detail.unwrap_or_default()),
+            hint: FixedText::new(hint.unwrap_or_default()),
+        }
+    }
+
+    /// The message.
+    pub(crate) fn message(&self) -> &str {
+        self.message.as_str()
+    }
+
+    /// The SQLSTATE as its five characters.
+    pub(crate) fn sqlstate_text(&self) -> String {
+        (0..5)
+            .map(|i| char::from(b'0' + ((self.sqlstate >> (6 * i)) & 0x3F) as u8))
+            .collect()
+    }
+
     /// The SQLSTATE, packed as PostgreSQL's `MAKE_SQLSTATE`.
     pub(crate) fn sqlstate(&self) -> i32 {
         self.sqlstate
@@ -85,11 +107,40 @@ impl Failure {
     /// The caller's side: the error to raise.
     pub(crate) fn to_error(self) -> Error {
         let opt = |t: &FixedText<256>| Some(t.as_str().to_owned()).filter(|s| !s.is_empty());
-        Error::Allocator {
+        Error::Relayed {
             sqlstate: self.sqlstate,
             message: self.message.as_str().to_owned(),
             detail: opt(&self.detail),
             hint: opt(&self.hint),
         }
+    }
+}
+
+/// PostgreSQL's `MAKE_SQLSTATE` of a five-character SQLSTATE (XX000, internal error, for
+/// anything else).
+fn pack_sqlstate(code: &str) -> i32 {
+    let bytes = code.as_bytes();
+    if bytes.len() != 5 || !bytes.iter().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()) {
+        return pack_sqlstate("XX000");
+    }
+    bytes
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (((b - b'0') & 0x3F) as i32) << (6 * i))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{pack_sqlstate, Failure};
+
+    #[test]
+    fn sqlstates_pack_as_postgresql_does_and_back() {
+        // ERRCODE_OBJECT_IN_USE, MAKE_SQLSTATE('5','5','0','0','6') in PostgreSQL's errcodes.h.
+        assert_eq!(pack_sqlstate("55006"), 5 | 5 << 6 | 6 << 24);
+        for code in ["55006", "08001", "42883", "53400", "XX000", "2200H"] {
+            assert_eq!(Failure::new(code, "m", None, None).sqlstate_text(), code);
+        }
+        assert_eq!(Failure::new("bad", "m", None, None).sqlstate_text(), "XX000");
     }
 }

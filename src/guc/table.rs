@@ -1,0 +1,330 @@
+//! The table of idgen's settings: one private static per setting and one named struct per
+//! setting (name, descriptions, bounds, context, unit; for text settings the check hook), in
+//! the style of pg_search's `gucs.rs`. [`super::init`] defines them; [`super`]'s getters read
+//! them. Nothing else touches the statics.
+
+use std::ffi::{CStr, CString};
+
+use pgrx::pg_sys;
+use pgrx::{GucContext, GucFlags, GucSetting};
+
+use super::check;
+
+pub(super) static REGISTRY_LEASE: GucSetting<i32> = GucSetting::<i32>::new(60_000);
+pub(super) static REGISTRY_RENEW_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+pub(super) static REGISTRY_MAX_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub(super) static WORKER_BITS: GucSetting<i32> = GucSetting::<i32>::new(10);
+pub(super) static SEQUENCE_BITS: GucSetting<i32> = GucSetting::<i32>::new(12);
+pub(super) static TIME_UNIT_MS: GucSetting<i32> = GucSetting::<i32>::new(1);
+pub(super) static MAX_DRIFT_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub(super) static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
+pub(super) static SEQUENCE_JITTER: GucSetting<i32> = GucSetting::<i32>::new(0);
+pub(super) static SEGMENT_WAIT_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+pub(super) static SEGMENT_REFILL_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(15 * 60 * 1000);
+pub(super) static SEGMENT_MAX_STEP: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
+pub(super) static SEGMENT_WORKER_IDLE_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(60_000);
+pub(super) static SEGMENT_NODE_COUNT: GucSetting<i32> = GucSetting::<i32>::new(1);
+pub(super) static SEGMENT_NODE_INDEX: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+/// The largest `step` a segment may have, and so the bound of `idgen.segment_max_step`: a
+/// billion. A restart skips the numbers still cached (up to two ranges), so a larger step is
+/// almost certainly a mistake, such as a start value passed as the step.
+pub(crate) const MAX_SEGMENT_STEP: i32 = 1_000_000_000;
+
+/// The text of the default epoch.
+const DEFAULT_EPOCH: &CStr = c"2024-01-01 00:00:00+00";
+
+/// `idgen.epoch`: the instant at which Snowflake tick 0 starts, as a `timestamptz` literal.
+/// `idgen.worker_id`: this server's Snowflake worker id, `0..=2^worker_bits - 1` (0..=1023 by
+/// default; checked against the layout at start), or `auto` (claimed from `idgen.registry`).
+/// The default `-1` means "not set": `snowflake_nextval()` fails (SQLSTATE 55000) until the DBA
+/// picks one. There is deliberately no valid default, as in pgEdge snowflake: two servers sharing
+/// a worker id issue duplicate ids, the field's most common production failure.
+pub(super) static WORKER_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"-1"));
+/// `idgen.registry`: the libpq connection string of the registry, empty for none.
+pub(super) static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
+/// `idgen.node_name`: this server's name in the registry, empty for the default.
+pub(super) static NODE_NAME: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
+pub(super) static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
+pub(super) static SEGMENT_INTERLEAVE_FROM: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c""));
+pub(super) static SEGMENT_INTERLEAVE_UNTIL: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c""));
+
+/// The unit of an integer setting, as `SHOW` and `postgresql.conf` spell it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unit {
+    None,
+    Milliseconds,
+}
+
+/// When an integer setting can change: at server start only, at a reload, or per session.
+#[derive(Clone, Copy)]
+pub(super) enum Context {
+    Postmaster,
+    Sighup,
+    Userset,
+}
+
+impl Context {
+    pub(super) fn guc(self) -> GucContext {
+        match self {
+            Context::Postmaster => GucContext::Postmaster,
+            Context::Sighup => GucContext::Sighup,
+            Context::Userset => GucContext::Userset,
+        }
+    }
+}
+
+/// One integer setting: everything `DefineCustomIntVariable` takes, by name.
+pub(super) struct IntSetting {
+    pub(super) name: &'static CStr,
+    pub(super) short: &'static CStr,
+    pub(super) long: &'static CStr,
+    pub(super) value: &'static GucSetting<i32>,
+    pub(super) min: i32,
+    pub(super) max: i32,
+    pub(super) context: Context,
+    pub(super) unit: Unit,
+}
+
+impl IntSetting {
+    pub(super) fn flags(&self) -> GucFlags {
+        match self.unit {
+            Unit::None => GucFlags::empty(),
+            Unit::Milliseconds => GucFlags::UNIT_MS,
+        }
+    }
+}
+
+/// Every integer setting. None may silently fall back to its default (see [`init`]).
+pub(super) static INT_SETTINGS: [IntSetting; 15] = [
+    IntSetting {
+        name: c"idgen.worker_bits",
+        short: c"Width of the worker id field of a Snowflake id, in bits.",
+        long: c"Time bits are what is left of 63 after worker and sequence bits; at least 32 must be left.",
+        value: &WORKER_BITS,
+        min: 0,
+        max: 31,
+        context: Context::Postmaster,
+        unit: Unit::None,
+    },
+    IntSetting {
+        name: c"idgen.sequence_bits",
+        short: c"Width of the sequence field of a Snowflake id, in bits.",
+        long: c"2^sequence_bits ids per tick before the generator borrows the next tick.",
+        value: &SEQUENCE_BITS,
+        min: 0,
+        max: 31,
+        context: Context::Postmaster,
+        unit: Unit::None,
+    },
+    IntSetting {
+        name: c"idgen.time_unit_ms",
+        short: c"Length of one tick of the Snowflake time field.",
+        long: c"1 ms as Twitter's Snowflake; 10 ms as Sonyflake.",
+        value: &TIME_UNIT_MS,
+        min: 1,
+        max: 86_400_000,
+        context: Context::Postmaster,
+        unit: Unit::Milliseconds,
+    },
+    IntSetting {
+        name: c"idgen.max_drift_ms",
+        short: c"How far ahead of the wall clock Snowflake ids may be stamped.",
+        long: c"Within it calls never wait; beyond it they wait up to idgen.max_wait_ms for the clock. -1 means unbounded.",
+        value: &MAX_DRIFT_MS,
+        min: -1,
+        max: i32::MAX,
+        context: Context::Sighup,
+        unit: Unit::Milliseconds,
+    },
+    IntSetting {
+        name: c"idgen.max_wait_ms",
+        short: c"How long a Snowflake call beyond idgen.max_drift_ms waits for the clock.",
+        long: c"A call that cannot be served within it fails with SQLSTATE 53400. 0 never waits.",
+        value: &MAX_WAIT_MS,
+        min: 0,
+        max: i32::MAX,
+        context: Context::Sighup,
+        unit: Unit::Milliseconds,
+    },
+    IntSetting {
+        name: c"idgen.sequence_jitter",
+        short: c"The first Snowflake id of a new tick starts at a random sequence below this bound.",
+        long: c"0 (the default) starts at 0. Spreads low-traffic ids over id % N shards, as Leaf does with 100.",
+        value: &SEQUENCE_JITTER,
+        min: 0,
+        max: i32::MAX,
+        context: Context::Sighup,
+        unit: Unit::None,
+    },
+    IntSetting {
+        name: c"idgen.segment_wait_timeout",
+        short: c"How long a segment_nextval waits for a range when both cached ranges are empty.",
+        long: c"In milliseconds; 0 waits until cancelled. Past it the call fails with SQLSTATE 55P03.",
+        value: &SEGMENT_WAIT_TIMEOUT,
+        min: 0,
+        max: i32::MAX,
+        context: Context::Userset,
+        unit: Unit::Milliseconds,
+    },
+    IntSetting {
+        name: c"idgen.segment_refill_interval",
+        short: c"Target lifetime of a cached segment range (Leaf's dynamic step).",
+        long: c"A range used up faster doubles the next step; one lasting twice as long halves it.",
+        value: &SEGMENT_REFILL_INTERVAL,
+        min: 1,
+        max: i32::MAX,
+        context: Context::Sighup,
+        unit: Unit::Milliseconds,
+    },
+    IntSetting {
+        name: c"idgen.segment_max_step",
+        short: c"Largest step the dynamic step of a segment grows to.",
+        long: c"A segment whose own step is larger keeps its own step.",
+        value: &SEGMENT_MAX_STEP,
+        min: 1,
+        max: MAX_SEGMENT_STEP,
+        context: Context::Sighup,
+        unit: Unit::None,
+    },
+    IntSetting {
+        name: c"idgen.segment_node_count",
+        short: c"How many servers share segment names, each taking its own blocks of numbers.",
+        long: c"1 (the default): this server takes every block. Set the same count on every server, and the same step for each segment.",
+        value: &SEGMENT_NODE_COUNT,
+        min: 1,
+        max: 1024,
+        context: Context::Sighup,
+        unit: Unit::None,
+    },
+    IntSetting {
+        name: c"idgen.segment_node_index",
+        short: c"This server's 0-based place among idgen.segment_node_count servers.",
+        long: c"Server i takes the blocks of step numbers whose block number is i modulo the count. Unique per server.",
+        value: &SEGMENT_NODE_INDEX,
+        min: 0,
+        max: 1023,
+        context: Context::Sighup,
+        unit: Unit::None,
+    },
+    IntSetting {
+        name: c"idgen.segment_worker_idle_timeout",
+        short: c"How long an idle idgen allocator worker stays before it exits.",
+        long: c"In milliseconds. The next call that needs the worker starts it again.",
+        value: &SEGMENT_WORKER_IDLE_TIMEOUT,
+        min: 1,
+        max: i32::MAX,
+        context: Context::Sighup,
+        unit: Unit::Milliseconds,
+    },
+    IntSetting {
+        name: c"idgen.registry_lease",
+        short: c"How long a worker id lease lasts past its last renewal in the registry.",
+        long: c"A node whose renewals fail keeps issuing Snowflake ids up to the tick its lease was last confirmed to; a crashed node's successor starts above it, up to this far ahead of the clock.",
+        value: &REGISTRY_LEASE,
+        min: 100,
+        max: i32::MAX,
+        context: Context::Sighup,
+        unit: Unit::Milliseconds,
+    },
+    IntSetting {
+        name: c"idgen.registry_renew_interval",
+        short: c"How often the registry client renews this server's worker id lease (with 20 % jitter).",
+        long: c"At most half of idgen.registry_lease is used. A crashed server's restart reclaims its worker id after two intervals without renewal.",
+        value: &REGISTRY_RENEW_INTERVAL,
+        min: 10,
+        max: i32::MAX,
+        context: Context::Sighup,
+        unit: Unit::Milliseconds,
+    },
+    IntSetting {
+        name: c"idgen.registry_max_clock_offset_ms",
+        short: c"Largest offset between this server's clock and the registry's at which a worker id is claimed.",
+        long: c"Uniqueness never depends on it; the order of ids across servers does. -1 claims whatever the offset.",
+        value: &REGISTRY_MAX_CLOCK_OFFSET_MS,
+        min: -1,
+        max: i32::MAX,
+        context: Context::Sighup,
+        unit: Unit::Milliseconds,
+    },
+];
+
+/// One text setting, defined with a check hook that refuses a bad value (pgrx offers no
+/// string GUC with a check hook, hence `DefineCustomStringVariable` directly).
+pub(super) struct TextSetting {
+    pub(super) name: &'static CStr,
+    pub(super) short: &'static CStr,
+    pub(super) long: &'static CStr,
+    pub(super) value: &'static GucSetting<Option<CString>>,
+    pub(super) boot: &'static CStr,
+    pub(super) context: pg_sys::GucContext::Type,
+    pub(super) check: check::Hook,
+    /// The check of [`init`] (the hook's, as plain Rust): `Err` is the detail of the refusal.
+    pub(super) parse: fn(&str) -> Result<(), String>,
+}
+
+/// Every text setting.
+pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
+    TextSetting {
+        name: c"idgen.epoch",
+        short: c"Instant at which Snowflake tick 0 starts (a timestamptz literal).",
+        long: c"Fixed at server start; must not be in the future. Give an explicit UTC offset.",
+        value: &EPOCH,
+        boot: DEFAULT_EPOCH,
+        context: pg_sys::GucContext::PGC_POSTMASTER,
+        check: check::epoch,
+        parse: check::epoch_text,
+    },
+    TextSetting {
+        name: c"idgen.segment_interleave_from",
+        short: c"The current segment interleave hands out numbers above this one only (growing from N to M servers).",
+        long: c"A bigint, or empty for none. See README, Growing from N to M servers.",
+        value: &SEGMENT_INTERLEAVE_FROM,
+        boot: c"",
+        context: pg_sys::GucContext::PGC_SIGHUP,
+        check: check::fence,
+        parse: check::fence_text,
+    },
+    TextSetting {
+        name: c"idgen.segment_interleave_until",
+        short: c"The current segment interleave hands out numbers up to this one only (growing from N to M servers).",
+        long: c"A bigint, or empty for none. See README, Growing from N to M servers.",
+        value: &SEGMENT_INTERLEAVE_UNTIL,
+        boot: c"",
+        context: pg_sys::GucContext::PGC_SIGHUP,
+        check: check::fence,
+        parse: check::fence_text,
+    },
+    TextSetting {
+        name: c"idgen.worker_id",
+        short: c"Snowflake worker id of this server, unique among all servers sharing an id space, or auto.",
+        long: c"From 0 to 2^idgen.worker_bits - 1 (1023 by default), or auto to claim one from idgen.registry. -1 (the default) means unset: snowflake_nextval() fails until it is set.",
+        value: &WORKER_ID,
+        boot: c"-1",
+        context: pg_sys::GucContext::PGC_POSTMASTER,
+        check: check::worker_id,
+        parse: check::worker_id_text,
+    },
+    TextSetting {
+        name: c"idgen.registry",
+        short: c"libpq connection string of the idgen registry that leases worker ids (empty: none).",
+        long: c"key=value or URI; multi-host with target_session_attrs=read-write follows a registry failover. See README, Many servers with a registry.",
+        value: &REGISTRY,
+        boot: c"",
+        context: pg_sys::GucContext::PGC_POSTMASTER,
+        check: check::conninfo,
+        parse: check::conninfo_text,
+    },
+    TextSetting {
+        name: c"idgen.node_name",
+        short: c"This server's name in the idgen registry (empty: cluster_name, else one made from the system identifier and port).",
+        long: c"1 to 63 bytes of letters, digits and . _ - : ; unique per live server.",
+        value: &NODE_NAME,
+        boot: c"",
+        context: pg_sys::GucContext::PGC_POSTMASTER,
+        check: check::node_name,
+        parse: check::node_name_text,
+    },
+];

@@ -1,0 +1,433 @@
+//! The registry client: a background worker without a database, one per server with
+//! `idgen.registry` set (DESIGN.md §6). It claims this server's worker id from the registry
+//! once, then renews the lease every `idgen.registry_renew_interval` (with jitter), and
+//! releases it at a clean shutdown with the final reservation. Each grant and renewal moves the
+//! generator's fence (`snowflake::lease`); a failure is kept for the callers and the status
+//! view, and logged when it changes. It starts once recovery has ended: a standby issues no
+//! ids, and a promoted one claims (and so succeeds its primary) as it becomes writable.
+
+use std::ffi::CStr;
+use std::time::{Duration, Instant};
+
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::conn::{self, Conn, ConnError, Wait};
+use super::shared::{self, State};
+use crate::failure::{Failure, FixedText};
+use crate::guc;
+use crate::snowflake::lease::{self, Grant};
+
+/// How long connecting, and each call, may take before the client gives up and tries again.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the release at shutdown may take: a fast shutdown must finish within seconds
+/// whatever the registry does. Without a release the next holder starts above R instead.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Until the first grant, the client retries at most this often.
+const CLAIM_RETRY: Duration = Duration::from_secs(1);
+
+/// Registers the registry client. Called from `registry::init` in the postmaster.
+pub(super) fn register() {
+    BackgroundWorkerBuilder::new("idgen registry client")
+        .set_type("idgen registry client")
+        .set_library("idgen")
+        .set_function("idgen_registry_client_main")
+        .enable_shmem_access(None)
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+/// Entry point of the registry client (registered by [`register`]). Exits on SIGTERM, after
+/// releasing the lease.
+// SAFETY: called by PostgreSQL's background worker machinery (bgworker_main) in a new process
+// attached to shared memory, with signals blocked until attach_signal_handlers unblocks them;
+// #[pg_guard] turns a Rust panic into a PostgreSQL ERROR (the worker exits, and is restarted).
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn idgen_registry_client_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let mut client = Client::new();
+    loop {
+        if conn::terminating() {
+            client.release();
+            return;
+        }
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: between calls, outside any transaction, on the worker's only thread:
+            // where PostgreSQL's own processes apply a reload.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        let pause = client.step();
+        if !conn::terminating() {
+            crate::latch::wait(pause);
+        }
+    }
+}
+
+/// Who this server is to the registry.
+struct Identity {
+    node_name: String,
+    system_identifier: String,
+    timeline: u32,
+    port: i32,
+}
+
+impl Identity {
+    /// `idgen.node_name`, else `cluster_name`, else `pg-<system identifier>-<port>`.
+    fn of_this_server() -> Self {
+        // SAFETY: the control file is in shared memory, read by the startup process before
+        // recovery ended (this worker starts after that); PostPortNumber is a postmaster
+        // setting inherited by every process.
+        let (system_identifier, port) =
+            unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::PostPortNumber) };
+        // SAFETY: recovery has ended before this worker starts (BgWorkerStart_RecoveryFinished).
+        let timeline = unsafe { pg_sys::GetWALInsertionTimeLine() };
+        let node_name = guc::node_name()
+            .or_else(|| {
+                crate::backend::setting_text(c"cluster_name").filter(|n| {
+                    !n.is_empty() && n.len() <= crate::guc::MAX_NODE_NAME && plain_name(n)
+                })
+            })
+            .unwrap_or_else(|| format!("pg-{system_identifier}-{port}"));
+        Self {
+            node_name,
+            system_identifier: system_identifier.to_string(),
+            timeline,
+            port,
+        }
+    }
+}
+
+/// Whether `name` is usable as a node name as it is (`cluster_name` may hold anything).
+fn plain_name(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'))
+}
+
+/// The client's state between steps.
+struct Client {
+    identity: Identity,
+    conn: Option<Conn>,
+    /// The worker id and floor of the grant, once granted.
+    grant: Option<(u64, u64)>,
+    /// The last failure logged, so that a repeated one is logged once.
+    logged: Option<String>,
+}
+
+impl Client {
+    fn new() -> Self {
+        let identity = Identity::of_this_server();
+        shared::update_texts(|t| t.node_name = FixedText::new(&identity.node_name));
+        // A restarted client of a running server: the grant in shared memory is still ours.
+        let grant = lease::granted().map(|w| {
+            (
+                w,
+                shared::shared()
+                    .floor_tick
+                    .load(std::sync::atomic::Ordering::Acquire),
+            )
+        });
+        if grant.is_none() {
+            shared::set_state(State::Connecting);
+        }
+        Self {
+            identity,
+            conn: None,
+            grant,
+            logged: None,
+        }
+    }
+
+    /// One claim or renewal; returns how long to wait before the next.
+    fn step(&mut self) -> Duration {
+        let result = match self.grant {
+            None => self.claim(),
+            Some((worker, _)) => self.renew(worker),
+        };
+        match result {
+            Ok(()) => {
+                self.logged = None;
+                jittered(Duration::from_millis(guc::registry_renew_interval_ms()))
+            }
+            Err(failure) => {
+                self.failed(failure);
+                let interval = Duration::from_millis(guc::registry_renew_interval_ms());
+                if self.grant.is_none() {
+                    jittered(interval.min(CLAIM_RETRY))
+                } else {
+                    jittered(interval)
+                }
+            }
+        }
+    }
+
+    /// Records and (once per distinct failure) logs `failure`; drops the connection unless the
+    /// registry answered.
+    fn failed(&mut self, failure: Failure) {
+        let text = format!("{} (SQLSTATE {})", failure.message(), failure.sqlstate_text());
+        if self.logged.as_deref() != Some(text.as_str()) {
+            pgrx::log!("idgen registry client: {text}");
+            self.logged = Some(text);
+        }
+        lease::fail(failure);
+    }
+
+    /// The open connection, connecting first if there is none.
+    fn conn(&mut self, deadline: Instant, wait: Wait) -> Result<&mut Conn, Failure> {
+        if self.conn.is_none() {
+            let conninfo = guc::registry_conninfo().unwrap_or_default();
+            let conn = conn::connect(&conninfo, deadline, wait).map_err(|e| match e {
+                ConnError::Remote(r) => remote_failure(&r),
+                other => Failure::new(
+                    "08001",
+                    &format!("could not connect to the registry: {other}"),
+                    None,
+                    Some("Check idgen.registry, the registry server and ~/.pgpass of the server's operating system user."),
+                ),
+            })?;
+            shared::update_texts(|t| t.registry = FixedText::new(&conn.server()));
+            self.conn = Some(conn);
+        }
+        Ok(self.conn.as_mut().expect("connected above"))
+    }
+
+    /// Runs `sql` on the registry, measuring this server's clock against the registry's: the
+    /// first column of the single row must be the registry's clock in Unix ms.
+    fn call(
+        &mut self,
+        sql: &CStr,
+        params: &[Option<String>],
+        wait: Wait,
+    ) -> Result<(Vec<Option<String>>, i64, i64), Failure> {
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        let conn = self.conn(deadline, wait)?;
+        let t0 = crate::time::wall_clock_unix_us();
+        let result = conn.query(sql, params, deadline, wait);
+        let t1 = crate::time::wall_clock_unix_us();
+        let rows = match result {
+            Ok(rows) => rows,
+            Err(ConnError::Remote(r)) => return Err(remote_failure(&r)),
+            Err(e) => {
+                self.conn = None;
+                return Err(Failure::new(
+                    "08006",
+                    &format!("the registry connection failed: {e}"),
+                    None,
+                    None,
+                ));
+            }
+        };
+        let row = rows.into_iter().next().ok_or_else(|| {
+            Failure::new("XX000", "the registry returned no row", None, None)
+        })?;
+        let registry_us = row
+            .first()
+            .cloned()
+            .flatten()
+            .and_then(|t| t.parse::<f64>().ok())
+            .map(|ms| (ms * 1000.0) as i64)
+            .ok_or_else(|| Failure::new("XX000", "the registry returned no clock", None, None))?;
+        let (offset_us, bound_us) = ((t0 + t1) / 2 - registry_us, (t1 - t0) / 2);
+        shared::set_offset(offset_us, bound_us);
+        Ok((row, offset_us, bound_us))
+    }
+
+    /// Claims a worker id: measures the clock offset first (refused beyond
+    /// `idgen.registry_max_clock_offset_ms`), then calls `idgen_registry_claim`.
+    fn claim(&mut self) -> Result<(), Failure> {
+        let (_, offset_us, bound_us) = self.call(
+            c"SELECT extract(epoch FROM registry_now) * 1000, version FROM idgen_registry_hello()",
+            &[],
+            Wait::Interruptible,
+        )?;
+        if let Some(max_ms) = guc::registry_max_clock_offset_ms() {
+            let off_us = offset_us.unsigned_abs().saturating_sub(bound_us.unsigned_abs());
+            if off_us > max_ms * 1000 {
+                shared::set_state(State::Refused);
+                return Err(Failure::new(
+                    "53400",
+                    &format!(
+                        "this server's clock is {:.1} ms off the registry's (within {:.1} ms), more than idgen.registry_max_clock_offset_ms = {max_ms}",
+                        offset_us as f64 / 1000.0,
+                        bound_us as f64 / 1000.0
+                    ),
+                    Some("Uniqueness does not depend on the clocks, but the order of ids across servers does."),
+                    Some("Synchronize this server's clock (NTP), or raise idgen.registry_max_clock_offset_ms."),
+                ));
+            }
+        }
+        let (epoch_ms, worker_bits, sequence_bits, tick_ms) = lease::fleet_layout();
+        let wanted = match guc::worker_id_setting() {
+            guc::WorkerIdSetting::Fixed(w) => Some(w.to_string()),
+            _ => None,
+        };
+        let id = &self.identity;
+        let params = [
+            Some(id.node_name.clone()),
+            Some(super::incarnation().to_owned()),
+            Some(id.system_identifier.clone()),
+            Some(id.timeline.to_string()),
+            wanted,
+            Some(epoch_ms.to_string()),
+            Some(worker_bits.to_string()),
+            Some(sequence_bits.to_string()),
+            Some(tick_ms.to_string()),
+            Some(guc::registry_lease_ms().to_string()),
+            Some(guc::registry_renew_interval_ms().to_string()),
+            Some(format!("{}", offset_us as f64 / 1000.0)),
+            Some(id.port.to_string()),
+        ];
+        let (row, _, _) = self
+            .call(
+                c"SELECT extract(epoch FROM registry_now) * 1000, worker_id, floor_tick, fence_tick, \
+                  extract(epoch FROM expires_at) * 1000, previous_holder \
+                  FROM idgen_registry_claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::integer, \
+                  $8::integer, $9::integer, $10::integer, $11::integer, $12::float8, $13::integer)",
+                &params,
+                Wait::Interruptible,
+            )
+            .inspect_err(|_| shared::set_state(State::Refused))?;
+        let int = |i: usize| row.get(i).cloned().flatten().and_then(|t| t.parse::<f64>().ok());
+        let (Some(worker), Some(floor), Some(fence), Some(expires)) = (int(1), int(2), int(3), int(4))
+        else {
+            return Err(Failure::new("XX000", "the registry's claim returned NULLs", None, None));
+        };
+        let (worker, floor, fence) = (worker as u64, floor as u64, fence as u64);
+        lease::grant(Grant {
+            worker,
+            floor_tick: floor,
+            fence_end: fence + 1,
+        });
+        let s = shared::shared();
+        s.floor_tick.store(floor, std::sync::atomic::Ordering::Release);
+        self.renewed(expires as i64, false);
+        self.grant = Some((worker, floor));
+        let previous = row.get(5).cloned().flatten();
+        let now_ms = crate::time::wall_clock_unix_ms();
+        pgrx::log!(
+            "idgen registry client: node {} holds worker id {worker} (incarnation {}){}; ids start {} ms ahead of the clock",
+            self.identity.node_name,
+            super::incarnation(),
+            previous.map_or(String::new(), |p| format!(", after {p}")),
+            lease::head_start_ms(now_ms)
+        );
+        Ok(())
+    }
+
+    /// Renews the lease of `worker`: moves the fence up. A refusal (55006) means the registry
+    /// gave the worker id to another server after this one's lease expired: the state becomes
+    /// `lost`, and ids stay below the last fence until the server restarts.
+    fn renew(&mut self, worker: u64) -> Result<(), Failure> {
+        let params = [
+            Some(worker.to_string()),
+            Some(super::incarnation().to_owned()),
+            Some(guc::registry_lease_ms().to_string()),
+            Some(guc::registry_renew_interval_ms().to_string()),
+            Some(format!(
+                "{}",
+                shared::shared()
+                    .offset_us
+                    .load(std::sync::atomic::Ordering::Relaxed) as f64
+                    / 1000.0
+            )),
+        ];
+        let result = self.call(
+            c"SELECT extract(epoch FROM registry_now) * 1000, fence_tick, extract(epoch FROM expires_at) * 1000 \
+              FROM idgen_registry_renew($1::integer, $2, $3::integer, $4::integer, $5::float8)",
+            &params,
+            Wait::Interruptible,
+        );
+        let row = match result {
+            Ok((row, _, _)) => row,
+            Err(f) => {
+                let lost = f.sqlstate_text() == "55006";
+                shared::set_state(if lost { State::Lost } else { State::Renewing });
+                return Err(f);
+            }
+        };
+        let int = |i: usize| row.get(i).cloned().flatten().and_then(|t| t.parse::<f64>().ok());
+        let (Some(fence), Some(expires)) = (int(1), int(2)) else {
+            return Err(Failure::new("XX000", "the registry's renewal returned NULLs", None, None));
+        };
+        lease::renewed(fence as u64 + 1);
+        self.renewed(expires as i64, true);
+        Ok(())
+    }
+
+    /// Notes a successful claim or renewal.
+    fn renewed(&self, expires_ms: i64, renewal: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = shared::shared();
+        s.lease_expires_ms.store(expires_ms, Relaxed);
+        s.last_renewal_ms
+            .store(crate::time::wall_clock_unix_ms(), Relaxed);
+        if renewal {
+            s.renewals.fetch_add(1, Relaxed);
+        }
+        shared::set_state(State::Held);
+    }
+
+    /// At shutdown: ends the lease locally (no id past the reservation in force) and records
+    /// the final reservation in the registry, within [`RELEASE_TIMEOUT`].
+    fn release(&mut self) {
+        let Some((worker, floor)) = self.grant else {
+            return;
+        };
+        let final_tick = lease::release(floor);
+        shared::set_state(State::Released);
+        let deadline = Instant::now() + RELEASE_TIMEOUT;
+        let params = [
+            Some(worker.to_string()),
+            Some(super::incarnation().to_owned()),
+            Some(final_tick.to_string()),
+        ];
+        let released = self.conn(deadline, Wait::UntilDeadline).and_then(|conn| {
+            conn.query(
+                c"SELECT idgen_registry_release($1::integer, $2, $3::bigint)",
+                &params,
+                deadline,
+                Wait::UntilDeadline,
+            )
+            .map_err(|e| Failure::new("08006", &e.to_string(), None, None))
+        });
+        match released {
+            Ok(_) => pgrx::log!(
+                "idgen registry client: released worker id {worker} at tick {final_tick}"
+            ),
+            Err(f) => pgrx::log!(
+                "idgen registry client: could not release worker id {worker} ({}); its next holder starts above the lease's end instead",
+                f.message()
+            ),
+        }
+    }
+}
+
+/// The failure of an error the registry raised, as it raised it; 42883 (no idgen functions)
+/// and 42501 (no privilege) get a hint of what to do on the registry.
+fn remote_failure(r: &conn::Remote) -> Failure {
+    let hint = match r.sqlstate.as_str() {
+        "42883" => Some("Run CREATE EXTENSION idgen in the registry database named by idgen.registry."),
+        "42501" => Some("On the registry: GRANT idgen_registry TO <the role idgen.registry connects as>."),
+        _ => r.hint.as_deref(),
+    };
+    Failure::new(
+        &r.sqlstate,
+        &format!("the registry refused: {}", r.message),
+        r.detail.as_deref(),
+        hint,
+    )
+}
+
+/// `d` give or take 20 %, so that many nodes started together do not renew in step.
+fn jittered(d: Duration) -> Duration {
+    // SAFETY: pg_global_prng_state is this process's PRNG state, seeded at process start and
+    // used by this thread alone.
+    let r = unsafe { pg_sys::pg_prng_double(&raw mut pg_sys::pg_global_prng_state) };
+    d.mul_f64(0.8 + 0.4 * r)
+}

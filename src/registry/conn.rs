@@ -1,0 +1,353 @@
+//! The registry client's connection: PostgreSQL's own libpq (linked as postgres_fdw, dblink and
+//! pg_cron link it, through the `pq-sys` bindings), driven only through its non-blocking API
+//! (`PQconnectStartParams`/`PQconnectPoll`, `PQsendQueryParams`/`PQconsumeInput`) and waits on
+//! the worker's latch and the socket together (`WaitLatchOrSocket`). So a SIGTERM, a reload and
+//! every deadline end a wait at once, whatever the registry or the network does; a registry
+//! that stops answering costs a timeout, never a stuck worker (DESIGN.md §6).
+
+use std::ffi::{c_char, CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use pgrx::bgworkers::BackgroundWorker;
+use pgrx::pg_sys;
+use pq_sys as pq;
+
+/// A SIGTERM arrived. pgrx's `sigterm_received()` forgets a SIGTERM once read; this keeps it.
+static TERMINATING: AtomicBool = AtomicBool::new(false);
+
+/// Whether this worker was asked to terminate (SIGTERM), at any time since it started.
+pub(crate) fn terminating() -> bool {
+    if BackgroundWorker::sigterm_received() {
+        TERMINATING.store(true, Ordering::Relaxed);
+    }
+    TERMINATING.load(Ordering::Relaxed)
+}
+
+/// Why a connection or a query failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ConnError {
+    /// libpq could not connect, or lost the connection: its message.
+    Failed(String),
+    /// The registry raised an error: SQLSTATE, message, detail, hint.
+    Remote(Remote),
+    /// The deadline passed first.
+    TimedOut,
+    /// SIGTERM arrived during an interruptible wait.
+    Terminated,
+}
+
+/// An error the registry server raised.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Remote {
+    pub(crate) sqlstate: String,
+    pub(crate) message: String,
+    pub(crate) detail: Option<String>,
+    pub(crate) hint: Option<String>,
+}
+
+impl std::fmt::Display for ConnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnError::Failed(m) => write!(f, "{m}"),
+            ConnError::Remote(r) => write!(f, "{} (SQLSTATE {})", r.message, r.sqlstate),
+            ConnError::TimedOut => write!(f, "the registry did not answer in time"),
+            ConnError::Terminated => write!(f, "terminated"),
+        }
+    }
+}
+
+/// Whether a SIGTERM ends a wait ([`Wait::Interruptible`]) or not: the release at shutdown runs
+/// after SIGTERM, bounded by its deadline alone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    Interruptible,
+    UntilDeadline,
+}
+
+/// One open connection to the registry; closed on drop.
+pub(crate) struct Conn {
+    raw: *mut pq::PGconn,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // SAFETY: `raw` came from PQconnectStartParams and is finished exactly once, here.
+        unsafe { pq::PQfinish(self.raw) };
+    }
+}
+
+/// Parses a connection string as libpq would (`PQconninfoParse`, key=value or URI) without
+/// connecting. `Err` is libpq's message.
+pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
+    let text = CString::new(conninfo).map_err(|_| "it contains a NUL byte".to_string())?;
+    let mut errmsg: *mut c_char = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated string and a valid out pointer; the options and the message are
+    // libpq's allocations, freed with its own functions below.
+    unsafe {
+        let options = pq::PQconninfoParse(text.as_ptr(), &mut errmsg);
+        if options.is_null() {
+            let message = take_message(errmsg);
+            return Err(if message.is_empty() {
+                "out of memory".into()
+            } else {
+                message
+            });
+        }
+        pq::PQconninfoFree(options);
+    }
+    Ok(())
+}
+
+/// Copies and frees a message libpq allocated (NULL gives "").
+///
+/// # Safety
+/// `msg` is NULL or a string libpq allocated for the caller to free with `PQfreemem`.
+unsafe fn take_message(msg: *mut c_char) -> String {
+    if msg.is_null() {
+        return String::new();
+    }
+    // SAFETY: the caller's contract: a NUL-terminated string of libpq's, freed once here.
+    unsafe {
+        let text = CStr::from_ptr(msg).to_string_lossy().trim_end().to_owned();
+        pq::PQfreemem(msg.cast());
+        text
+    }
+}
+
+/// Connects to `conninfo` before `deadline`. `application_name` is "idgen registry client"
+/// unless the connection string sets one.
+pub(crate) fn connect(conninfo: &str, deadline: Instant, wait: Wait) -> Result<Conn, ConnError> {
+    let conninfo =
+        CString::new(conninfo).map_err(|_| ConnError::Failed("NUL byte in conninfo".into()))?;
+    let keywords = [c"application_name".as_ptr(), c"dbname".as_ptr(), std::ptr::null()];
+    let values = [
+        c"idgen registry client".as_ptr(),
+        conninfo.as_ptr(),
+        std::ptr::null(),
+    ];
+    // SAFETY: NULL-terminated arrays of NUL-terminated strings that outlive the call;
+    // expand_dbname = 1 reads the dbname value as a whole connection string, whose settings
+    // override the application_name before it.
+    let raw = unsafe { pq::PQconnectStartParams(keywords.as_ptr(), values.as_ptr(), 1) };
+    if raw.is_null() {
+        return Err(ConnError::Failed("out of memory".into()));
+    }
+    let conn = Conn { raw };
+    if conn.status_bad() {
+        return Err(ConnError::Failed(conn.error_message()));
+    }
+    loop {
+        // SAFETY: a connection being started, polled as libpq's documentation prescribes.
+        let poll = unsafe { pq::PQconnectPoll(conn.raw) };
+        match poll {
+            pq::PostgresPollingStatusType::PGRES_POLLING_OK => break,
+            pq::PostgresPollingStatusType::PGRES_POLLING_FAILED => {
+                return Err(ConnError::Failed(conn.error_message()))
+            }
+            pq::PostgresPollingStatusType::PGRES_POLLING_WRITING => {
+                conn.wait_socket(true, deadline, wait)?
+            }
+            _ => conn.wait_socket(false, deadline, wait)?,
+        }
+    }
+    // SAFETY: an open connection.
+    if unsafe { pq::PQsetnonblocking(conn.raw, 1) } != 0 {
+        return Err(ConnError::Failed(conn.error_message()));
+    }
+    Ok(conn)
+}
+
+impl Conn {
+    fn status_bad(&self) -> bool {
+        // SAFETY: a connection object of libpq's.
+        unsafe { pq::PQstatus(self.raw) == pq::ConnStatusType::CONNECTION_BAD }
+    }
+
+    fn error_message(&self) -> String {
+        // SAFETY: PQerrorMessage returns a string owned by the connection, valid until the next
+        // call on it; copied at once.
+        unsafe { CStr::from_ptr(pq::PQerrorMessage(self.raw)) }
+            .to_string_lossy()
+            .trim_end()
+            .to_owned()
+    }
+
+    /// `host:port` of the server this connection reached (of a multi-host list, the one).
+    pub(crate) fn server(&self) -> String {
+        // SAFETY: PQhost and PQport return strings owned by the open connection (or NULL).
+        let read = |p: *mut c_char| {
+            if p.is_null() {
+                String::new()
+            } else {
+                unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            }
+        };
+        // SAFETY: see `read`.
+        let (host, port) = unsafe { (read(pq::PQhost(self.raw)), read(pq::PQport(self.raw))) };
+        format!("{host}:{port}")
+    }
+
+    /// Sleeps on the latch and the socket (readable, or writable if `writable`) until one of
+    /// them fires or `deadline` passes. A set latch is reset; in an interruptible wait a
+    /// SIGTERM ends it. Exits the process if the postmaster dies.
+    fn wait_socket(&self, writable: bool, deadline: Instant, wait: Wait) -> Result<(), ConnError> {
+        if wait == Wait::Interruptible && terminating() {
+            return Err(ConnError::Terminated);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ConnError::TimedOut);
+        }
+        let socket_event = if writable {
+            pg_sys::WL_SOCKET_WRITEABLE
+        } else {
+            pg_sys::WL_SOCKET_READABLE
+        };
+        let events = pg_sys::WL_LATCH_SET | socket_event | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+        // SAFETY: PQsocket of an open or connecting connection is its descriptor; MyLatch is
+        // this process's latch; the timeout is positive and bounded.
+        let fired = unsafe {
+            let socket = pq::PQsocket(self.raw);
+            if socket < 0 {
+                return Err(ConnError::Failed(self.error_message()));
+            }
+            let fired = pg_sys::WaitLatchOrSocket(
+                crate::backend::latch(),
+                events as i32,
+                socket,
+                left.as_millis().clamp(1, i32::MAX as u128) as std::ffi::c_long,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            if fired & pg_sys::WL_LATCH_SET as i32 != 0 {
+                pg_sys::ResetLatch(crate::backend::latch());
+            }
+            fired
+        };
+        if fired & pg_sys::WL_TIMEOUT as i32 != 0 && fired & socket_event as i32 == 0 {
+            return Err(ConnError::TimedOut);
+        }
+        Ok(())
+    }
+
+    /// Runs `sql` with text parameters (`None` is NULL) and returns the rows of its last
+    /// result as text, before `deadline`. An error the registry raises is
+    /// [`ConnError::Remote`]; after a timeout or a lost connection the caller drops this one.
+    pub(crate) fn query(
+        &mut self,
+        sql: &CStr,
+        params: &[Option<String>],
+        deadline: Instant,
+        wait: Wait,
+    ) -> Result<Vec<Vec<Option<String>>>, ConnError> {
+        let owned: Vec<Option<CString>> = params
+            .iter()
+            .map(|p| p.as_deref().map(|t| CString::new(t).expect("parameters have no NUL")))
+            .collect();
+        let values: Vec<*const c_char> = owned
+            .iter()
+            .map(|p| p.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()))
+            .collect();
+        // SAFETY: an open connection; `values` holds `params.len()` NUL-terminated strings or
+        // NULLs that outlive the call; NULL types, lengths and formats mean text parameters;
+        // result format 0 is text.
+        let sent = unsafe {
+            pq::PQsendQueryParams(
+                self.raw,
+                sql.as_ptr(),
+                values.len() as i32,
+                std::ptr::null(),
+                values.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+            )
+        };
+        if sent == 0 {
+            return Err(ConnError::Failed(self.error_message()));
+        }
+        // Flush what the non-blocking connection could not send at once.
+        loop {
+            // SAFETY: an open connection.
+            match unsafe { pq::PQflush(self.raw) } {
+                0 => break,
+                1 => self.wait_socket(true, deadline, wait)?,
+                _ => return Err(ConnError::Failed(self.error_message())),
+            }
+        }
+        let mut rows = Vec::new();
+        let mut remote = None;
+        loop {
+            // SAFETY: an open connection with a query in flight.
+            while unsafe { pq::PQisBusy(self.raw) } != 0 {
+                self.wait_socket(false, deadline, wait)?;
+                // SAFETY: as above.
+                if unsafe { pq::PQconsumeInput(self.raw) } == 0 {
+                    return Err(ConnError::Failed(self.error_message()));
+                }
+            }
+            // SAFETY: not busy, so PQgetResult returns without blocking.
+            let result = unsafe { pq::PQgetResult(self.raw) };
+            if result.is_null() {
+                break;
+            }
+            // SAFETY: a result of libpq's, read and then cleared exactly once.
+            unsafe {
+                match pq::PQresultStatus(result) {
+                    pq::ExecStatusType::PGRES_TUPLES_OK | pq::ExecStatusType::PGRES_COMMAND_OK => {
+                        rows = read_rows(result);
+                    }
+                    _ => remote = Some(read_error(result, || self.error_message())),
+                }
+                pq::PQclear(result);
+            }
+        }
+        match remote {
+            Some(r) => Err(ConnError::Remote(r)),
+            None => Ok(rows),
+        }
+    }
+}
+
+/// The rows of a result, as text.
+///
+/// # Safety
+/// `result` is a valid result of libpq's with status TUPLES_OK or COMMAND_OK.
+unsafe fn read_rows(result: *const pq::PGresult) -> Vec<Vec<Option<String>>> {
+    // SAFETY: the caller's contract; every index is within PQntuples x PQnfields, and
+    // PQgetvalue's strings are owned by the result and copied at once.
+    unsafe {
+        let (n, m) = (pq::PQntuples(result), pq::PQnfields(result));
+        (0..n)
+            .map(|row| {
+                (0..m)
+                    .map(|col| {
+                        (pq::PQgetisnull(result, row, col) == 0).then(|| {
+                            CStr::from_ptr(pq::PQgetvalue(result, row, col))
+                                .to_string_lossy()
+                                .into_owned()
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// The error a result carries; `fallback` is the connection's message when it has none.
+///
+/// # Safety
+/// `result` is a valid result of libpq's.
+unsafe fn read_error(result: *const pq::PGresult, fallback: impl Fn() -> String) -> Remote {
+    let field = |code: u8| {
+        // SAFETY: the caller's contract; the field's string is owned by the result (or NULL).
+        let p = unsafe { pq::PQresultErrorField(result, code as i32) };
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    };
+    Remote {
+        sqlstate: field(pq::PG_DIAG_SQLSTATE).unwrap_or_else(|| "08006".into()),
+        message: field(pq::PG_DIAG_MESSAGE_PRIMARY).unwrap_or_else(fallback),
+        detail: field(pq::PG_DIAG_MESSAGE_DETAIL),
+        hint: field(pq::PG_DIAG_MESSAGE_HINT),
+    }
+}
