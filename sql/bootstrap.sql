@@ -12,3 +12,6 @@ CREATE TABLE idgen_segment (
     created_at  timestamptz NOT NULL DEFAULT now(),
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
+
+-- pg_dump carries every row: the high-water marks survive dump and restore.
+SELECT pg_catalog.pg_extension_config_dump('idgen_segment', '');

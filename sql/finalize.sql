@@ -21,8 +21,6 @@ ALTER FUNCTION snowflake_status() ROWS 1;
 
 -- Segments ------------------------------------------------------------------------------------
 
--- pg_dump carries every row: the high-water marks survive dump and restore.
-SELECT pg_catalog.pg_extension_config_dump('idgen_segment', '');
 COMMENT ON TABLE idgen_segment IS
   'Segment high-water marks: numbers <= max_id may have been handed out, numbers above never. Written only by the idgen allocator worker.';
 

@@ -60,7 +60,7 @@ CREATE FUNCTION idgen_registry_claim(
     node_port integer)
 RETURNS TABLE (worker_id integer, floor_tick bigint, fence_tick bigint,
                expires_at timestamptz, registry_now timestamptz, previous_holder text)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -234,7 +234,7 @@ CREATE FUNCTION idgen_registry_renew(
     held_worker integer, incarnation_id text, lease_length_ms integer, renew_every_ms integer,
     offset_ms double precision)
 RETURNS TABLE (fence_tick bigint, expires_at timestamptz, registry_now timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -317,6 +317,8 @@ COMMENT ON VIEW idgen_registry_workers IS
   'Every worker id lease of this registry: holder, address, state, fence and clock offset.';
 COMMENT ON VIEW idgen_registry_status IS
   'This server''s registry client: worker id, lease, fence, head start, clock offset, state.';
+COMMENT ON FUNCTION idgen_registry_client_status() IS
+  'This server''s registry client, one row (the idgen_registry_status view).';
 COMMENT ON FUNCTION idgen_registry_hello() IS 'Registry: its clock and idgen version.';
 COMMENT ON FUNCTION idgen_registry_claim(text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer) IS
   'Registry: claims a worker id for a node incarnation; returns the floor and fence ticks.';

@@ -78,7 +78,12 @@ impl Failure {
     }
 
     /// An error with a SQLSTATE given as its five characters (as libpq reports a remote one).
-    pub(crate) fn new(sqlstate: &str, message: &str, detail: Option<&str>, hint: Option<&str>) -> Self {
+    pub(crate) fn new(
+        sqlstate: &str,
+        message: &str,
+        detail: Option<&str>,
+        hint: Option<&str>,
+    ) -> Self {
         Self {
             sqlstate: pack_sqlstate(sqlstate),
             message: FixedText::new(message),
@@ -120,7 +125,11 @@ impl Failure {
 /// anything else).
 fn pack_sqlstate(code: &str) -> i32 {
     let bytes = code.as_bytes();
-    if bytes.len() != 5 || !bytes.iter().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase()) {
+    if bytes.len() != 5
+        || !bytes
+            .iter()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+    {
         return pack_sqlstate("XX000");
     }
     bytes
@@ -141,6 +150,9 @@ mod tests {
         for code in ["55006", "08001", "42883", "53400", "XX000", "2200H"] {
             assert_eq!(Failure::new(code, "m", None, None).sqlstate_text(), code);
         }
-        assert_eq!(Failure::new("bad", "m", None, None).sqlstate_text(), "XX000");
+        assert_eq!(
+            Failure::new("bad", "m", None, None).sqlstate_text(),
+            "XX000"
+        );
     }
 }

@@ -40,12 +40,16 @@ const DEFAULT_EPOCH: &CStr = c"2024-01-01 00:00:00+00";
 /// The default `-1` means "not set": `snowflake_nextval()` fails (SQLSTATE 55000) until the DBA
 /// picks one. There is deliberately no valid default, as in pgEdge snowflake: two servers sharing
 /// a worker id issue duplicate ids, the field's most common production failure.
-pub(super) static WORKER_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"-1"));
+pub(super) static WORKER_ID: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"-1"));
 /// `idgen.registry`: the libpq connection string of the registry, empty for none.
-pub(super) static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
+pub(super) static REGISTRY: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c""));
 /// `idgen.node_name`: this server's name in the registry, empty for the default.
-pub(super) static NODE_NAME: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
-pub(super) static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
+pub(super) static NODE_NAME: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c""));
+pub(super) static EPOCH: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
 pub(super) static SEGMENT_INTERLEAVE_FROM: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c""));
 pub(super) static SEGMENT_INTERLEAVE_UNTIL: GucSetting<Option<CString>> =

@@ -170,7 +170,11 @@ impl Client {
     /// Records and (once per distinct failure) logs `failure`; drops the connection unless the
     /// registry answered.
     fn failed(&mut self, failure: Failure) {
-        let text = format!("{} (SQLSTATE {})", failure.message(), failure.sqlstate_text());
+        let text = format!(
+            "{} (SQLSTATE {})",
+            failure.message(),
+            failure.sqlstate_text()
+        );
         if self.logged.as_deref() != Some(text.as_str()) {
             pgrx::log!("idgen registry client: {text}");
             self.logged = Some(text);
@@ -223,9 +227,10 @@ impl Client {
                 ));
             }
         };
-        let row = rows.into_iter().next().ok_or_else(|| {
-            Failure::new("XX000", "the registry returned no row", None, None)
-        })?;
+        let row = rows
+            .into_iter()
+            .next()
+            .ok_or_else(|| Failure::new("XX000", "the registry returned no row", None, None))?;
         let registry_us = row
             .first()
             .cloned()
@@ -247,7 +252,9 @@ impl Client {
             Wait::Interruptible,
         )?;
         if let Some(max_ms) = guc::registry_max_clock_offset_ms() {
-            let off_us = offset_us.unsigned_abs().saturating_sub(bound_us.unsigned_abs());
+            let off_us = offset_us
+                .unsigned_abs()
+                .saturating_sub(bound_us.unsigned_abs());
             if off_us > max_ms * 1000 {
                 shared::set_state(State::Refused);
                 return Err(Failure::new(
@@ -293,10 +300,21 @@ impl Client {
                 Wait::Interruptible,
             )
             .inspect_err(|_| shared::set_state(State::Refused))?;
-        let int = |i: usize| row.get(i).cloned().flatten().and_then(|t| t.parse::<f64>().ok());
-        let (Some(worker), Some(floor), Some(fence), Some(expires)) = (int(1), int(2), int(3), int(4))
+        let int = |i: usize| {
+            row.get(i)
+                .cloned()
+                .flatten()
+                .and_then(|t| t.parse::<f64>().ok())
+        };
+        let (Some(worker), Some(floor), Some(fence), Some(expires)) =
+            (int(1), int(2), int(3), int(4))
         else {
-            return Err(Failure::new("XX000", "the registry's claim returned NULLs", None, None));
+            return Err(Failure::new(
+                "XX000",
+                "the registry's claim returned NULLs",
+                None,
+                None,
+            ));
         };
         let (worker, floor, fence) = (worker as u64, floor as u64, fence as u64);
         lease::grant(Grant {
@@ -305,7 +323,8 @@ impl Client {
             fence_end: fence + 1,
         });
         let s = shared::shared();
-        s.floor_tick.store(floor, std::sync::atomic::Ordering::Release);
+        s.floor_tick
+            .store(floor, std::sync::atomic::Ordering::Release);
         self.renewed(expires as i64, false);
         self.grant = Some((worker, floor));
         let previous = row.get(5).cloned().flatten();
@@ -351,9 +370,19 @@ impl Client {
                 return Err(f);
             }
         };
-        let int = |i: usize| row.get(i).cloned().flatten().and_then(|t| t.parse::<f64>().ok());
+        let int = |i: usize| {
+            row.get(i)
+                .cloned()
+                .flatten()
+                .and_then(|t| t.parse::<f64>().ok())
+        };
         let (Some(fence), Some(expires)) = (int(1), int(2)) else {
-            return Err(Failure::new("XX000", "the registry's renewal returned NULLs", None, None));
+            return Err(Failure::new(
+                "XX000",
+                "the registry's renewal returned NULLs",
+                None,
+                None,
+            ));
         };
         lease::renewed(fence as u64 + 1);
         self.renewed(expires as i64, true);
@@ -412,8 +441,12 @@ impl Client {
 /// and 42501 (no privilege) get a hint of what to do on the registry.
 fn remote_failure(r: &conn::Remote) -> Failure {
     let hint = match r.sqlstate.as_str() {
-        "42883" => Some("Run CREATE EXTENSION idgen in the registry database named by idgen.registry."),
-        "42501" => Some("On the registry: GRANT idgen_registry TO <the role idgen.registry connects as>."),
+        "42883" => {
+            Some("Run CREATE EXTENSION idgen in the registry database named by idgen.registry.")
+        }
+        "42501" => {
+            Some("On the registry: GRANT idgen_registry TO <the role idgen.registry connects as>.")
+        }
         _ => r.hint.as_deref(),
     };
     Failure::new(

@@ -120,7 +120,11 @@ unsafe fn take_message(msg: *mut c_char) -> String {
 pub(crate) fn connect(conninfo: &str, deadline: Instant, wait: Wait) -> Result<Conn, ConnError> {
     let conninfo =
         CString::new(conninfo).map_err(|_| ConnError::Failed("NUL byte in conninfo".into()))?;
-    let keywords = [c"application_name".as_ptr(), c"dbname".as_ptr(), std::ptr::null()];
+    let keywords = [
+        c"application_name".as_ptr(),
+        c"dbname".as_ptr(),
+        std::ptr::null(),
+    ];
     let values = [
         c"idgen registry client".as_ptr(),
         conninfo.as_ptr(),
@@ -204,7 +208,8 @@ impl Conn {
         } else {
             pg_sys::WL_SOCKET_READABLE
         };
-        let events = pg_sys::WL_LATCH_SET | socket_event | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+        let events =
+            pg_sys::WL_LATCH_SET | socket_event | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
         // SAFETY: PQsocket of an open or connecting connection is its descriptor; MyLatch is
         // this process's latch; the timeout is positive and bounded.
         let fired = unsafe {
@@ -242,7 +247,10 @@ impl Conn {
     ) -> Result<Vec<Vec<Option<String>>>, ConnError> {
         let owned: Vec<Option<CString>> = params
             .iter()
-            .map(|p| p.as_deref().map(|t| CString::new(t).expect("parameters have no NUL")))
+            .map(|p| {
+                p.as_deref()
+                    .map(|t| CString::new(t).expect("parameters have no NUL"))
+            })
             .collect();
         let values: Vec<*const c_char> = owned
             .iter()

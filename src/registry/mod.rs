@@ -36,7 +36,8 @@ pub(crate) fn init() {
     let ok = unsafe { pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) };
     if !ok {
         // Fall back to the clock and pid: unique enough to tell two starts apart.
-        let seed = (crate::time::wall_clock_unix_ms() as u128) << 32 | crate::backend::pid() as u128;
+        let seed =
+            (crate::time::wall_clock_unix_ms() as u128) << 32 | crate::backend::pid() as u128;
         bytes = seed.to_le_bytes();
     }
     let _ = INCARNATION.set(bytes.iter().map(|b| format!("{b:02x}")).collect());

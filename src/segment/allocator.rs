@@ -10,13 +10,13 @@ use pgrx::bgworkers::BackgroundWorker;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::failure::Failure;
 use super::shared::{broadcast, lock};
 use super::unit::{
     check_interrupts_between_units, force_settings, install_signal_handlers, reload_configuration,
 };
 use super::work::{run, Work};
 use crate::error::Error;
+use crate::failure::Failure;
 use crate::guc;
 
 /// Entry point of the allocator; `arg` is the database oid.

@@ -2,9 +2,9 @@
 //! SQLSTATE that changes nothing: NULL (22004), a bad name (42602, 42622), a step out of range
 //! (22023), a description too long (22001).
 
-use crate::failure::FixedText;
 use super::range::{self, check_name, NameError, MAX_DESCRIPTION_BYTES};
 use crate::error::Error;
+use crate::failure::FixedText;
 
 /// A segment name that is not NULL (22004).
 pub(super) fn non_null_name<T>(name: Option<T>) -> T {

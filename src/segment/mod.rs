@@ -30,9 +30,9 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::error::{Error, OrReport};
+use crate::failure::FixedText;
 use args::{description_arg, name_arg, step_arg};
 use call_site::{entry_at_call_site, NameDatum};
-use crate::failure::FixedText;
 use shared::{DescriptionChange, Request, RequestKind};
 
 /// Most numbers one `segment_nextvals` call returns (the result is materialized).

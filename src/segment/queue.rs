@@ -9,12 +9,12 @@ use std::cell::Cell;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::failure::Failure;
 use super::shared::{
     cancel_sleep, deadline, lock, wait_for, Guarded, Request, RequestState, MAX_REQUESTS,
 };
 use crate::backend;
 use crate::error::Error;
+use crate::failure::Failure;
 use crate::guc;
 
 /// 25006 on a standby: segments are advanced by the allocator, which cannot write there.

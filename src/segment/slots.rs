@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering::SeqCst;
 use pgrx::pg_sys;
 
 use super::buffer::BufferView;
-use crate::failure::{Failure, FixedText};
 use super::range::Range;
 use super::shared::{broadcast, lock, slot, Guarded, SlotMeta, MAX_SEGMENTS};
+use crate::failure::{Failure, FixedText};
 
 /// Whether slot `index` holds a segment (its generation is odd).
 fn in_use(index: usize) -> bool {

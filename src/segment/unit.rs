@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::failure::Failure;
 use crate::error::Error;
+use crate::failure::Failure;
 
 /// Installs the allocator's signal handlers: PostgreSQL's own, as in a regular backend, so that
 /// every wait obeys them with `CHECK_FOR_INTERRUPTS` semantics (a latch wait, a lock wait, SPI,

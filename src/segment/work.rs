@@ -8,12 +8,12 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::catalog;
-use crate::failure::Failure;
 use super::range::{fenced_range, max_id_for_start, next_step, Fences, NoRange, Nodes};
 use super::shared::{lock, slot, DescriptionChange, Request, RequestKind, SlotMeta, MAX_SEGMENTS};
 use super::slots::{freeze, unfreeze, After, Refilled};
 use super::unit::{in_transaction, reload_now, warn, Unfinished};
 use crate::error::Error;
+use crate::failure::Failure;
 use crate::guc;
 use crate::time::now_timestamptz_us;
 

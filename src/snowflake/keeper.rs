@@ -81,7 +81,9 @@ pub extern "C-unwind" fn idgen_reservation_keeper_main(_arg: pg_sys::Datum) {
 fn keep_ahead() -> bool {
     let layout = layout();
     let shared = shared();
-    if shared.reserved_end.0.load(Ordering::Acquire) == 0 || super::shared::known_worker_id().is_none() {
+    if shared.reserved_end.0.load(Ordering::Acquire) == 0
+        || super::shared::known_worker_id().is_none()
+    {
         return false;
     }
     let now_ms = crate::time::wall_clock_unix_ms();

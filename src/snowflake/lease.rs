@@ -181,11 +181,7 @@ pub(crate) fn release(floor_tick: u64) -> u64 {
 /// The head start in force: the floor tick the generator treats as its clock while the clock
 /// is below it.
 pub(crate) fn head_start_tick() -> u64 {
-    shared()
-        .counters
-        .0
-        .head_start_tick
-        .load(Ordering::Acquire)
+    shared().counters.0.head_start_tick.load(Ordering::Acquire)
 }
 
 /// How far the head start is ahead of the clock at `now_ms`, in ms (0 once the clock passed it).
@@ -205,5 +201,10 @@ pub(crate) fn tick_unix_ms(tick: u64) -> i64 {
 /// tick length ms).
 pub(crate) fn fleet_layout() -> (i64, u32, u32, u32) {
     let l = layout();
-    (l.epoch_unix_ms(), l.worker_bits(), l.sequence_bits(), l.time_unit_ms())
+    (
+        l.epoch_unix_ms(),
+        l.worker_bits(),
+        l.sequence_bits(),
+        l.time_unit_ms(),
+    )
 }

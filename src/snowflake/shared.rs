@@ -107,14 +107,16 @@ fn configured() -> Result<Layout, Error> {
         time_unit_ms,
     )?;
     match guc::worker_id_setting() {
-        guc::WorkerIdSetting::Fixed(worker) if worker > layout.max_worker() => Err(Error::InvalidSetting {
-            name: "idgen.worker_id".into(),
-            value: worker.to_string(),
-            detail: format!(
-                "idgen.worker_bits = {worker_bits} allows worker ids 0 to {}.",
-                layout.max_worker()
-            ),
-        }),
+        guc::WorkerIdSetting::Fixed(worker) if worker > layout.max_worker() => {
+            Err(Error::InvalidSetting {
+                name: "idgen.worker_id".into(),
+                value: worker.to_string(),
+                detail: format!(
+                    "idgen.worker_bits = {worker_bits} allows worker ids 0 to {}.",
+                    layout.max_worker()
+                ),
+            })
+        }
         _ => Ok(layout),
     }
 }

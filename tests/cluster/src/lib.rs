@@ -191,12 +191,26 @@ impl Cluster {
     /// primary's postgresql.conf is copied; `settings` are appended after this server's own port
     /// and socket directory, so they win.
     pub fn standby_of(primary: &Cluster, tag: &str, settings: &[&str]) -> Cluster {
+        let c = Cluster::base_backup(primary, tag, settings, true);
+        c.start_server();
+        c
+    }
+
+    /// A copy of `primary` made with `pg_basebackup` while it runs, not started and not a
+    /// standby: started, it recovers to the end of the backup and becomes a second primary with
+    /// the same system identifier, timeline and postgresql.conf (`settings` appended).
+    pub fn clone_of(primary: &Cluster, tag: &str, settings: &[&str]) -> Cluster {
+        Cluster::base_backup(primary, tag, settings, false)
+    }
+
+    fn base_backup(primary: &Cluster, tag: &str, settings: &[&str], standby: bool) -> Cluster {
         let c = Cluster::new(tag);
         let mut backup = as_postgres("pg_basebackup");
+        backup.args(["-D", c.data().to_str().unwrap()]);
+        if standby {
+            backup.arg("-R");
+        }
         backup.args([
-            "-D",
-            c.data().to_str().unwrap(),
-            "-R",
             "-X",
             "stream",
             "-c",
@@ -208,10 +222,32 @@ impl Cluster {
             ),
         ]);
         c.create_data(backup, "pg_basebackup");
-        c.append_settings(&["\n# idgen test standby"]);
+        c.append_settings(&["\n# idgen test copy"]);
         c.append_own_settings(settings);
-        c.start_server();
         c
+    }
+
+    /// `kill -9` of the postmaster: the server crashes (its backends exit when they notice).
+    pub fn kill_postmaster(&self) {
+        let killed = Command::new("kill")
+            .args(["-9", &self.postmaster_pid().to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success(), "kill -9 of the postmaster");
+    }
+
+    /// Starts the server again after [`Cluster::kill_postmaster`]: until the orphaned backends
+    /// have exited the old shared memory is in use and a new postmaster refuses to start.
+    pub fn start_after_crash(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !self.pg_ctl_start().status.success() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no restart:\n{}",
+                self.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
     }
 
     fn new(tag: &str) -> Cluster {
@@ -499,5 +535,25 @@ pub mod twitter {
     /// Worker id bits of an id in the default layout.
     pub fn worker_of(id: i64) -> i64 {
         (id >> 12) & 1023
+    }
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, for at most `timeout`; panics with
+/// `what` after that.
+pub fn wait_for<T>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }

@@ -85,6 +85,26 @@ const BAD_VALUES: &[(&str, &str, &str)] = &[
         "beyond bigint",
     ),
     ("idgen.segment_interleave_until", "'1.5'", "not a bigint"),
+    (
+        "idgen.worker_id",
+        "'automatic'",
+        "neither auto nor an integer",
+    ),
+    (
+        "idgen.registry",
+        "'host=127.0.0.1 port'",
+        "not a connection string",
+    ),
+    ("idgen.registry", "'postgresql://[::1'", "not a URI"),
+    ("idgen.node_name", "'two words'", "a blank in a node name"),
+    (
+        "idgen.node_name",
+        "'nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn'",
+        "64 bytes",
+    ),
+    ("idgen.registry_lease", "99", "below 100 ms"),
+    ("idgen.registry_renew_interval", "'5ms'", "below 10 ms"),
+    ("idgen.registry_max_clock_offset_ms", "-2", "below -1"),
 ];
 
 /// How long a reload may take to reach the log or a session: generous, it is not measured.

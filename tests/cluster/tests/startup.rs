@@ -98,7 +98,7 @@ fn settings_are_fixed_at_server_start() {
         &mut client,
         "SELECT name FROM pg_settings WHERE name LIKE 'idgen.%' ORDER BY name",
     );
-    assert_eq!(defined.len(), 16, "{defined:?}");
+    assert_eq!(defined.len(), 21, "{defined:?}");
     for name in &defined {
         assert!(
             ALTER_SYSTEM_REFUSALS.iter().any(|(n, _)| n == name),
@@ -141,6 +141,12 @@ const ALTER_SYSTEM_REFUSALS: &[(&str, &str)] = &[
     ("idgen.segment_worker_idle_timeout", "0"),
     ("idgen.segment_interleave_from", "'12x'"),
     ("idgen.segment_interleave_until", "'99999999999999999999'"),
+    ("idgen.worker_id", "'automatic'"),
+    ("idgen.registry", "'nokey'"),
+    ("idgen.node_name", "'two words'"),
+    ("idgen.registry_lease", "99"),
+    ("idgen.registry_renew_interval", "9"),
+    ("idgen.registry_max_clock_offset_ms", "-2"),
 ];
 
 /// postgresql.conf lines that stop the server from starting, and the setting its log must name.
@@ -196,6 +202,18 @@ const START_REFUSALS: &[(&str, &str)] = &[
     ("idgen.worker_id = 1024", "idgen.worker_id"),
     ("idgen.worker_id = -2", "idgen.worker_id"),
     ("idgen.worker_id = 'seven'", "idgen.worker_id"),
+    ("idgen.worker_id = auto", "idgen.worker_id"), // auto needs idgen.registry
+    ("idgen.registry = 'host=127.0.0.1 port'", "idgen.registry"),
+    ("idgen.node_name = 'ü'", "idgen.node_name"),
+    ("idgen.registry_lease = 0", "idgen.registry_lease"),
+    (
+        "idgen.registry_renew_interval = 0",
+        "idgen.registry_renew_interval",
+    ),
+    (
+        "idgen.registry_max_clock_offset_ms = -5",
+        "idgen.registry_max_clock_offset_ms",
+    ),
 ];
 
 /// A server whose postgresql.conf has an invalid idgen setting, or settings that make no usable

@@ -23,8 +23,9 @@ fn install_old_script() {
 }
 
 /// Everything about the extension's objects that a user or pg_dump can see, one line each,
-/// sorted: members, function definitions with privileges and comments, the table's columns,
-/// constraints, privileges and comment, the dump marking and the initial privileges.
+/// sorted: members, function definitions with privileges and comments, the tables' and views'
+/// columns, constraints, privileges, comments and view definitions, the dump marking and the
+/// initial privileges.
 fn catalog(client: &mut Client) -> Vec<String> {
     column(
         client,
@@ -39,19 +40,21 @@ fn catalog(client: &mut Client) -> Vec<String> {
                     || ' comment ' || coalesce(obj_description(p.oid, 'pg_proc'), '-')
                FROM pg_proc p JOIN members m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
              UNION ALL
-             SELECT 'column ' || a.attnum || ' ' || a.attname || ' '
+             SELECT 'column ' || a.attrelid::regclass::text || ' ' || a.attnum || ' ' || a.attname || ' '
                     || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull || ' '
                     || coalesce(pg_get_expr(ad.adbin, ad.adrelid), '-')
                FROM pg_attribute a
                LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
-              WHERE a.attrelid = 'idgen_segment'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+               JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = a.attrelid
+              WHERE a.attnum > 0 AND NOT a.attisdropped
              UNION ALL
-             SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(oid)
-               FROM pg_constraint WHERE conrelid = 'idgen_segment'::regclass
+             SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(c.oid)
+               FROM pg_constraint c JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = c.conrelid
              UNION ALL
-             SELECT 'table ' || coalesce(relacl::text, '-') || ' '
-                    || coalesce(obj_description(oid, 'pg_class'), '-')
-               FROM pg_class WHERE oid = 'idgen_segment'::regclass
+             SELECT 'relation ' || relname || ' ' || relkind::text || ' ' || coalesce(relacl::text, '-') || ' '
+                    || coalesce(obj_description(c.oid, 'pg_class'), '-') || ' '
+                    || coalesce(pg_get_viewdef(c.oid), '-')
+               FROM pg_class c JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = c.oid
              UNION ALL
              SELECT 'dump ' || extconfig::regclass[]::text || ' ' || extcondition::text FROM ext
              UNION ALL
