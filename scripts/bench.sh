@@ -2,6 +2,7 @@
 # idgen's benchmark against PostgreSQL's own generators (README, "Performance"):
 #   bash scripts/bench.sh           full run, about 20 minutes on 2 cores
 #   bash scripts/bench.sh --quick   every measurement at a tiny size, in seconds
+#   bash scripts/bench.sh --registry   the registry's scale check (renewals, global ranges)
 # Installs what is missing, builds and installs the release build, then starts its own server
 # (default durability, idgen preloaded) and prints one table; writes it as Markdown and CSV to
 # target/bench/ of the project. Not a pass/fail test: the test suite runs --quick only to check
@@ -11,6 +12,10 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 idgen_setup
 idgen_install_release
-idgen_log "idgen-bench $*"
 cd tests/cluster
+if [ "${1:-}" = --registry ]; then
+    idgen_log "idgen-registry-bench"
+    exec cargo run --release --quiet --bin idgen-registry-bench
+fi
+idgen_log "idgen-bench $*"
 cargo run --release --quiet --bin idgen-bench -- "$@"

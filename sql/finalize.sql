@@ -40,11 +40,11 @@ BEGIN
   END IF;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_drop(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_setval(text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_drop(text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_setval(text, bigint) TO idgen_admin;
@@ -71,8 +71,8 @@ AS $$
    ORDER BY s.name
 $$;
 
-COMMENT ON FUNCTION segment_create(text, bigint, integer, text) IS
-  'Creates a segment whose first number is start, refilled step numbers at a time; not undone by ROLLBACK.';
+COMMENT ON FUNCTION segment_create(text, bigint, integer, text, text) IS
+  'Creates a segment whose first number is start, refilled step numbers at a time; not undone by ROLLBACK. scope => ''global'': its numbers come from the registry, shared by every node.';
 COMMENT ON FUNCTION segment_nextval(text) IS
   'Next number of a segment: dense, increasing, never handed out twice; one atomic add on a range cached in shared memory.';
 COMMENT ON FUNCTION segment_nextvals(text, integer) IS

@@ -283,6 +283,110 @@ BEGIN
 END
 $$;
 
+-- Global segments (Leaf's own design, one high-water mark per name in the registry): a node's
+-- allocator takes each range with one committed UPDATE ... RETURNING here and caches it in its
+-- double buffer. Every number <= max_id may have been handed out by some node; none above.
+CREATE TABLE idgen_registry_segment (
+    name        text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 63),
+    max_id      bigint      NOT NULL,
+    step        integer     NOT NULL CHECK (step > 0),
+    description text        CHECK (octet_length(description) <= 1024),
+    ranges      bigint      NOT NULL DEFAULT 0,
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- Creates a global segment; an existing one is kept as it is (created = false), so that any
+-- node may declare it. Returns the segment's step in force.
+CREATE FUNCTION idgen_registry_segment_create(segment text, start_at bigint, step_size integer, about text)
+RETURNS TABLE (created boolean, step integer)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    inserted integer;
+BEGIN
+    IF segment IS NULL OR octet_length(segment) NOT BETWEEN 1 AND 63 OR start_at IS NULL
+       OR start_at = -9223372036854775808 OR step_size IS NULL OR step_size < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid global segment';
+    END IF;
+    INSERT INTO @extschema@.idgen_registry_segment (name, max_id, step, description)
+    VALUES (segment, start_at - 1, step_size, about)
+    ON CONFLICT (name) DO NOTHING;
+    GET DIAGNOSTICS inserted = ROW_COUNT;
+    RETURN QUERY SELECT inserted > 0, s.step FROM @extschema@.idgen_registry_segment s WHERE s.name = segment;
+END
+$$;
+
+-- A global segment's step, if it exists (a node draws from a name it has not declared).
+CREATE FUNCTION idgen_registry_segment_get(segment text)
+RETURNS TABLE (step integer, max_id bigint)
+LANGUAGE sql STABLE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT s.step, s.max_id FROM @extschema@.idgen_registry_segment s WHERE s.name = segment $$;
+
+-- Takes the next range of a global segment: the numbers after the mark, step_size of them
+-- (fewer at the bigint maximum), in one committed UPDATE. Errors: 42704 no such segment,
+-- 2200H the segment has run out.
+CREATE FUNCTION idgen_registry_segment_take(segment text, step_size integer)
+RETURNS TABLE (first_id bigint, last_id bigint, base_step integer)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    s     @extschema@.idgen_registry_segment;
+    first bigint;
+BEGIN
+    IF step_size IS NULL OR step_size < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid step';
+    END IF;
+    SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
+    END IF;
+    IF s.max_id = 9223372036854775807 THEN
+        RAISE EXCEPTION USING ERRCODE = '2200H', MESSAGE = format('global segment %L has run out of numbers', segment);
+    END IF;
+    first := s.max_id + 1;
+    UPDATE @extschema@.idgen_registry_segment r
+       SET max_id = CASE WHEN s.max_id > 9223372036854775807 - step_size THEN 9223372036854775807
+                         ELSE s.max_id + step_size END,
+           ranges = r.ranges + 1, updated_at = clock_timestamp()
+     WHERE r.name = segment
+    RETURNING r.* INTO s;
+    RETURN QUERY SELECT first, s.max_id, s.step;
+END
+$$;
+
+-- The node's side: a segment of the local catalog is local (its mark is here) or global (its
+-- mark is in the registry; max_id here is the registry's mark as of this node's last range).
+ALTER TABLE idgen_segment
+    ADD COLUMN scope text NOT NULL DEFAULT 'local' CHECK (scope IN ('local', 'global'));
+
+-- segment_create gains scope => 'global'. (In a fresh install pgrx has created the new one
+-- already, identically; the old one's C symbol stays for databases not yet updated.)
+DROP FUNCTION IF EXISTS segment_create(text, bigint, integer, text);
+CREATE OR REPLACE FUNCTION "segment_create"(
+	"name" TEXT,
+	"start" bigint DEFAULT 1,
+	"step" INT DEFAULT 1000,
+	"description" TEXT DEFAULT NULL,
+	"scope" TEXT DEFAULT 'local'
+) RETURNS void
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_create_scoped_wrapper';
+REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text) FROM PUBLIC;
+-- (A fresh install creates idgen_admin and grants it later, in finalize.sql.)
+DO $$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_admin') THEN
+    GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text) TO idgen_admin;
+  END IF;
+END
+$$;
+COMMENT ON FUNCTION segment_create(text, bigint, integer, text, text) IS
+  'Creates a segment whose first number is start, refilled step numbers at a time; not undone by ROLLBACK. scope => ''global'': its numbers come from the registry, shared by every node.';
+
 -- Every lease, for monitoring: holder, address, state, R and its time, offsets, layout.
 CREATE VIEW idgen_registry_workers AS
 SELECT l.worker_id, l.node_name, l.incarnation, l.address, l.system_identifier, l.timeline,
@@ -309,6 +413,15 @@ CREATE VIEW idgen_registry_status AS SELECT * FROM idgen_registry_client_status(
 
 SELECT pg_catalog.pg_extension_config_dump('idgen_registry_fleet', '');
 SELECT pg_catalog.pg_extension_config_dump('idgen_registry_lease', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_segment', '');
+COMMENT ON TABLE idgen_registry_segment IS
+  'Global segments of the registry: numbers <= max_id may have been handed out by some node, numbers above never.';
+COMMENT ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) IS
+  'Registry: creates a global segment (an existing one is kept); returns its step.';
+COMMENT ON FUNCTION idgen_registry_segment_get(text) IS
+  'Registry: a global segment''s step and mark, if it exists.';
+COMMENT ON FUNCTION idgen_registry_segment_take(text, integer) IS
+  'Registry: the next range of a global segment, in one committed UPDATE.';
 COMMENT ON TABLE idgen_registry_fleet IS
   'The registry''s one Snowflake layout (epoch, bit widths, tick), recorded by the first claim.';
 COMMENT ON TABLE idgen_registry_lease IS
@@ -337,7 +450,14 @@ BEGIN
   END IF;
 END
 $$;
-REVOKE ALL ON TABLE idgen_registry_fleet, idgen_registry_lease FROM PUBLIC;
+REVOKE ALL ON TABLE idgen_registry_fleet, idgen_registry_lease, idgen_registry_segment FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry_segment TO pg_monitor;
+REVOKE EXECUTE ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_segment_get(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_segment_get(text) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer) TO idgen_registry;
 REVOKE ALL ON TABLE idgen_registry_workers, idgen_registry_status FROM PUBLIC;
 GRANT SELECT ON TABLE idgen_registry_workers, idgen_registry_status TO pg_monitor;
 REVOKE EXECUTE ON FUNCTION idgen_registry_hello() FROM PUBLIC;

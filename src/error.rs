@@ -191,6 +191,16 @@ pub(crate) enum Error {
     /// Too many segment requests waiting for the allocator at once (53400).
     #[error("too many segment requests waiting for the allocator")]
     RequestQueueFull { max: usize },
+    /// `segment_create(..., scope => 'global')` without `idgen.registry` (55000).
+    #[error("global segments need idgen.registry")]
+    GlobalWithoutRegistry,
+    /// A scope other than `local` or `global` (22023).
+    #[error("scope must be local or global, not \"{scope}\"")]
+    InvalidScope { scope: String },
+    /// `segment_alter`/`segment_setval` of a global segment on a node (0A000): its mark and
+    /// step are the registry's.
+    #[error("segment \"{name}\" is global: {what} it in the registry")]
+    GlobalSegmentChange { name: String, what: &'static str },
     /// A failure a background worker reported (the segment allocator for this caller's request,
     /// the registry client for this server's worker id), re-raised as it was.
     #[error("{message}")]
@@ -210,6 +220,7 @@ impl Error {
             Error::NotPreloaded { .. }
             | Error::WorkerIdNotSet { .. }
             | Error::RegistryPending
+            | Error::GlobalWithoutRegistry
             | Error::RegistryFenced { .. }
             | Error::CurrvalNotYetDefined
             | Error::LayoutChanged { .. }
@@ -238,7 +249,10 @@ impl Error {
             Error::SegmentNameTooLong { .. } => ERRCODE_NAME_TOO_LONG,
             Error::UnknownSegment { .. } => ERRCODE_UNDEFINED_OBJECT,
             Error::SegmentExists { .. } => ERRCODE_DUPLICATE_OBJECT,
-            Error::StepOutOfRange { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            Error::StepOutOfRange { .. } | Error::InvalidScope { .. } => {
+                ERRCODE_INVALID_PARAMETER_VALUE
+            }
+            Error::GlobalSegmentChange { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
             Error::StartOutOfRange { .. } | Error::SetvalBackwards { .. } => {
                 ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE
             }
@@ -341,6 +355,14 @@ impl Error {
             Error::WorkerIdNotSet { max_worker } => Some(format!(
                 "Set idgen.worker_id in postgresql.conf to a number from 0 to {max_worker} that no other server uses, or to auto with idgen.registry, then restart the server."
             )),
+            Error::GlobalWithoutRegistry => Some(
+                "Set idgen.registry to the registry's connection string (README, Many servers with a registry), or create a local segment."
+                    .into(),
+            ),
+            Error::GlobalSegmentChange { .. } => Some(
+                "Global segments are changed on the registry (UPDATE idgen_registry_segment); a node only draws from them."
+                    .into(),
+            ),
             Error::RegistryPending => Some(
                 "The registry client claims a worker id as soon as the registry (idgen.registry) answers; see SELECT * FROM idgen_registry_status."
                     .into(),

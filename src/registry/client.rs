@@ -78,6 +78,10 @@ struct Identity {
     port: i32,
 }
 
+/// The registry's answer to a call: its one row, this server's clock offset from the
+/// registry's and the bound of that measurement (half the round trip), both in µs.
+type Answer = (Vec<Option<String>>, i64, i64);
+
 impl Identity {
     /// `idgen.node_name`, else `cluster_name`, else `pg-<system identifier>-<port>`.
     fn of_this_server() -> Self {
@@ -144,8 +148,14 @@ impl Client {
         }
     }
 
-    /// One claim or renewal; returns how long to wait before the next.
+    /// One claim or renewal; returns how long to wait before the next. Without a worker id
+    /// (`idgen.worker_id` unset, e.g. a server that only draws global segments) nothing is
+    /// claimed.
     fn step(&mut self) -> Duration {
+        if self.grant.is_none() && guc::worker_id_setting() == guc::WorkerIdSetting::Unset {
+            shared::set_state(State::Unclaimed);
+            return Duration::from_secs(3600);
+        }
         let result = match self.grant {
             None => self.claim(),
             Some((worker, _)) => self.renew(worker),
@@ -156,7 +166,7 @@ impl Client {
                 jittered(Duration::from_millis(guc::registry_renew_interval_ms()))
             }
             Err(failure) => {
-                self.failed(failure);
+                self.failed(*failure);
                 let interval = Duration::from_millis(guc::registry_renew_interval_ms());
                 if self.grant.is_none() {
                     jittered(interval.min(CLAIM_RETRY))
@@ -183,7 +193,7 @@ impl Client {
     }
 
     /// The open connection, connecting first if there is none.
-    fn conn(&mut self, deadline: Instant, wait: Wait) -> Result<&mut Conn, Failure> {
+    fn conn(&mut self, deadline: Instant, wait: Wait) -> Result<&mut Conn, Box<Failure>> {
         if self.conn.is_none() {
             let conninfo = guc::registry_conninfo().unwrap_or_default();
             let conn = conn::connect(&conninfo, deadline, wait).map_err(|e| match e {
@@ -208,7 +218,7 @@ impl Client {
         sql: &CStr,
         params: &[Option<String>],
         wait: Wait,
-    ) -> Result<(Vec<Option<String>>, i64, i64), Failure> {
+    ) -> Result<Answer, Box<Failure>> {
         let deadline = Instant::now() + CALL_TIMEOUT;
         let conn = self.conn(deadline, wait)?;
         let t0 = crate::time::wall_clock_unix_us();
@@ -216,7 +226,7 @@ impl Client {
         let t1 = crate::time::wall_clock_unix_us();
         let rows = match result {
             Ok(rows) => rows,
-            Err(ConnError::Remote(r)) => return Err(remote_failure(&r)),
+            Err(ConnError::Remote(r)) => return Err(remote_failure(&r).into()),
             Err(e) => {
                 self.conn = None;
                 return Err(Failure::new(
@@ -224,7 +234,8 @@ impl Client {
                     &format!("the registry connection failed: {e}"),
                     None,
                     None,
-                ));
+                )
+                .into());
             }
         };
         let row = rows
@@ -245,7 +256,7 @@ impl Client {
 
     /// Claims a worker id: measures the clock offset first (refused beyond
     /// `idgen.registry_max_clock_offset_ms`), then calls `idgen_registry_claim`.
-    fn claim(&mut self) -> Result<(), Failure> {
+    fn claim(&mut self) -> Result<(), Box<Failure>> {
         let (_, offset_us, bound_us) = self.call(
             c"SELECT extract(epoch FROM registry_now) * 1000, version FROM idgen_registry_hello()",
             &[],
@@ -266,7 +277,7 @@ impl Client {
                     ),
                     Some("Uniqueness does not depend on the clocks, but the order of ids across servers does."),
                     Some("Synchronize this server's clock (NTP), or raise idgen.registry_max_clock_offset_ms."),
-                ));
+                ).into());
             }
         }
         let (epoch_ms, worker_bits, sequence_bits, tick_ms) = lease::fleet_layout();
@@ -309,12 +320,9 @@ impl Client {
         let (Some(worker), Some(floor), Some(fence), Some(expires)) =
             (int(1), int(2), int(3), int(4))
         else {
-            return Err(Failure::new(
-                "XX000",
-                "the registry's claim returned NULLs",
-                None,
-                None,
-            ));
+            return Err(
+                Failure::new("XX000", "the registry's claim returned NULLs", None, None).into(),
+            );
         };
         let (worker, floor, fence) = (worker as u64, floor as u64, fence as u64);
         lease::grant(Grant {
@@ -342,7 +350,7 @@ impl Client {
     /// Renews the lease of `worker`: moves the fence up. A refusal (55006) means the registry
     /// gave the worker id to another server after this one's lease expired: the state becomes
     /// `lost`, and ids stay below the last fence until the server restarts.
-    fn renew(&mut self, worker: u64) -> Result<(), Failure> {
+    fn renew(&mut self, worker: u64) -> Result<(), Box<Failure>> {
         let params = [
             Some(worker.to_string()),
             Some(super::incarnation().to_owned()),
@@ -377,12 +385,9 @@ impl Client {
                 .and_then(|t| t.parse::<f64>().ok())
         };
         let (Some(fence), Some(expires)) = (int(1), int(2)) else {
-            return Err(Failure::new(
-                "XX000",
-                "the registry's renewal returned NULLs",
-                None,
-                None,
-            ));
+            return Err(
+                Failure::new("XX000", "the registry's renewal returned NULLs", None, None).into(),
+            );
         };
         lease::renewed(fence as u64 + 1);
         self.renewed(expires as i64, true);
@@ -423,7 +428,7 @@ impl Client {
                 deadline,
                 Wait::UntilDeadline,
             )
-            .map_err(|e| Failure::new("08006", &e.to_string(), None, None))
+            .map_err(|e| Failure::new("08006", &e.to_string(), None, None).into())
         });
         match released {
             Ok(_) => pgrx::log!(

@@ -57,12 +57,16 @@ impl std::fmt::Display for ConnError {
     }
 }
 
-/// Whether a SIGTERM ends a wait ([`Wait::Interruptible`]) or not: the release at shutdown runs
-/// after SIGTERM, bounded by its deadline alone.
+/// What ends a wait besides the socket and the deadline.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wait {
+    /// The registry client (pgrx's signal handlers): a SIGTERM ends it ([`ConnError::Terminated`]).
     Interruptible,
+    /// Only the deadline: the release at shutdown runs after SIGTERM.
     UntilDeadline,
+    /// A process with PostgreSQL's own handlers (the segment allocator): every wakeup checks
+    /// for interrupts, so a cancel or a termination raises its ERROR or FATAL as anywhere else.
+    Interrupts,
 }
 
 /// One open connection to the registry; closed on drop.
@@ -229,6 +233,9 @@ impl Conn {
             }
             fired
         };
+        if wait == Wait::Interrupts {
+            pgrx::check_for_interrupts!();
+        }
         if fired & pg_sys::WL_TIMEOUT as i32 != 0 && fired & socket_event as i32 == 0 {
             return Err(ConnError::TimedOut);
         }

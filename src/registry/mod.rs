@@ -7,6 +7,7 @@
 
 mod client;
 mod conn;
+pub(crate) mod segments;
 mod shared;
 
 use std::sync::OnceLock;
@@ -17,8 +18,6 @@ use pgrx::prelude::*;
 
 use crate::snowflake::lease;
 use crate::time::unix_ms_to_timestamptz;
-
-pgrx::extension_sql_file!("../../sql/idgen--0.2.0--0.3.0.sql", name = "registry");
 
 /// This postmaster's incarnation: 16 random bytes in hex, made once at start and inherited by
 /// every process. A restart makes a new one, so the registry tells a restarted server (or a

@@ -15,6 +15,8 @@ use crate::shmem::{Part, ShmemStruct};
 pub(crate) enum State {
     /// Not started yet, or connecting for the first claim.
     Connecting,
+    /// `idgen.worker_id` is unset: no worker id is claimed (global segments still work).
+    Unclaimed,
     /// Its claim was refused (the failure says why); it tries again.
     Refused,
     /// It holds a lease and the last renewal succeeded.
@@ -31,6 +33,7 @@ impl State {
     pub(crate) fn name(self) -> &'static str {
         match self {
             State::Connecting => "connecting",
+            State::Unclaimed => "unclaimed",
             State::Refused => "refused",
             State::Held => "held",
             State::Renewing => "renewing",

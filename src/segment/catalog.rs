@@ -21,14 +21,44 @@ fn schema() -> Result<Option<String>, Error> {
     .or_else(no_row_is_none)
 }
 
-/// `schema.idgen_segment`. When the allocator cannot see the extension (a caller reached a
+/// The catalog table as the allocator addresses it.
+struct Table {
+    /// `schema.idgen_segment`.
+    name: String,
+    /// Whether it has the column `scope`: not while the extension's SQL predates 0.3.0 (a new
+    /// library runs against the old tables until `ALTER EXTENSION idgen UPDATE`, and every
+    /// segment there is local).
+    scoped: bool,
+}
+
+impl Table {
+    /// The SQL expression of a row's scope.
+    fn scope(&self) -> &'static str {
+        if self.scoped {
+            "scope"
+        } else {
+            "'local'::pg_catalog.text"
+        }
+    }
+}
+
+/// The catalog table. When the allocator cannot see the extension (a caller reached a
 /// segment function, so it exists for the caller: its CREATE EXTENSION is not committed yet,
 /// or a DROP EXTENSION is), the error says so.
-fn table() -> Result<String, Error> {
-    match schema()? {
-        Some(s) => Ok(format!("{s}.idgen_segment")),
-        None => Err(Error::ExtensionNotVisible),
-    }
+fn table() -> Result<Table, Error> {
+    let Some(s) = schema()? else {
+        return Err(Error::ExtensionNotVisible);
+    };
+    let name = format!("{s}.idgen_segment");
+    let scoped = Spi::get_one_with_args::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_attribute \
+         WHERE attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1) \
+         AND attname OPERATOR(pg_catalog.=) 'scope' AND NOT attisdropped)",
+        &[name.as_str().into()],
+    )
+    .map_err(internal)?
+    .unwrap_or(false);
+    Ok(Table { name, scoped })
 }
 
 /// `Spi::get_one` reports "no row" as an error; here it is `None`.
@@ -94,7 +124,7 @@ fn with_catalog_search_path<T>(body: impl FnOnce() -> T) -> T {
 
 /// The segment's step, without locking.
 pub(crate) fn step(name: &str) -> Result<i64, Error> {
-    let t = table()?;
+    let t = table()?.name;
     Spi::get_one_with_args::<i32>(
         &format!("SELECT step FROM {t} WHERE name OPERATOR(pg_catalog.=) $1"),
         &[name.into()],
@@ -104,13 +134,25 @@ pub(crate) fn step(name: &str) -> Result<i64, Error> {
     .ok_or_else(|| Error::UnknownSegment { name: name.into() })
 }
 
-/// Locks the segment's row for this transaction and returns `(max_id, step)`.
-pub(crate) fn lock_row(name: &str) -> Result<(i64, i64), Error> {
-    let t = table()?;
+/// A segment's row as the allocator reads it.
+pub(crate) struct Row {
+    /// The high-water mark (of a global segment: the registry's, as of the last range).
+    pub(crate) max_id: i64,
+    /// The segment's own step.
+    pub(crate) step: i64,
+    /// Global: its ranges come from the registry (DESIGN.md §6).
+    pub(crate) global: bool,
+}
+
+/// Locks the segment's row for this transaction and returns it.
+pub(crate) fn lock_row(name: &str) -> Result<Row, Error> {
+    let table = table()?;
+    let (t, scope) = (&table.name, table.scope());
     let row = Spi::connect(|client| {
         let rows = client.select(
             &format!(
-                "SELECT max_id, step FROM {t} WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE"
+                "SELECT max_id, step, {scope} OPERATOR(pg_catalog.=) 'global' FROM {t} \
+                 WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE"
             ),
             Some(1),
             &[name.into()],
@@ -118,18 +160,22 @@ pub(crate) fn lock_row(name: &str) -> Result<(i64, i64), Error> {
         if rows.is_empty() {
             return Ok(None);
         }
-        rows.first().get_two::<i64, i32>().map(Some)
+        rows.first().get_three::<i64, i32, bool>().map(Some)
     })
     .map_err(internal)?;
     match row {
-        Some((Some(max_id), Some(step))) => Ok((max_id, step.into())),
+        Some((Some(max_id), Some(step), Some(global))) => Ok(Row {
+            max_id,
+            step: step.into(),
+            global,
+        }),
         _ => Err(Error::UnknownSegment { name: name.into() }),
     }
 }
 
 /// Moves the segment's high-water mark to `max_id` (the row is locked by [`lock_row`]).
 pub(crate) fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
-    let t = table()?;
+    let t = table()?.name;
     Spi::connect_mut(|client| {
         client.update(
             &format!(
@@ -144,22 +190,37 @@ pub(crate) fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
     .map_err(internal)
 }
 
-/// Inserts a segment; false if the name exists.
+/// Inserts a segment (`global`: its marks are in the registry); false if the name exists.
+/// Before 0.3.0's SQL (no `scope` column) only local segments exist, and the SQL of that
+/// version's `segment_create` has no `scope` argument to ask for another.
 pub(crate) fn insert(
     name: &str,
     max_id: i64,
     step: i32,
     description: Option<&str>,
+    global: bool,
 ) -> Result<bool, Error> {
-    let t = table()?;
+    let Table { name: t, scoped } = table()?;
+    let (columns, values) = if scoped {
+        (", scope", ", $5")
+    } else {
+        ("", "")
+    };
+    let scope = if global { "global" } else { "local" };
     Spi::connect_mut(|client| {
         let rows = client.update(
             &format!(
-                "INSERT INTO {t} (name, max_id, step, description) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (name) DO NOTHING RETURNING name"
+                "INSERT INTO {t} (name, max_id, step, description{columns}) \
+                 VALUES ($1, $2, $3, $4{values}) ON CONFLICT (name) DO NOTHING RETURNING name"
             ),
             None,
-            &[name.into(), max_id.into(), step.into(), description.into()],
+            &[
+                name.into(),
+                max_id.into(),
+                step.into(),
+                description.into(),
+                scope.into(),
+            ],
         )?;
         Ok(!rows.is_empty())
     })
@@ -173,7 +234,7 @@ pub(crate) fn alter(
     step: Option<i32>,
     description: Option<Option<&str>>,
 ) -> Result<i64, Error> {
-    let t = table()?;
+    let t = table()?.name;
     let row = Spi::connect_mut(|client| {
         let rows = client.update(
             &format!(
@@ -202,7 +263,7 @@ pub(crate) fn alter(
 
 /// Deletes a segment; false if it did not exist.
 pub(crate) fn delete(name: &str) -> Result<bool, Error> {
-    let t = table()?;
+    let t = table()?.name;
     Spi::connect_mut(|client| {
         let rows = client.update(
             &format!("DELETE FROM {t} WHERE name OPERATOR(pg_catalog.=) $1 RETURNING name"),
@@ -214,12 +275,17 @@ pub(crate) fn delete(name: &str) -> Result<bool, Error> {
     .map_err(internal)
 }
 
-/// The segment with the highest high-water mark, `(name, max_id)`; `None` without segments.
+/// The local segment with the highest high-water mark, `(name, max_id)`; `None` without
+/// local segments (global ones do not interleave).
 pub(crate) fn highest_mark() -> Result<Option<(String, i64)>, Error> {
-    let t = table()?;
+    let table = table()?;
+    let (t, scope) = (&table.name, table.scope());
     Spi::connect(|client| {
         let rows = client.select(
-            &format!("SELECT name, max_id FROM {t} ORDER BY max_id DESC LIMIT 1"),
+            &format!(
+                "SELECT name, max_id FROM {t} WHERE {scope} OPERATOR(pg_catalog.=) 'local' \
+                 ORDER BY max_id DESC LIMIT 1"
+            ),
             Some(1),
             &[],
         )?;

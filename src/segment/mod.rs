@@ -67,15 +67,64 @@ fn admin(request: Request) -> i64 {
 /// (the floor of the dynamic step). Run by the allocator in its own transaction: not undone by
 /// the caller's ROLLBACK, like `nextval`. Not executable by PUBLIC.
 ///
-/// Errors: 22004 NULL argument, 42602/42622 bad name, 22023 step <= 0, 22003 start is the
-/// bigint minimum, 22001 description over 1024 bytes, 42710 the name exists, 25006 standby,
-/// 53400 no background worker slot.
-#[pg_extern(volatile, parallel_unsafe)]
+/// `scope => 'global'` (with `idgen.registry`) creates it in the registry, where its
+/// high-water mark lives: every node of the registry draws from the same numbers, by name
+/// (DESIGN.md §6). A global segment that exists in the registry already is kept as it is (its
+/// start and step win) and is declared here.
+///
+/// Errors: 22004 NULL argument, 42602/42622 bad name, 22023 step <= 0 or a scope other than
+/// `local`/`global`, 22003 start is the bigint minimum, 22001 description over 1024 bytes,
+/// 42710 the name exists here, 55000 `global` without `idgen.registry`, 25006 standby, 53400
+/// no background worker slot, and the registry's errors (08006 unreachable, ...).
+#[pg_extern(volatile, parallel_unsafe, name = "segment_create")]
+fn segment_create_scoped(
+    name: Option<&str>,
+    start: default!(Option<i64>, 1),
+    step: default!(Option<i32>, 1000),
+    description: default!(Option<&str>, "NULL"),
+    scope: default!(Option<&str>, "'local'"),
+) {
+    let global = match scope {
+        Some("local") => false,
+        Some("global") if crate::registry::segments::configured() => true,
+        Some("global") => Error::GlobalWithoutRegistry.report(),
+        Some(other) => Error::InvalidScope {
+            scope: other.into(),
+        }
+        .report(),
+        None => Error::NullArgument { argument: "scope" }.report(),
+    };
+    create(name, start, step, description, global);
+}
+
+// The objects of idgen 0.3.0 (the registry's tables and functions, the scope of segments):
+// the upgrade script from 0.2.0 is also part of every fresh install, after the new
+// segment_create, so that both end with the same objects.
+pgrx::extension_sql_file!(
+    "../../sql/idgen--0.2.0--0.3.0.sql",
+    name = "registry",
+    requires = [segment_create_scoped]
+);
+
+/// `segment_create` of idgen 0.2.0 and earlier (no scope): the C symbol their SQL declares,
+/// kept for databases not yet updated (`ALTER EXTENSION idgen UPDATE`).
+#[pg_extern(sql = false)]
 fn segment_create(
     name: Option<&str>,
     start: default!(Option<i64>, 1),
     step: default!(Option<i32>, 1000),
     description: default!(Option<&str>, "NULL"),
+) {
+    create(name, start, step, description, false);
+}
+
+/// Both `segment_create`s: checks the arguments, then asks the allocator.
+fn create(
+    name: Option<&str>,
+    start: Option<i64>,
+    step: Option<i32>,
+    description: Option<&str>,
+    global: bool,
 ) {
     let name = name_arg(name);
     let start = start
@@ -97,6 +146,7 @@ fn segment_create(
     r.step = step;
     r.description_change = description_change;
     r.description = description;
+    r.global = global;
     admin(r);
 }
 

@@ -169,6 +169,8 @@ pub(crate) struct Request {
     pub(crate) description_change: DescriptionChange,
     /// Create/alter: the description text.
     pub(crate) description: FixedText<1024>,
+    /// Create: a global segment, whose mark is in the registry (DESIGN.md §6).
+    pub(crate) global: bool,
     /// Outcome: the result (load: slot index; setval: the value).
     pub(crate) result: i64,
     /// Outcome: failed with `failure`.

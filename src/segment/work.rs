@@ -8,7 +8,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::catalog;
-use super::range::{fenced_range, max_id_for_start, next_step, Fences, NoRange, Nodes};
+use super::range::{fenced_range, max_id_for_start, next_step, Fences, NoRange, Nodes, Range};
 use super::shared::{lock, slot, DescriptionChange, Request, RequestKind, SlotMeta, MAX_SEGMENTS};
 use super::slots::{freeze, unfreeze, After, Refilled};
 use super::unit::{in_transaction, reload_now, warn, Unfinished};
@@ -87,6 +87,16 @@ pub(crate) fn run(db: pg_sys::Oid, work: Work) {
                 let gone = f.sqlstate() == PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT as i32;
                 (f, gone)
             });
+            if let Err((f, _)) = &outcome {
+                if crate::registry::segments::unreachable(f) {
+                    // The registry of a global segment did not answer: its callers go on
+                    // waiting (up to idgen.segment_wait_timeout, then 55P03) while this
+                    // refill is tried again, the cached ranges serving meanwhile.
+                    warn(&format!("idgen allocator: {}", f.message()));
+                    crate::latch::sleep_interruptibly(std::time::Duration::from_millis(500));
+                    return;
+                }
+            }
             if !lock().finish_refill(index, generation, outcome) {
                 warn(&format!(
                     "idgen allocator: a range of segment \"{}\" was committed but not needed; its numbers are skipped",
@@ -98,7 +108,8 @@ pub(crate) fn run(db: pg_sys::Oid, work: Work) {
 }
 
 /// Takes the next range of a cached segment: Leaf's dynamic step (or, with
-/// `idgen.segment_node_count > 1`, this server's next own block), one committed UPDATE.
+/// `idgen.segment_node_count > 1`, this server's next own block), one committed UPDATE; of a
+/// global segment, in the registry (DESIGN.md §6).
 fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
     let name = meta.name.as_str();
     let since_ms = if meta.last_refill_at == 0 {
@@ -109,23 +120,29 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
     let previous = (meta.step > 0).then_some(meta.step);
     let nodes = nodes().map_err(|e| Failure::from_error(&e))?;
     let fences = fences();
+    let dynamic = |base_step| {
+        next_step(
+            previous,
+            base_step,
+            guc::segment_max_step(),
+            since_ms,
+            guc::segment_refill_interval_ms(),
+        )
+    };
     // An unconfirmed commit fails the refill: its range is never installed (numbers skipped).
     let mut done = in_transaction(|| {
-        let (max_id, base_step) = catalog::lock_row(name)?;
+        let row = catalog::lock_row(name)?;
+        if row.global {
+            return refill_global(name, dynamic(row.step));
+        }
         // Interleaved servers take one own block of the segment's step per refill: blocks must
         // be the same size on every server, so the dynamic step does not apply.
         let step = if nodes.interleaved() {
-            base_step
+            row.step
         } else {
-            next_step(
-                previous,
-                base_step,
-                guc::segment_max_step(),
-                since_ms,
-                guc::segment_refill_interval_ms(),
-            )
+            dynamic(row.step)
         };
-        let range = fenced_range(max_id, step, nodes, fences).map_err(|e| match e {
+        let range = fenced_range(row.max_id, step, nodes, fences).map_err(|e| match e {
             NoRange::Exhausted => Error::SegmentExhausted { name: name.into() },
             NoRange::Until(until) => Error::InterleaveUntilReached {
                 name: name.into(),
@@ -135,7 +152,7 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
         catalog::set_max_id(name, range.last)?;
         Ok(Refilled {
             range,
-            base_step,
+            base_step: row.step,
             step,
             at: 0,
         })
@@ -144,13 +161,34 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
     Ok(done)
 }
 
+/// A range of global segment `name` from the registry: used only once the registry has
+/// answered with it (its commit); the local row keeps the registry's mark for `segment_status`.
+fn refill_global(name: &str, step: i64) -> Result<Refilled, Error> {
+    let taken = crate::registry::segments::take(name, step)?;
+    catalog::set_max_id(name, taken.last)?;
+    Ok(Refilled {
+        range: Range {
+            first: taken.first,
+            last: taken.last,
+        },
+        base_step: taken.base_step.into(),
+        step: taken.last - taken.first + 1,
+        at: 0,
+    })
+}
+
 /// Brings an existing segment into the shared cache; the result is its slot.
 fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
     let name = request.name.as_str();
     if let Some(i) = lock().find(db, name) {
         return Ok(i as i64);
     }
-    let base_step = in_transaction(|| catalog::step(name))?;
+    let base_step = in_transaction(|| match catalog::step(name) {
+        Err(Error::UnknownSegment { .. }) if crate::registry::segments::configured() => {
+            declare_global(name)
+        }
+        other => other,
+    })?;
     let mut g = lock();
     if let Some(i) = g.find(db, name) {
         return Ok(i as i64);
@@ -158,6 +196,16 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
     g.assign(db, name, base_step)
         .map(|i| i as i64)
         .ok_or_else(|| Failure::from_error(&Error::SegmentCacheFull { max: MAX_SEGMENTS }))
+}
+
+/// A name this database does not know may be a global segment of the registry: declared here
+/// (a local row of scope global) when it is. Returns its step.
+fn declare_global(name: &str) -> Result<i64, Error> {
+    let Some(step) = crate::registry::segments::find(name)? else {
+        return Err(Error::UnknownSegment { name: name.into() });
+    };
+    catalog::insert(name, 0, step, None, true)?;
+    Ok(step.into())
 }
 
 /// Runs an admin call with the segment's cache frozen; `after` says what becomes of the cache
@@ -198,7 +246,18 @@ fn create(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
     // its numbers must not be mixed with the new segment's.
     frozen_call(db, name, After::Release, |_| {
         let max_id = max_id_for_start(r.value).ok_or(Error::StartOutOfRange { start: r.value })?;
-        if !catalog::insert(name, max_id, r.step, description)? {
+        match catalog::step(name) {
+            Ok(_) => return Err(Error::SegmentExists { name: name.into() }),
+            Err(Error::UnknownSegment { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        // A global segment: in the registry first (kept if it exists there), then declared here.
+        let step = if r.global {
+            crate::registry::segments::create(name, r.value, r.step, description)?.1
+        } else {
+            r.step
+        };
+        if !catalog::insert(name, max_id, step, description, r.global)? {
             return Err(Error::SegmentExists { name: name.into() });
         }
         Ok(r.value)
@@ -214,9 +273,16 @@ fn alter(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
     };
     let nodes = nodes().map_err(|e| Failure::from_error(&e))?;
     let step = in_transaction(|| {
-        if r.step != 0 && nodes.interleaved() {
+        let row = catalog::lock_row(name)?;
+        if row.global && r.step != 0 {
+            return Err(Error::GlobalSegmentChange {
+                name: name.into(),
+                what: "change the step of",
+            });
+        }
+        if r.step != 0 && nodes.interleaved() && !row.global {
             // The step is the block size every server interleaves by: it cannot change here.
-            let (_, current) = catalog::lock_row(name)?;
+            let current = row.step;
             if current != i64::from(r.step) {
                 return Err(Error::InterleavedStepChange {
                     name: name.into(),
@@ -246,8 +312,14 @@ fn setval(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
     let name = r.name.as_str();
     let value = r.value;
     frozen_call(db, name, After::Clear, |highest| {
-        let (max_id, _) = catalog::lock_row(name)?;
-        let floor = highest.unwrap_or(max_id);
+        let row = catalog::lock_row(name)?;
+        if row.global {
+            return Err(Error::GlobalSegmentChange {
+                name: name.into(),
+                what: "move",
+            });
+        }
+        let floor = highest.unwrap_or(row.max_id);
         if value < floor {
             return Err(Error::SetvalBackwards {
                 name: name.into(),

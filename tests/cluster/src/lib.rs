@@ -16,6 +16,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use postgres::types::{FromSql, ToSql};
 
+pub mod registry;
+
 /// Directory of the PostgreSQL 15 server programs: Debian's, unless `IDGEN_PG_BIN` names
 /// another installation (a relocated copy, so that two builds of idgen can be tested at once).
 pub fn pg_bin() -> String {

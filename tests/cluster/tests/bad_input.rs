@@ -109,6 +109,22 @@ fn matrix(known: &str) -> Vec<Case> {
             "description",
         ),
         case(
+            "SELECT segment_create('new_seg', scope => NULL)",
+            "22004",
+            "scope",
+        ),
+        case(
+            "SELECT segment_create('new_seg', scope => 'Global')",
+            "22023",
+            "scope",
+        ),
+        // This server has no registry (idgen.registry).
+        case(
+            "SELECT segment_create('new_seg', scope => 'global')",
+            "55000",
+            "idgen.registry",
+        ),
+        case(
             format!("SELECT segment_alter({k}, description => repeat('d', 1025))"),
             "22001",
             "description",

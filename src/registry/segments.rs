@@ -1,0 +1,146 @@
+//! Global segments (DESIGN.md §6): their high-water marks live in the registry, and a node's
+//! segment allocator takes each range there, with one committed `UPDATE ... RETURNING`
+//! (`idgen_registry_segment_take`), before caching it in its double buffer: Leaf's original
+//! design, with the registry as Leaf's database. The allocator keeps one connection, opened at
+//! its first global segment and reopened after a failure; its waits obey the allocator's
+//! interrupts (PostgreSQL's own signal handlers).
+//!
+//! A range is used only after the registry answered with it, i.e. after its commit (with the
+//! registry's synchronous standbys, if it has them); a lost answer skips the range's numbers,
+//! never reissues them.
+
+use std::cell::RefCell;
+use std::ffi::CStr;
+use std::time::{Duration, Instant};
+
+use super::conn::{self, Conn, ConnError, Wait};
+use crate::error::Error;
+use crate::failure::Failure;
+
+/// How long connecting, and each call, may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+thread_local! {
+    /// The allocator's connection to the registry.
+    static CONN: RefCell<Option<Conn>> = const { RefCell::new(None) };
+}
+
+/// Whether this server has a registry (`idgen.registry`).
+pub(crate) fn configured() -> bool {
+    crate::guc::registry_conninfo().is_some()
+}
+
+/// A range of a global segment: `first..=last`, and the segment's own step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Taken {
+    pub(crate) first: i64,
+    pub(crate) last: i64,
+    pub(crate) base_step: i32,
+}
+
+/// Creates global segment `name` in the registry, or finds it there; returns whether it was
+/// created and its step in force.
+pub(crate) fn create(
+    name: &str,
+    start: i64,
+    step: i32,
+    description: Option<&str>,
+) -> Result<(bool, i32), Error> {
+    let row = call(
+        c"SELECT created, step FROM idgen_registry_segment_create($1, $2::bigint, $3::integer, $4)",
+        &[
+            Some(name.into()),
+            Some(start.to_string()),
+            Some(step.to_string()),
+            description.map(str::to_owned),
+        ],
+    )?
+    .ok_or_else(|| malformed("idgen_registry_segment_create"))?;
+    Ok((
+        row.first().cloned().flatten().as_deref() == Some("t"),
+        number(&row, 1)? as i32,
+    ))
+}
+
+/// The step of global segment `name`, if the registry has it.
+pub(crate) fn find(name: &str) -> Result<Option<i32>, Error> {
+    call(
+        c"SELECT step, max_id FROM idgen_registry_segment_get($1)",
+        &[Some(name.into())],
+    )?
+    .map(|row| number(&row, 0).map(|s| s as i32))
+    .transpose()
+}
+
+/// Takes the next range of global segment `name`, `step` numbers (fewer at the bigint
+/// maximum). Errors: the registry's (42704 no such segment, 2200H run out), 08006 when it
+/// cannot be reached.
+pub(crate) fn take(name: &str, step: i64) -> Result<Taken, Error> {
+    let step = step.clamp(1, i64::from(i32::MAX));
+    let row = call(
+        c"SELECT first_id, last_id, base_step FROM idgen_registry_segment_take($1, $2::integer)",
+        &[Some(name.into()), Some(step.to_string())],
+    )?
+    .ok_or_else(|| malformed("idgen_registry_segment_take"))?;
+    Ok(Taken {
+        first: number(&row, 0)?,
+        last: number(&row, 1)?,
+        base_step: number(&row, 2)? as i32,
+    })
+}
+
+/// Whether `e` says the registry could not be reached (SQLSTATE class 08): the allocator tries
+/// the refill again later instead of failing its callers at once.
+pub(crate) fn unreachable(f: &Failure) -> bool {
+    f.sqlstate_text().starts_with("08")
+}
+
+/// Runs `sql` on the registry; the first row, if any. Reconnects when there is no connection.
+fn call(sql: &CStr, params: &[Option<String>]) -> Result<Option<Vec<Option<String>>>, Error> {
+    CONN.with_borrow_mut(|slot| {
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        if slot.is_none() {
+            let conninfo = crate::guc::registry_conninfo().unwrap_or_default();
+            *slot = Some(conn::connect(&conninfo, deadline, Wait::Interrupts).map_err(lost)?);
+        }
+        let conn = slot.as_mut().expect("connected above");
+        match conn.query(sql, params, deadline, Wait::Interrupts) {
+            Ok(rows) => Ok(rows.into_iter().next()),
+            Err(ConnError::Remote(r)) => Err(Failure::new(
+                &r.sqlstate,
+                &format!("the registry refused: {}", r.message),
+                r.detail.as_deref(),
+                r.hint.as_deref(),
+            )
+            .to_error()),
+            Err(e) => {
+                *slot = None;
+                Err(lost(e))
+            }
+        }
+    })
+}
+
+fn lost(e: ConnError) -> Error {
+    Failure::new(
+        "08006",
+        &format!("the registry cannot be reached: {e}"),
+        None,
+        Some(
+            "Cached ranges keep serving; new ones come once the registry (idgen.registry) answers.",
+        ),
+    )
+    .to_error()
+}
+
+fn malformed(function: &str) -> Error {
+    Failure::new("XX000", &format!("{function} returned no row"), None, None).to_error()
+}
+
+fn number(row: &[Option<String>], i: usize) -> Result<i64, Error> {
+    row.get(i)
+        .cloned()
+        .flatten()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| malformed("a registry function"))
+}
