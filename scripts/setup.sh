@@ -22,7 +22,7 @@ idgen_setup() {
         echo "idgen's scripts install packages and the extension: run them as root" >&2
         return 1
     fi
-    local pkgs=(postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-auto-failover pg-auto-failover-cli libclang-dev clang sudo faketime python3)
+    local pkgs=(postgresql-15 postgresql-server-dev-15 postgresql-15-plproxy postgresql-15-auto-failover pg-auto-failover-cli libpq-dev libclang-dev clang sudo faketime python3)
     local missing=()
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
