@@ -185,8 +185,9 @@ pub(crate) enum Error {
     /// No range arrived within `idgen.segment_wait_timeout` (55P03).
     #[error("timed out after {ms} ms waiting for a range of segment \"{name}\"")]
     SegmentWaitTimeout { name: String, ms: i32 },
-    /// The shared cache has no free slot for another segment (54000).
-    #[error("too many segments in use on this server")]
+    /// Every slot of the shared cache is busy (refilling, or frozen by an admin call), so none
+    /// can be evicted for another segment (54000). Not a limit on segment names.
+    #[error("no entry of the segment cache can be freed for another segment now")]
     SegmentCacheFull { max: usize },
     /// Too many segment requests waiting for the allocator at once (53400).
     #[error("too many segment requests waiting for the allocator")]
@@ -314,9 +315,9 @@ impl Error {
             Error::AllocatorUnavailable { max_worker_processes } => Some(format!(
                 "All {max_worker_processes} background worker slots (max_worker_processes) are in use."
             )),
-            Error::SegmentCacheFull { max } => {
-                Some(format!("The shared segment cache holds {max} segments per server."))
-            }
+            Error::SegmentCacheFull { max } => Some(format!(
+                "All {max} entries of the shared segment cache are being refilled or changed by admin calls at this moment."
+            )),
             Error::ExtensionNotVisible => Some(
                 "Segments are created and advanced by the allocator in transactions of its own, which cannot see a CREATE EXTENSION idgen that is not committed yet."
                     .into(),
@@ -423,7 +424,7 @@ impl Error {
                 "Create a new segment with the new step on every server and move to it.".into(),
             ),
             Error::SegmentCacheFull { .. } => Some(
-                "Drop segments that are no longer used; their cache slots are freed at once.".into(),
+                "Retry; if it persists, raise idgen.segment_cache_size (a restart) above the number of segments refilled at once.".into(),
             ),
             Error::InterleaveUntilReached { .. } => Some(
                 "Finish growing the servers: set the new idgen.segment_node_count, idgen.segment_node_index and idgen.segment_interleave_from, then reload."

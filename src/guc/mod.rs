@@ -172,6 +172,11 @@ pub(crate) fn segment_worker_idle_timeout_ms() -> u64 {
     SEGMENT_WORKER_IDLE_TIMEOUT.get().max(1) as u64
 }
 
+/// `idgen.segment_cache_size`: slots of the segment cache (fixed at start).
+pub(crate) fn segment_cache_size() -> usize {
+    SEGMENT_CACHE_SIZE.get().max(1) as usize
+}
+
 /// `idgen.segment_node_count` and `idgen.segment_node_index` as now in force (reloadable):
 /// (count, index). The index may not be below the count after a reload.
 pub(crate) fn segment_nodes() -> (i32, i32) {

@@ -23,6 +23,7 @@ pub(super) static SEGMENT_WAIT_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new
 pub(super) static SEGMENT_REFILL_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(15 * 60 * 1000);
 pub(super) static SEGMENT_MAX_STEP: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
 pub(super) static SEGMENT_WORKER_IDLE_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(60_000);
+pub(super) static SEGMENT_CACHE_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024);
 pub(super) static SEGMENT_NODE_COUNT: GucSetting<i32> = GucSetting::<i32>::new(1);
 pub(super) static SEGMENT_NODE_INDEX: GucSetting<i32> = GucSetting::<i32>::new(0);
 
@@ -102,7 +103,7 @@ impl IntSetting {
 }
 
 /// Every integer setting. None may silently fall back to its default (see [`init`]).
-pub(super) static INT_SETTINGS: [IntSetting; 15] = [
+pub(super) static INT_SETTINGS: [IntSetting; 16] = [
     IntSetting {
         name: c"idgen.worker_bits",
         short: c"Width of the worker id field of a Snowflake id, in bits.",
@@ -222,6 +223,16 @@ pub(super) static INT_SETTINGS: [IntSetting; 15] = [
         max: i32::MAX,
         context: Context::Sighup,
         unit: Unit::Milliseconds,
+    },
+    IntSetting {
+        name: c"idgen.segment_cache_size",
+        short: c"How many segments the shared cache of ranges holds at once, over all databases.",
+        long: c"Not a limit on segment names: when the cache is full, the least recently used segment leaves it, giving its unused numbers back. About 0.8 kB of shared memory each.",
+        value: &SEGMENT_CACHE_SIZE,
+        min: 16,
+        max: 1_000_000,
+        context: Context::Postmaster,
+        unit: Unit::None,
     },
     IntSetting {
         name: c"idgen.registry_lease",

@@ -1,5 +1,7 @@
 //! The allocator: one background worker per database that uses segments, started on demand by
-//! the registry, gone after `idgen.segment_worker_idle_timeout` without work. It alone writes
+//! the registry, gone once its database has nothing cached: after each
+//! `idgen.segment_worker_idle_timeout` without work, the segments not drawn from meanwhile leave
+//! the cache and give their unused numbers back; at its exit (a fast shutdown) all do. It alone writes
 //! `idgen_segment`, one unit of work at a time ([`super::work`]), each in a transaction of its
 //! own ([`super::unit`]), and a failed unit is reported to the waiting caller while the worker
 //! goes on, as pg_cron's workers do (DESIGN.md §2).
@@ -14,7 +16,7 @@ use super::shared::{broadcast, lock};
 use super::unit::{
     check_interrupts_between_units, force_settings, install_signal_handlers, reload_configuration,
 };
-use super::work::{run, Work};
+use super::work::{give_back, run, Work};
 use crate::error::Error;
 use crate::failure::Failure;
 use crate::guc;
@@ -48,6 +50,11 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
 
     let mut last_work = Instant::now();
     loop {
+        if terminating() {
+            // A fast shutdown (or pg_terminate_backend): the cached ranges of this database
+            // give their unused numbers back before the worker exits below.
+            give_back(&lock().take_out_idle(db, true));
+        }
         check_interrupts_between_units();
         reload_configuration();
         if lock().retire_requested(db) {
@@ -62,15 +69,28 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
         let idle_limit = Duration::from_millis(guc::segment_worker_idle_timeout_ms());
         let idle = last_work.elapsed();
         if idle >= idle_limit {
+            // Segments not drawn from during the idle period leave the cache, giving their
+            // unused numbers back; the worker stays while its database has others, so that
+            // they too are given back at a clean shutdown.
+            give_back(&lock().take_out_idle(db, false));
             let mut g = lock();
-            if !g.request_pending(db) && !g.refill_wanted(db) {
+            if !g.request_pending(db) && !g.refill_wanted(db) && !g.caches(db) {
                 g.leave(db);
                 break;
             }
+            drop(g);
+            last_work = Instant::now();
             continue;
         }
         crate::latch::wait(idle_limit - idle);
     }
+}
+
+/// Whether a termination request is pending (`die` set `ProcDiePending`; the next interrupt
+/// check exits).
+fn terminating() -> bool {
+    // SAFETY: a plain flag of this process, set by its SIGTERM handler, read on its only thread.
+    unsafe { pg_sys::ProcDiePending != 0 }
 }
 
 /// The next unit of work for `db`'s allocator: a pending request first (its state becomes

@@ -190,6 +190,39 @@ pub(crate) fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
     .map_err(internal)
 }
 
+/// Gives back the unused numbers of local segment `name` (`work::give_back`): if its mark is
+/// still `mark`, lowers it to `new_mark`; true if it did. The row is locked without waiting
+/// (55P03 if someone holds it) and the commit is asynchronous (`synchronous_commit = off` for
+/// this transaction): a give-back is never needed for uniqueness, so nothing waits for it.
+pub(crate) fn give_back(name: &str, mark: i64, new_mark: i64) -> Result<bool, Error> {
+    let table = table()?;
+    let (t, scope) = (&table.name, table.scope());
+    Spi::run("SET LOCAL synchronous_commit = off").map_err(internal)?;
+    Spi::connect_mut(|client| {
+        let current = client.select(
+            &format!(
+                "SELECT max_id FROM {t} WHERE name OPERATOR(pg_catalog.=) $1 \
+                 AND {scope} OPERATOR(pg_catalog.=) 'local' FOR UPDATE NOWAIT"
+            ),
+            Some(1),
+            &[name.into()],
+        )?;
+        if current.is_empty() || current.first().get_one::<i64>()? != Some(mark) {
+            return Ok(false);
+        }
+        client.update(
+            &format!(
+                "UPDATE {t} SET max_id = $2, updated_at = pg_catalog.now() \
+                 WHERE name OPERATOR(pg_catalog.=) $1"
+            ),
+            None,
+            &[name.into(), new_mark.into()],
+        )?;
+        Ok(true)
+    })
+    .map_err(internal)
+}
+
 /// Inserts a segment (`global`: its marks are in the registry); false if the name exists.
 /// Before 0.3.0's SQL (no `scope` column) only local segments exist, and the SQL of that
 /// version's `segment_create` has no `scope` argument to ask for another.

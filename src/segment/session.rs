@@ -6,7 +6,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 use rustc_hash::FxBuildHasher;
 
@@ -103,6 +103,11 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
                 if prefetch {
                     ask_for_next_range(index, generation);
                 }
+                // The clock sweep's usage bit: written only when clear, so a busy segment's
+                // draws only read it (its cache line is the generation's, read anyway).
+                if !s.referenced.load(Relaxed) {
+                    s.referenced.store(true, Relaxed);
+                }
                 e.currval.set(Some(first + (count as i64 - 1)));
                 run(first, count);
                 left -= count;
@@ -168,7 +173,9 @@ fn wait_for_range(name: &str, index: usize, generation: u64) -> Result<(), Error
             return Some(Ok(()));
         }
         match asked_at {
-            Some(a) if m.attempts > a && m.failed => return Some(Err(m.failure.to_error())),
+            Some(a) if m.attempts > a && m.failed => {
+                return Some(Err(g.failure(index, generation, m.attempts).to_error()))
+            }
             Some(a) if m.attempts > a => asked_at = None, // filled and drained again: ask anew
             _ => {}
         }

@@ -3,8 +3,10 @@
 //! every waiter sleeps on (DESIGN.md §2–3). The operations on each table are in their own files:
 //! [`super::slots`], [`super::registry`] (allocators and holds), [`super::queue`] (requests).
 //!
-//! * One [`Slot`] per (database, segment name) in use: a lock-free [`DoubleBuffer`] for the hot
-//!   path and a generation; its [`SlotMeta`] (name, steps, refill state) is under the LWLock.
+//! * `idgen.segment_cache_size` [`Slot`]s, each holding one (database, segment name) while in
+//!   use: a lock-free [`DoubleBuffer`] for the hot path, a generation and a referenced bit (the
+//!   clock sweep's); its [`SlotMeta`] (name, steps, refill state, the mark of its last range) is
+//!   under the LWLock, and so is the name index, a dynahash table (database, name) → slot.
 //! * One [`Allocator`] entry per database with a running allocator background worker, which
 //!   alone writes `idgen_segment`, and the [`Hold`]s that keep allocators away for a while.
 //! * A small queue of [`Request`]s: loading a segment into the cache, and the admin calls
@@ -15,7 +17,7 @@
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use pgrx::pg_sys;
 
@@ -23,11 +25,9 @@ use super::buffer::DoubleBuffer;
 use crate::failure::{Failure, FixedText};
 use crate::guc;
 use crate::lwlock::{LWLockGuard, NamedLWLock};
-use crate::shmem::{Part, ShmemStruct};
+use crate::shmem::{Part, ShmemArray, ShmemHash, ShmemStruct};
 use crate::time::now_timestamptz_us;
 
-/// Segments the shared cache holds per server, over all databases.
-pub(crate) const MAX_SEGMENTS: usize = 1024;
 /// Databases with an allocator worker at the same time.
 pub(crate) const MAX_ALLOCATORS: usize = 64;
 /// Requests waiting for allocators at the same time.
@@ -41,6 +41,10 @@ pub(crate) struct Slot {
     /// Odd while the slot holds a segment, even while free; bumped on every assignment and
     /// release, so a backend's cached (slot, generation) goes stale when the slot is reused.
     pub(crate) generation: AtomicU64,
+    /// Drawn from since the clock sweep last looked (PostgreSQL's buffer usage bit): set by
+    /// draws (a load and a store only when clear), cleared by the sweep, which evicts a slot
+    /// it finds clear.
+    pub(crate) referenced: AtomicBool,
 }
 
 /// A segment's metadata, guarded by the LWLock.
@@ -61,14 +65,17 @@ pub(crate) struct SlotMeta {
     pub(crate) refills: u64,
     /// Refill attempts that finished, successful or not; waiters compare it.
     pub(crate) attempts: u64,
+    /// The high-water mark the last refill committed (the last number of its range), valid
+    /// when [`SlotMeta::marked`]: what a give-back expects to find in `idgen_segment`.
+    pub(crate) mark: i64,
+    /// A refill committed since the slot was loaded, so [`SlotMeta::mark`] is known.
+    pub(crate) marked: bool,
     /// The allocator should fetch the next range.
     pub(crate) refill_wanted: bool,
     /// An admin call (setval, drop, create) is changing the segment: draws wait.
     pub(crate) frozen: bool,
-    /// The last refill attempt failed with [`SlotMeta::failure`].
+    /// The last refill attempt failed; why is in [`Guarded::failures`].
     pub(crate) failed: bool,
-    /// Why the last refill failed.
-    pub(crate) failure: Failure,
 }
 
 /// The allocator background worker of one database.
@@ -190,11 +197,89 @@ impl Request {
     }
 }
 
+/// Why a refill of slot `index` (holding `generation`) failed at its attempt `attempts`: the
+/// error its waiting callers raise. Kept for the last few failures only, not per slot: a
+/// `Failure` is 780 bytes, and the cache may have a million slots.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct NotedFailure {
+    pub(crate) index: usize,
+    pub(crate) generation: u64,
+    pub(crate) attempts: u64,
+    pub(crate) failure: Failure,
+}
+
+/// Refill failures remembered at once (see [`NotedFailure`]).
+pub(crate) const NOTED_FAILURES: usize = 32;
+
+/// The key of the name index: a database and a segment name, zero-padded (a name never holds
+/// a zero byte: it is `text`), so equal names have equal bytes. No padding between fields.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct SlotKey {
+    db: u32,
+    name: [u8; 64],
+}
+
+impl SlotKey {
+    pub(crate) fn new(db: pg_sys::Oid, name: &str) -> Self {
+        let mut key = Self {
+            db: db.to_u32(),
+            name: [0; 64],
+        };
+        let bytes = name.as_bytes();
+        let n = bytes.len().min(64);
+        key.name[..n].copy_from_slice(&bytes[..n]);
+        key
+    }
+}
+
+/// An entry of the name index.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct IndexEntry {
+    pub(crate) key: SlotKey,
+    pub(crate) index: usize,
+}
+
+/// The slots' metadata, an array in shared memory whose length is `idgen.segment_cache_size`:
+/// reachable only as [`Guarded::metas`], so only with the LWLock held.
+#[repr(C)]
+pub(crate) struct Metas {
+    _only_in_guarded: [u8; 0],
+}
+
+impl Deref for Metas {
+    type Target = [SlotMeta];
+
+    fn deref(&self) -> &[SlotMeta] {
+        let (ptr, len) = METAS.raw();
+        // SAFETY: `len` initialized SlotMetas in shared memory; a Metas is reached only through
+        // a `Locked` (the LWLock held exclusively), so nothing writes them meanwhile.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
+impl DerefMut for Metas {
+    fn deref_mut(&mut self) -> &mut [SlotMeta] {
+        let (ptr, len) = METAS.raw();
+        // SAFETY: as in `deref`; `&mut self` comes from `&mut Locked`, the only borrow.
+        unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+    }
+}
+
 /// Everything under the LWLock `idgen_segment`.
 #[repr(C)]
 pub(crate) struct Guarded {
-    /// The metadata of slot `i` of [`SegmentShared::slots`].
-    pub(crate) metas: [SlotMeta; MAX_SEGMENTS],
+    /// The metadata of slot `i` ([`slot`]).
+    pub(crate) metas: Metas,
+    /// Slots in use.
+    pub(crate) used: usize,
+    /// The clock sweep's hand: the slot it looks at next.
+    pub(crate) hand: usize,
+    /// The last refill failures, a ring written at `next_failure`.
+    pub(crate) failures: [NotedFailure; NOTED_FAILURES],
+    pub(crate) next_failure: usize,
     /// The allocators, one entry per database with one.
     pub(crate) allocators: [Allocator; MAX_ALLOCATORS],
     /// Databases whose allocators are held back.
@@ -209,29 +294,43 @@ pub(crate) struct Guarded {
 pub(crate) struct SegmentShared {
     cv: UnsafeCell<pg_sys::ConditionVariable>,
     guarded: UnsafeCell<Guarded>,
-    slots: [Slot; MAX_SEGMENTS],
 }
 
-// SAFETY: every field is an atomic, or behind UnsafeCell and touched only under the LWLock
-// (`Locked`), or by ConditionVariable functions, which take its spinlock themselves.
+// SAFETY: every field is behind UnsafeCell and touched only under the LWLock (`Locked`), or by
+// ConditionVariable functions, which take its spinlock themselves.
 unsafe impl Sync for SegmentShared {}
 
 static SHARED: ShmemStruct<SegmentShared> = ShmemStruct::new(c"idgen_segment_cache");
+/// The slots: atomics only, shared by every backend without a lock.
+static SLOTS: ShmemArray<Slot> = ShmemArray::new(c"idgen_segment_slots");
+/// The slots' metadata: under the LWLock only ([`Metas`]).
+static METAS: ShmemArray<SlotMeta> = ShmemArray::new(c"idgen_segment_metas");
+/// The name index (database, name) → slot: under the LWLock only.
+static INDEX: ShmemHash<SlotKey, IndexEntry> = ShmemHash::new(c"idgen_segment_index");
 static LOCK: NamedLWLock = NamedLWLock::new(c"idgen_segment");
 
 /// The segment cache's share of shared memory. Created at every (re)creation of shared memory,
 /// so a crash restart starts with an empty cache.
 pub(crate) const PART: Part = Part {
     request: || {
+        let size = guc::segment_cache_size();
         SHARED.request();
+        SLOTS.request(size);
+        METAS.request(size);
+        INDEX.request(size);
         LOCK.request();
     },
     attach: || {
-        // SAFETY: SegmentShared is atomics and plain numbers, valid as zero bytes, but for the
-        // condition variable, which is initialized here before any process can use it.
+        let size = guc::segment_cache_size();
+        // SAFETY: SegmentShared, Slot and SlotMeta are atomics and plain numbers, valid as zero
+        // bytes, but for the condition variable, which is initialized here before any process
+        // can use it.
         unsafe {
             SHARED.attach(|fresh| pg_sys::ConditionVariableInit((*fresh).cv.get()));
+            SLOTS.attach(size);
+            METAS.attach(size);
         }
+        INDEX.attach(size);
         LOCK.attach();
     },
 };
@@ -239,7 +338,13 @@ pub(crate) const PART: Part = Part {
 /// Whether the cache exists in this process (false in a process where idgen was not preloaded,
 /// where its hooks still run).
 pub(crate) fn attached() -> bool {
-    SHARED.attached() && LOCK.attached()
+    SHARED.attached() && SLOTS.attached() && LOCK.attached()
+}
+
+/// How many segments the cache holds at once, over all databases (`idgen.segment_cache_size`
+/// at start).
+pub(crate) fn cache_size() -> usize {
+    SLOTS.raw().1
 }
 
 fn shared() -> &'static SegmentShared {
@@ -248,7 +353,28 @@ fn shared() -> &'static SegmentShared {
 
 /// The slot at `index`.
 pub(crate) fn slot(index: usize) -> &'static Slot {
-    &shared().slots[index]
+    &SLOTS.get()[index]
+}
+
+impl Guarded {
+    /// The slot the index gives for `key`, if any.
+    pub(crate) fn indexed(&self, key: &SlotKey) -> Option<usize> {
+        // SAFETY: `&self` is reachable only through `Locked`: the LWLock is held exclusively.
+        unsafe { INDEX.find(key) }.map(|e| e.index)
+    }
+
+    /// Records in the index that `key` is cached in slot `index`; false when the index is full
+    /// (it has room for every slot, so only if an entry leaked).
+    pub(crate) fn index_insert(&mut self, key: SlotKey, index: usize) -> bool {
+        // SAFETY: the LWLock is held exclusively (`&mut self` comes from `Locked`).
+        unsafe { INDEX.insert(&key, IndexEntry { key, index }) }
+    }
+
+    /// Removes `key` from the index.
+    pub(crate) fn index_remove(&mut self, key: &SlotKey) {
+        // SAFETY: the LWLock is held exclusively (`&mut self` comes from `Locked`).
+        unsafe { INDEX.remove(key) }
+    }
 }
 
 /// The LWLock `idgen_segment`, held exclusively, and through it everything it guards; released

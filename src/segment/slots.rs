@@ -1,8 +1,13 @@
 //! The slot table: which segment each slot of the shared cache holds, and every change of a
-//! slot's state under the LWLock (assign, release, freeze for an admin call, thaw, a new step, a
-//! finished refill), plus the rows of `segment_status()`. Drawing from a slot is lock-free
-//! (`session::draw`); everything here runs with the LWLock held ([`Guarded`]'s methods) or
-//! takes it ([`freeze`], [`unfreeze`]).
+//! slot's state under the LWLock (assign, evict, release, freeze for an admin call, thaw, a new
+//! step, a finished refill), plus the rows of `segment_status()`. Drawing from a slot is
+//! lock-free (`session::draw`); everything here runs with the LWLock held ([`Guarded`]'s
+//! methods) or takes it ([`freeze`], [`unfreeze`]).
+//!
+//! The cache is not a limit on segment names (DESIGN.md §2): when every slot is in use, loading
+//! a segment evicts one that was not drawn from since the clock sweep last passed it
+//! (PostgreSQL's buffer replacement, with one usage bit), and its unused numbers are given back
+//! to `idgen_segment` or skipped ([`Evicted`]), never handed out again.
 
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -10,7 +15,10 @@ use pgrx::pg_sys;
 
 use super::buffer::BufferView;
 use super::range::Range;
-use super::shared::{broadcast, lock, slot, Guarded, SlotMeta, MAX_SEGMENTS};
+use super::shared::{
+    broadcast, cache_size, lock, slot, Guarded, NotedFailure, SlotKey, SlotMeta, NOTED_FAILURES,
+};
+use crate::error::Error;
 use crate::failure::{Failure, FixedText};
 
 /// Whether slot `index` holds a segment (its generation is odd).
@@ -21,15 +29,30 @@ fn in_use(index: usize) -> bool {
 impl Guarded {
     /// The slot holding segment `name` of database `db`, if it is cached.
     pub(crate) fn find(&self, db: pg_sys::Oid, name: &str) -> Option<usize> {
-        (0..MAX_SEGMENTS).find(|&i| {
+        self.indexed(&SlotKey::new(db, name)).filter(|&i| {
             let m = &self.metas[i];
             m.db == db && m.name.as_str() == name && in_use(i)
         })
     }
 
-    /// Assigns a free slot to segment `name` of `db`, empty and with a refill wanted.
-    pub(crate) fn assign(&mut self, db: pg_sys::Oid, name: &str, base_step: i64) -> Option<usize> {
-        let index = (0..MAX_SEGMENTS).find(|&i| !in_use(i))?;
+    /// Assigns a slot to segment `name` of `db`, empty and with a refill wanted: a free one, or
+    /// else the one the clock sweep evicts (returned, for its numbers to be given back). 53400
+    /// when every slot is busy (frozen by an admin call or being refilled).
+    pub(crate) fn assign(
+        &mut self,
+        db: pg_sys::Oid,
+        name: &str,
+        base_step: i64,
+    ) -> Result<(usize, Option<Evicted>), Error> {
+        let (index, evicted) = match self.free_slot() {
+            Some(i) => (i, None),
+            None => {
+                let victim = self
+                    .sweep()
+                    .ok_or(Error::SegmentCacheFull { max: cache_size() })?;
+                (victim, Some(self.take_out(victim)))
+            }
+        };
         let s = slot(index);
         s.buffers.clear();
         self.metas[index] = SlotMeta {
@@ -39,8 +62,91 @@ impl Guarded {
             refill_wanted: true,
             ..SlotMeta::default()
         };
+        s.referenced.store(true, SeqCst);
         s.generation.fetch_add(1, SeqCst);
-        Some(index)
+        self.used += 1;
+        if !self.index_insert(SlotKey::new(db, name), index) {
+            // The index has room for every slot: a full one means an entry leaked. The slot
+            // still works; `find` falls back to nothing, so it is freed again.
+            self.release(index);
+            return Err(Error::SegmentCacheFull { max: cache_size() });
+        }
+        Ok((index, evicted))
+    }
+
+    /// A free slot, looked for from the clock hand on, while fewer slots than the cache has
+    /// are in use.
+    fn free_slot(&mut self) -> Option<usize> {
+        let n = cache_size();
+        if self.used >= n {
+            return None;
+        }
+        let start = self.hand;
+        let found = (0..n).map(|k| (start + k) % n).find(|&i| !in_use(i))?;
+        self.hand = (found + 1) % n;
+        Some(found)
+    }
+
+    /// The clock sweep: the next slot from the hand on that may be evicted (in use, not frozen,
+    /// no refill in flight) and was not drawn from since the hand last passed it; clears the
+    /// referenced bit of those it passes. At most two turns: `None` when every slot is busy.
+    fn sweep(&mut self) -> Option<usize> {
+        let n = cache_size();
+        for _ in 0..2 * n {
+            let i = self.hand;
+            self.hand = (i + 1) % n;
+            if !self.evictable(i) {
+                continue;
+            }
+            if !slot(i).referenced.swap(false, SeqCst) {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Whether slot `index` holds a segment that may leave the cache now.
+    fn evictable(&self, index: usize) -> bool {
+        let m = &self.metas[index];
+        in_use(index) && !m.frozen && !m.refill_wanted
+    }
+
+    /// Takes a segment out of the cache: freezes its buffers (draws in flight are thrown away),
+    /// notes the last number taken and the mark of its last refill, and frees the slot.
+    fn take_out(&mut self, index: usize) -> Evicted {
+        let s = slot(index);
+        s.buffers.freeze();
+        let m = self.metas[index];
+        let evicted = Evicted {
+            db: m.db,
+            name: m.name,
+            mark: m.marked.then_some(m.mark),
+            highest_taken: s.buffers.highest_taken(),
+        };
+        self.release(index);
+        evicted
+    }
+
+    /// Takes out of the cache every segment of `db` that may leave it (not frozen, no refill in
+    /// flight) and, unless `all`, was not drawn from since the last call: what an idle
+    /// allocator, or one that is exiting (`all`), gives back.
+    pub(crate) fn take_out_idle(&mut self, db: pg_sys::Oid, all: bool) -> Vec<Evicted> {
+        let mut out = Vec::new();
+        for i in 0..cache_size() {
+            if self.metas[i].db != db || !self.evictable(i) {
+                continue;
+            }
+            if slot(i).referenced.swap(false, SeqCst) && !all {
+                continue;
+            }
+            out.push(self.take_out(i));
+        }
+        out
+    }
+
+    /// Whether any slot holds a segment of `db`.
+    pub(crate) fn caches(&self, db: pg_sys::Oid) -> bool {
+        (0..cache_size()).any(|i| self.metas[i].db == db && in_use(i))
     }
 
     /// Frees a slot: its cached numbers are skipped, never reissued; backends holding its old
@@ -48,15 +154,21 @@ impl Guarded {
     pub(crate) fn release(&mut self, index: usize) {
         let s = slot(index);
         s.buffers.clear();
-        self.metas[index] = SlotMeta::default();
+        let m = self.metas[index];
         if in_use(index) {
+            let key = SlotKey::new(m.db, m.name.as_str());
+            if self.indexed(&key) == Some(index) {
+                self.index_remove(&key);
+            }
             s.generation.fetch_add(1, SeqCst);
+            self.used -= 1;
         }
+        self.metas[index] = SlotMeta::default();
     }
 
     /// Frees every slot of database `db` (its `idgen_segment` or the database is being dropped).
     pub(crate) fn release_database(&mut self, db: pg_sys::Oid) {
-        for i in 0..MAX_SEGMENTS {
+        for i in 0..cache_size() {
             if self.metas[i].db == db {
                 self.release(i);
             }
@@ -66,7 +178,7 @@ impl Guarded {
     /// After `db`'s allocator exited: segments it had frozen mid-change lose their cached
     /// numbers (the change may have committed, so thawing could reissue numbers).
     pub(crate) fn clear_frozen(&mut self, db: pg_sys::Oid) {
-        for i in 0..MAX_SEGMENTS {
+        for i in 0..cache_size() {
             let m = &mut self.metas[i];
             if m.db == db && m.frozen {
                 m.frozen = false;
@@ -93,7 +205,7 @@ impl Guarded {
     /// The next refill for `db`'s allocator: a slot that wants one and is not frozen, with its
     /// generation and a copy of its metadata.
     pub(crate) fn take_refill(&self, db: pg_sys::Oid) -> Option<(usize, u64, SlotMeta)> {
-        let index = (0..MAX_SEGMENTS).find(|&i| {
+        let index = (0..cache_size()).find(|&i| {
             let m = &self.metas[i];
             m.db == db && m.refill_wanted && !m.frozen
         })?;
@@ -126,10 +238,14 @@ impl Guarded {
                     m.last_refill_at = done.at;
                     m.refills += 1;
                     m.failed = false;
+                    // Committed whether installed or not: what idgen_segment holds now.
+                    m.mark = done.range.last;
+                    m.marked = true;
                 }
                 Err((failure, gone)) => {
                     m.failed = true;
-                    m.failure = failure;
+                    let attempts = m.attempts;
+                    self.note_failure(index, generation, attempts, failure);
                     if gone {
                         self.release(index);
                     }
@@ -142,9 +258,38 @@ impl Guarded {
         used
     }
 
+    /// Remembers why refill attempt `attempts` of slot `index` (holding `generation`) failed.
+    fn note_failure(&mut self, index: usize, generation: u64, attempts: u64, failure: Failure) {
+        let at = self.next_failure % NOTED_FAILURES;
+        self.failures[at] = NotedFailure {
+            index,
+            generation,
+            attempts,
+            failure,
+        };
+        self.next_failure = (at + 1) % NOTED_FAILURES;
+    }
+
+    /// Why refill attempt `attempts` of slot `index` (holding `generation`) failed: the noted
+    /// failure, or a general one if so many failed since that it was overwritten.
+    pub(crate) fn failure(&self, index: usize, generation: u64, attempts: u64) -> Failure {
+        self.failures
+            .iter()
+            .find(|f| f.index == index && f.generation == generation && f.attempts == attempts)
+            .map(|f| f.failure)
+            .unwrap_or_else(|| {
+                Failure::new(
+                    "XX000",
+                    "the idgen allocator could not refill the segment",
+                    None,
+                    Some("The server log has the error."),
+                )
+            })
+    }
+
     /// Rows for `segment_status()`: the cached segments of database `db`.
     pub(crate) fn status(&self, db: pg_sys::Oid) -> Vec<CacheStatus> {
-        (0..MAX_SEGMENTS)
+        (0..cache_size())
             .filter(|&i| self.metas[i].db == db && in_use(i))
             .map(|i| {
                 let (current, next) = slot(i).buffers.views();
@@ -160,6 +305,34 @@ impl Guarded {
                 }
             })
             .collect()
+    }
+}
+
+/// A segment taken out of the cache (evicted, idle, or its allocator exiting): what giving its
+/// unused numbers back needs. If `idgen_segment` still holds `mark` (no one moved it since the
+/// slot's last refill), the mark may go down to `highest_taken`: every number above that was
+/// never handed out (the buffers were frozen before it was read, so a draw racing with the
+/// eviction is either counted or thrown away).
+#[derive(Clone, Copy)]
+pub(crate) struct Evicted {
+    /// Database of the segment.
+    pub(crate) db: pg_sys::Oid,
+    /// Segment name.
+    pub(crate) name: FixedText<64>,
+    /// The mark the slot's last refill committed; `None` if it had none.
+    pub(crate) mark: Option<i64>,
+    /// The last number handed out from its ranges (or the one before its current range, if
+    /// none was); `None` if it held no range.
+    pub(crate) highest_taken: Option<i64>,
+}
+
+impl Evicted {
+    /// The give-back this calls for: `(expected mark, new mark)`, when numbers are unused.
+    pub(crate) fn give_back(&self) -> Option<(i64, i64)> {
+        match (self.mark, self.highest_taken) {
+            (Some(mark), Some(highest)) if highest < mark => Some((mark, highest)),
+            _ => None,
+        }
     }
 }
 

@@ -161,6 +161,35 @@ impl From<Unfinished> for Failure {
 /// [`Unfinished::Unconfirmed`]: PostgreSQL ends the commit's wait for synchronous standbys on
 /// either with only a WARNING, so the commit may exist on this server alone.
 pub(crate) fn in_transaction<R>(body: impl FnOnce() -> Result<R, Error>) -> Result<R, Unfinished> {
+    run_transaction(body, true)
+}
+
+/// [`in_transaction`] for a change that is safe whether or not its commit survives or reaches
+/// the standbys (a give-back: lowering a mark is never needed for uniqueness), so its commit is
+/// not checked; a termination request during it is not a failure.
+pub(crate) fn in_unconfirmed_transaction<R>(
+    body: impl FnOnce() -> Result<R, Error>,
+) -> Result<R, Failure> {
+    run_transaction(body, false).map_err(Failure::from)
+}
+
+/// Runs `body` with interrupts held off (`HOLD_INTERRUPTS`): a termination request or a cancel
+/// arriving meanwhile takes effect at the next check after it. Only for short work that cannot
+/// wait on anyone (a `NOWAIT` lock, an asynchronous commit).
+pub(crate) fn with_interrupts_held<R>(body: impl FnOnce() -> R) -> R {
+    // SAFETY: a plain counter of this process (HOLD_INTERRUPTS); PostgreSQL's error recovery
+    // inside `body` (a caught ERROR, a transaction abort) keeps it balanced.
+    unsafe { pg_sys::InterruptHoldoffCount += 1 };
+    let r = body();
+    // SAFETY: restores the count raised above (RESUME_INTERRUPTS).
+    unsafe { pg_sys::InterruptHoldoffCount -= 1 };
+    r
+}
+
+fn run_transaction<R>(
+    body: impl FnOnce() -> Result<R, Error>,
+    confirm: bool,
+) -> Result<R, Unfinished> {
     let mut body = Some(body);
     // SAFETY: the worker is connected to its database (BackgroundWorkerInitializeConnection)
     // and between transactions, where a transaction may start.
@@ -181,6 +210,7 @@ pub(crate) fn in_transaction<R>(body: impl FnOnce() -> Result<R, Error>) -> Resu
             }
         }
         match outcome {
+            Ok(v) if !confirm => Ok(v),
             Ok(v) => match unconfirmed_commit() {
                 None => Ok(v),
                 Some(f) => Err(Unfinished::Unconfirmed(f)),

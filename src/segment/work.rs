@@ -9,9 +9,11 @@ use pgrx::prelude::*;
 
 use super::catalog;
 use super::range::{fenced_range, max_id_for_start, next_step, Fences, NoRange, Nodes, Range};
-use super::shared::{lock, slot, DescriptionChange, Request, RequestKind, SlotMeta, MAX_SEGMENTS};
-use super::slots::{freeze, unfreeze, After, Refilled};
-use super::unit::{in_transaction, reload_now, warn, Unfinished};
+use super::shared::{lock, slot, DescriptionChange, Request, RequestKind, SlotMeta};
+use super::slots::{freeze, unfreeze, After, Evicted, Refilled};
+use super::unit::{
+    in_transaction, in_unconfirmed_transaction, reload_now, warn, with_interrupts_held, Unfinished,
+};
 use crate::error::Error;
 use crate::failure::Failure;
 use crate::guc;
@@ -193,9 +195,45 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
     if let Some(i) = g.find(db, name) {
         return Ok(i as i64);
     }
-    g.assign(db, name, base_step)
-        .map(|i| i as i64)
-        .ok_or_else(|| Failure::from_error(&Error::SegmentCacheFull { max: MAX_SEGMENTS }))
+    let (index, evicted) = g
+        .assign(db, name, base_step)
+        .map_err(|e| Failure::from_error(&e))?;
+    drop(g);
+    // A segment of this database evicted to make room gives its unused numbers back; one of
+    // another database skips them (only that database's allocator may write its table).
+    if let Some(e) = evicted.filter(|e| e.db == db) {
+        give_back(&[e]);
+    }
+    Ok(index as i64)
+}
+
+/// Gives back the unused numbers of segments of this database taken out of the cache (evicted,
+/// idle, or at the allocator's exit): one compare-and-set per segment, each in a transaction of
+/// its own, so that a restart or a reload does not skip them (seed 004's wish). Never needed
+/// for uniqueness, so never waited for: the row lock is taken `NOWAIT`, the commit is
+/// asynchronous (a give-back lost in a crash leaves a gap), and interrupts are held off so that
+/// a termination request (a fast shutdown) lets it finish. Global segments are skipped: their
+/// mark is the registry's. Returns how many segments gave numbers back.
+pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
+    let mut given = 0;
+    for e in evicted {
+        let Some((mark, new_mark)) = e.give_back() else {
+            continue;
+        };
+        let name = e.name.as_str();
+        let done = with_interrupts_held(|| {
+            in_unconfirmed_transaction(|| catalog::give_back(name, mark, new_mark))
+        });
+        match done {
+            Ok(true) => given += 1,
+            Ok(false) => {}
+            Err(f) => warn(&format!(
+                "idgen allocator: the unused numbers of segment \"{name}\" are skipped: {}",
+                f.to_error()
+            )),
+        }
+    }
+    given
 }
 
 /// A name this database does not know may be a global segment of the registry: declared here

@@ -98,7 +98,7 @@ fn settings_are_fixed_at_server_start() {
         &mut client,
         "SELECT name FROM pg_settings WHERE name LIKE 'idgen.%' ORDER BY name",
     );
-    assert_eq!(defined.len(), 21, "{defined:?}");
+    assert_eq!(defined.len(), 22, "{defined:?}");
     for name in &defined {
         assert!(
             ALTER_SYSTEM_REFUSALS.iter().any(|(n, _)| n == name),
@@ -139,6 +139,7 @@ const ALTER_SYSTEM_REFUSALS: &[(&str, &str)] = &[
     ("idgen.segment_node_count", "0"),
     ("idgen.segment_node_index", "-1"),
     ("idgen.segment_worker_idle_timeout", "0"),
+    ("idgen.segment_cache_size", "15"),
     ("idgen.segment_interleave_from", "'12x'"),
     ("idgen.segment_interleave_until", "'99999999999999999999'"),
     ("idgen.worker_id", "'automatic'"),
@@ -196,6 +197,10 @@ const START_REFUSALS: &[(&str, &str)] = &[
     (
         "idgen.segment_worker_idle_timeout = 0",
         "idgen.segment_worker_idle_timeout",
+    ),
+    (
+        "idgen.segment_cache_size = 2000000",
+        "idgen.segment_cache_size",
     ),
     ("idgen.epoch = 'yesterday-ish'", "idgen.epoch"),
     ("idgen.epoch = '2999-01-01 00:00:00+00'", "idgen.epoch"),
