@@ -3,6 +3,7 @@
 #   bash scripts/bench.sh           full run, about 20 minutes on 2 cores
 #   bash scripts/bench.sh --quick   every measurement at a tiny size, in seconds
 #   bash scripts/bench.sh --registry   the registry's scale check (renewals, global ranges)
+#   bash scripts/bench.sh --names      segment_nextval with 1 to 100,000 names (the cache)
 # Installs what is missing, builds and installs the release build, then starts its own server
 # (default durability, idgen preloaded) and prints one table; writes it as Markdown and CSV to
 # target/bench/ of the project. Not a pass/fail test: the test suite runs --quick only to check
@@ -13,9 +14,11 @@ source scripts/setup.sh
 idgen_setup
 idgen_install_release
 cd tests/cluster
-if [ "${1:-}" = --registry ]; then
-    idgen_log "idgen-registry-bench"
-    exec cargo run --release --quiet --bin idgen-registry-bench
-fi
+case "${1:-}" in
+    --registry | --names)
+        idgen_log "idgen-${1#--}-bench"
+        exec cargo run --release --quiet --bin "idgen-${1#--}-bench"
+        ;;
+esac
 idgen_log "idgen-bench $*"
 cargo run --release --quiet --bin idgen-bench -- "$@"
