@@ -99,8 +99,7 @@ fn main() {
     let mut db = large.connect("postgres");
     let constant = {
         db.one::<i64>("SELECT segment_nextval('n1')");
-        let sql =
-            format!("SELECT count(segment_nextval('n1')) FROM generate_series(1, {DRAWS}) g");
+        let sql = format!("SELECT count(segment_nextval('n1')) FROM generate_series(1, {DRAWS}) g");
         best_of(&mut db, &sql, DRAWS) * 1e9 / DRAWS as f64
     };
     for names in [1, 1_000, 10_000, MOST_NAMES] {

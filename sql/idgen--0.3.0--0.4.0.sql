@@ -1,0 +1,242 @@
+-- idgen 0.3.0 -> 0.4.0: adopting existing serial / identity columns (README "Adopting an
+-- existing column"). Also part of every fresh CREATE EXTENSION idgen (src/lib.rs includes this
+-- file), so a fresh install and an upgraded one have the same objects.
+
+\echo Use "ALTER EXTENSION idgen UPDATE TO '0.4.0'" to load this file. \quit
+
+-- Switches a bigint column fed by a sequence (serial, bigserial, an identity column, or any
+-- DEFAULT nextval(...)) to an idgen generator, in the caller's transaction, as pgEdge
+-- snowflake's convert_sequence_to_snowflake does. Returns one row per step: what it does (or,
+-- with dry_run, would do) and the statement that undoes it.
+--
+-- Order: every check first (nothing is changed by a refused call); then the table is locked
+-- ACCESS EXCLUSIVE (concurrent inserts wait for the caller's COMMIT, then use the new default;
+-- none fails); then the floor is read under the lock: the larger of max(column) and the
+-- sequence's last value (a value nextval handed out but not yet inserted is covered). A segment
+-- is created to start above the floor, or moved forward to it (segment_setval); Snowflake ids
+-- need nothing, but the floor must lie below the ids of a clock a day behind. Then the identity
+-- is dropped, or the sequence detached (and dropped with drop_sequence), and the default set.
+--
+-- The segment step is not undone by ROLLBACK (segments are changed by the allocator in
+-- transactions of its own, like nextval); a rerun finds the segment and reuses it.
+--
+-- Errors: 22004 a NULL argument; 22023 an unknown generator, or a segment name with
+-- generator snowflake; 42703 no such column; 42809 not a table, a partition (adopt its
+-- partitioned table), or a generated column; 42804 not bigint (integer: ALTER COLUMN ... TYPE
+-- bigint first); 55000 existing values at or above the Snowflake ids of a clock a day behind;
+-- 42501 the caller does not own the table, or may not create segments (idgen_admin).
+CREATE FUNCTION idgen_adopt_column(
+    table_name regclass,
+    column_name name,
+    generator text DEFAULT 'snowflake',
+    segment text DEFAULT NULL,
+    drop_sequence boolean DEFAULT false,
+    dry_run boolean DEFAULT false)
+RETURNS TABLE (step integer, action text, statement text, undo text)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 10
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    rel       record;
+    col       record;
+    seq       regclass;
+    owned     boolean;
+    seq_last  bigint;
+    floor_id  bigint;
+    has_max   bigint;
+    seg_mark  bigint;
+    new_default text;
+    qualified text;
+    n         integer := 0;
+BEGIN
+    IF table_name IS NULL OR column_name IS NULL OR generator IS NULL
+       OR drop_sequence IS NULL OR dry_run IS NULL THEN
+        RAISE EXCEPTION 'idgen_adopt_column: % must not be NULL',
+            CASE WHEN table_name IS NULL THEN 'table_name'
+                 WHEN column_name IS NULL THEN 'column_name'
+                 WHEN generator IS NULL THEN 'generator'
+                 WHEN drop_sequence IS NULL THEN 'drop_sequence'
+                 ELSE 'dry_run' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF generator NOT IN ('snowflake', 'segment') THEN
+        RAISE EXCEPTION 'idgen_adopt_column: generator must be ''snowflake'' or ''segment'', not %',
+            quote_literal(left(generator, 40))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF generator = 'snowflake' AND segment IS NOT NULL THEN
+        RAISE EXCEPTION 'idgen_adopt_column: segment is only for generator => ''segment'''
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    SELECT c.oid, c.relkind, c.relispartition, c.relowner, c.relname, n.nspname
+      INTO rel
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = table_name;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION 'idgen_adopt_column: % is not a table', table_name
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF rel.relispartition THEN
+        RAISE EXCEPTION 'idgen_adopt_column: % is a partition', table_name
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Adopt the column of its partitioned table: its default applies to every partition.';
+    END IF;
+    SELECT a.attnum, a.atttypid, a.attidentity, a.attgenerated,
+           pg_get_expr(d.adbin, d.adrelid) AS default_expr
+      INTO col
+      FROM pg_attribute a
+      LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+     WHERE a.attrelid = table_name AND a.attname = column_name
+       AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'idgen_adopt_column: column % of % does not exist', quote_ident(column_name), table_name
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF col.attgenerated <> '' THEN
+        RAISE EXCEPTION 'idgen_adopt_column: column % of % is a generated column', quote_ident(column_name), table_name
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF col.atttypid <> 'bigint'::regtype THEN
+        RAISE EXCEPTION 'idgen_adopt_column: column % of % is %, not bigint',
+            quote_ident(column_name), table_name, format_type(col.atttypid, NULL)
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = CASE WHEN col.atttypid IN ('integer'::regtype, 'smallint'::regtype)
+                         THEN format('Widen it first: ALTER TABLE %s ALTER COLUMN %I TYPE bigint;', table_name, column_name)
+                         ELSE 'idgen generates bigint values.' END;
+    END IF;
+    IF NOT pg_has_role(current_user, rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'idgen_adopt_column: must be owner of table %', table_name
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF generator = 'segment'
+       AND NOT has_function_privilege('@extschema@.segment_create(text, bigint, integer, text, text)', 'EXECUTE') THEN
+        RAISE EXCEPTION 'idgen_adopt_column: permission denied to create segments'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'GRANT idgen_admin TO the caller.';
+    END IF;
+    IF generator = 'segment' THEN
+        segment := coalesce(segment, rel.relname || '_' || column_name);
+        IF octet_length(segment) NOT BETWEEN 1 AND 63 THEN
+            RAISE EXCEPTION 'idgen_adopt_column: segment name must be 1 to 63 bytes'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        new_default := format('@extschema@.segment_nextval(%L::text)', segment);
+    ELSE
+        new_default := '@extschema@.snowflake_nextval()';
+    END IF;
+    IF EXISTS (SELECT FROM pg_attrdef ad
+                 JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+                WHERE ad.adrelid = table_name AND ad.adnum = col.attnum
+                  AND d.refclassid = 'pg_proc'::regclass
+                  AND d.refobjid IN ('@extschema@.snowflake_nextval()'::regprocedure,
+                                     '@extschema@.segment_nextval(text)'::regprocedure)) THEN
+        RETURN QUERY SELECT 0, 'nothing to do: the column already draws from idgen'::text,
+                            NULL::text, NULL::text;
+        RETURN;
+    END IF;
+    qualified := format('%I.%I', rel.nspname, rel.relname);
+    -- The sequence feeding the column: owned by it (serial, identity), or named by its default.
+    seq := pg_get_serial_sequence(qualified, column_name)::regclass;
+    owned := seq IS NOT NULL;
+    IF seq IS NULL THEN
+        SELECT d.refobjid::regclass INTO seq
+          FROM pg_attrdef ad
+          JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+          JOIN pg_class s ON s.oid = d.refobjid AND s.relkind = 'S'
+         WHERE ad.adrelid = table_name AND ad.adnum = col.attnum AND d.refclassid = 'pg_class'::regclass
+         LIMIT 1;
+    END IF;
+
+    -- Checks done: from here on the call changes things (unless dry_run).
+    IF NOT dry_run THEN
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', qualified);
+    END IF;
+    n := n + 1;
+    RETURN QUERY SELECT n, 'lock the table; inserts wait for this transaction'::text,
+                        format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', qualified), NULL::text;
+
+    EXECUTE format('SELECT max(%I) FROM %s', column_name, qualified) INTO has_max;
+    floor_id := coalesce(has_max, 0);
+    IF seq IS NOT NULL THEN
+        EXECUTE format('SELECT last_value FROM %s', seq) INTO seq_last;
+        floor_id := greatest(floor_id, seq_last);
+    END IF;
+
+    IF generator = 'snowflake' THEN
+        IF floor_id >= @extschema@.snowflake_compose(clock_timestamp() - interval '1 day') THEN
+            RAISE EXCEPTION 'idgen_adopt_column: % already holds values up to %, which Snowflake ids may reach',
+                qualified || '.' || quote_ident(column_name), floor_id
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Use generator => ''segment'', which starts above them.';
+        END IF;
+        n := n + 1;
+        RETURN QUERY SELECT n, format('Snowflake ids are above every existing value (up to %s)', floor_id),
+                            NULL::text, NULL::text;
+    ELSE
+        SELECT s.max_id INTO seg_mark FROM @extschema@.idgen_segment s WHERE s.name = segment;
+        n := n + 1;
+        IF NOT FOUND THEN
+            IF NOT dry_run THEN
+                PERFORM @extschema@.segment_create(segment, start => floor_id + 1);
+            END IF;
+            RETURN QUERY SELECT n, format('create segment %s starting above %s', quote_literal(segment), floor_id),
+                                format('SELECT @extschema@.segment_create(%L, start => %s)', segment, floor_id + 1),
+                                format('SELECT @extschema@.segment_drop(%L)', segment);
+        ELSIF seg_mark < floor_id THEN
+            IF NOT dry_run THEN
+                PERFORM @extschema@.segment_setval(segment, floor_id);
+            END IF;
+            RETURN QUERY SELECT n, format('move segment %s forward above %s', quote_literal(segment), floor_id),
+                                format('SELECT @extschema@.segment_setval(%L, %s)', segment, floor_id),
+                                NULL::text;
+        ELSE
+            RETURN QUERY SELECT n, format('segment %s is above every existing value already', quote_literal(segment)),
+                                NULL::text, NULL::text;
+        END IF;
+    END IF;
+
+    IF col.attidentity <> '' THEN
+        n := n + 1;
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', qualified, column_name);
+        END IF;
+        RETURN QUERY SELECT n, 'drop the identity (and its sequence)'::text,
+                            format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', qualified, column_name),
+                            format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT, ALTER COLUMN %I ADD GENERATED BY DEFAULT AS IDENTITY; SELECT setval(pg_get_serial_sequence(%L, %L), (SELECT max(%I) FROM %s))',
+                                   qualified, column_name, column_name, qualified, column_name, column_name, qualified);
+    ELSIF owned THEN
+        n := n + 1;
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', seq);
+        END IF;
+        RETURN QUERY SELECT n, 'detach the sequence from the column'::text,
+                            format('ALTER SEQUENCE %s OWNED BY NONE', seq),
+                            format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, qualified, column_name);
+    END IF;
+
+    n := n + 1;
+    IF NOT dry_run THEN
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, new_default);
+    END IF;
+    RETURN QUERY SELECT n, 'draw the column''s values from idgen'::text,
+                        format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, new_default),
+                        CASE WHEN col.attidentity <> '' THEN NULL
+                             WHEN col.default_expr IS NULL THEN format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', qualified, column_name)
+                             WHEN seq IS NULL THEN format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, col.default_expr)
+                             ELSE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s; SELECT setval(%L, (SELECT max(%I) FROM %s))',
+                                         qualified, column_name, col.default_expr, seq, column_name, qualified) END;
+
+    IF owned AND col.attidentity = '' AND drop_sequence THEN
+        n := n + 1;
+        IF NOT dry_run THEN
+            EXECUTE format('DROP SEQUENCE %s', seq);
+        END IF;
+        RETURN QUERY SELECT n, 'drop the detached sequence'::text, format('DROP SEQUENCE %s', seq),
+                            'CREATE SEQUENCE again (its old values are in the column)'::text;
+    END IF;
+END
+$fn$;
+
+COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, boolean) IS
+  'Switches a bigint serial / identity column to snowflake_nextval() or segment_nextval(segment), in the caller''s transaction; returns each step and its undo. dry_run => true changes nothing.';
