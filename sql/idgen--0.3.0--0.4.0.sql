@@ -240,3 +240,23 @@ $fn$;
 
 COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, boolean) IS
   'Switches a bigint serial / identity column to snowflake_nextval() or segment_nextval(segment), in the caller''s transaction; returns each step and its undo. dry_run => true changes nothing.';
+
+-- The registry's side of a give-back (README "Give-back"): a node whose cached range of a
+-- global segment leaves its cache (a clean shutdown, idleness, eviction) lowers the mark to the
+-- last number it handed out, if the mark is still the one its last range set: no node took a
+-- range since. True if it did. A lost answer is harmless: the node has stopped using the range.
+CREATE FUNCTION idgen_registry_segment_give_back(segment text, expected_mark bigint, new_mark bigint)
+RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH given AS (
+    UPDATE @extschema@.idgen_registry_segment r
+       SET max_id = new_mark, updated_at = clock_timestamp()
+     WHERE r.name = segment AND r.max_id = expected_mark AND new_mark < expected_mark
+    RETURNING 1)
+  SELECT EXISTS (SELECT FROM given)
+$$;
+COMMENT ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) IS
+  'Registry: lowers a global segment''s mark to new_mark if it is still expected_mark (a node gives back its unused numbers).';
+REVOKE EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) TO idgen_registry;

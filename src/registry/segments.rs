@@ -89,6 +89,28 @@ pub(crate) fn take(name: &str, step: i64) -> Result<Taken, Error> {
     })
 }
 
+/// How long a give-back may wait for the registry: it runs at a shutdown, which must not wait
+/// on the network (a lost give-back is only a gap).
+const GIVE_BACK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Gives back the unused numbers of global segment `name` (`segment::work::give_back`): the
+/// registry lowers its mark to `new_mark` if it is still `expected_mark`, i.e. no node took a
+/// range since this node's last one. True if it did. Waits at most a second; 08006 when the
+/// registry cannot be reached within it.
+pub(crate) fn give_back(name: &str, expected_mark: i64, new_mark: i64) -> Result<bool, Error> {
+    let row = call_within(
+        c"SELECT idgen_registry_segment_give_back($1, $2::bigint, $3::bigint)",
+        &[
+            Some(name.into()),
+            Some(expected_mark.to_string()),
+            Some(new_mark.to_string()),
+        ],
+        GIVE_BACK_TIMEOUT,
+    )?
+    .ok_or_else(|| malformed("idgen_registry_segment_give_back"))?;
+    Ok(row.first().cloned().flatten().as_deref() == Some("t"))
+}
+
 /// Whether `e` says the registry could not be reached (SQLSTATE class 08): the allocator tries
 /// the refill again later instead of failing its callers at once.
 pub(crate) fn unreachable(f: &Failure) -> bool {
@@ -97,8 +119,17 @@ pub(crate) fn unreachable(f: &Failure) -> bool {
 
 /// Runs `sql` on the registry; the first row, if any. Reconnects when there is no connection.
 fn call(sql: &CStr, params: &[Option<String>]) -> Result<Option<Vec<Option<String>>>, Error> {
+    call_within(sql, params, CALL_TIMEOUT)
+}
+
+/// [`call`], connecting and answering within `timeout`.
+fn call_within(
+    sql: &CStr,
+    params: &[Option<String>],
+    timeout: Duration,
+) -> Result<Option<Vec<Option<String>>>, Error> {
     CONN.with_borrow_mut(|slot| {
-        let deadline = Instant::now() + CALL_TIMEOUT;
+        let deadline = Instant::now() + timeout;
         if slot.is_none() {
             let conninfo = crate::guc::registry_conninfo().unwrap_or_default();
             *slot = Some(conn::connect(&conninfo, deadline, Wait::Interrupts).map_err(lost)?);

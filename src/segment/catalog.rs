@@ -190,37 +190,45 @@ pub(crate) fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
     .map_err(internal)
 }
 
-/// Gives back the unused numbers of local segment `name` (`work::give_back`): if its mark is
-/// still `mark`, lowers it to `new_mark`; true if it did. The row is locked without waiting
-/// (55P03 if someone holds it) and the commit is asynchronous (`synchronous_commit = off` for
-/// this transaction): a give-back is never needed for uniqueness, so nothing waits for it.
-pub(crate) fn give_back(name: &str, mark: i64, new_mark: i64) -> Result<bool, Error> {
+/// Gives back the unused numbers of segment `name` (`work::give_back`): if its mark is still
+/// `mark`, lowers it to `new_mark`; true if it did. The row is locked without waiting (55P03 if
+/// someone holds it) and the commit is asynchronous (`synchronous_commit = off` for this
+/// transaction): a give-back is never needed for uniqueness, so nothing waits for it. A global
+/// segment's mark is the registry's: it is lowered there first (with `registry`; skipped
+/// without), and the local copy follows.
+pub(crate) fn give_back(
+    name: &str,
+    mark: i64,
+    new_mark: i64,
+    registry: bool,
+) -> Result<bool, Error> {
     let table = table()?;
     let (t, scope) = (&table.name, table.scope());
     Spi::run("SET LOCAL synchronous_commit = off").map_err(internal)?;
-    Spi::connect_mut(|client| {
-        let current = client.select(
+    let current = Spi::connect(|client| {
+        let rows = client.select(
             &format!(
-                "SELECT max_id FROM {t} WHERE name OPERATOR(pg_catalog.=) $1 \
-                 AND {scope} OPERATOR(pg_catalog.=) 'local' FOR UPDATE NOWAIT"
+                "SELECT max_id, {scope} OPERATOR(pg_catalog.=) 'global' FROM {t} \
+                 WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE NOWAIT"
             ),
             Some(1),
             &[name.into()],
         )?;
-        if current.is_empty() || current.first().get_one::<i64>()? != Some(mark) {
-            return Ok(false);
+        if rows.is_empty() {
+            return Ok(None);
         }
-        client.update(
-            &format!(
-                "UPDATE {t} SET max_id = $2, updated_at = pg_catalog.now() \
-                 WHERE name OPERATOR(pg_catalog.=) $1"
-            ),
-            None,
-            &[name.into(), new_mark.into()],
-        )?;
-        Ok(true)
+        rows.first().get_two::<i64, bool>().map(Some)
     })
-    .map_err(internal)
+    .map_err(internal)?;
+    let global = match current {
+        Some((Some(m), Some(global))) if m == mark => global,
+        _ => return Ok(false),
+    };
+    if global && !(registry && crate::registry::segments::give_back(name, mark, new_mark)?) {
+        return Ok(false);
+    }
+    set_max_id(name, new_mark)?;
+    Ok(true)
 }
 
 /// Inserts a segment (`global`: its marks are in the registry); false if the name exists.

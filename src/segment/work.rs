@@ -212,21 +212,32 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
 /// its own, so that a restart or a reload does not skip them (seed 004's wish). Never needed
 /// for uniqueness, so never waited for: the row lock is taken `NOWAIT`, the commit is
 /// asynchronous (a give-back lost in a crash leaves a gap), and interrupts are held off so that
-/// a termination request (a fast shutdown) lets it finish. Global segments are skipped: their
-/// mark is the registry's. Returns how many segments gave numbers back.
+/// a termination request (a fast shutdown) lets it finish. A global segment gives back in the
+/// registry (its mark is there), waiting a second at most. Returns how many segments gave
+/// numbers back.
 pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
     let mut given = 0;
+    // After the registry failed to answer once, the other global segments skip it: a shutdown
+    // must not wait a second per segment.
+    let mut registry = crate::registry::segments::configured();
     for e in evicted {
         let Some((mark, new_mark)) = e.give_back() else {
             continue;
         };
         let name = e.name.as_str();
         let done = with_interrupts_held(|| {
-            in_unconfirmed_transaction(|| catalog::give_back(name, mark, new_mark))
+            in_unconfirmed_transaction(|| catalog::give_back(name, mark, new_mark, registry))
         });
         match done {
             Ok(true) => given += 1,
             Ok(false) => {}
+            Err(f) if crate::registry::segments::unreachable(&f) => {
+                registry = false;
+                warn(&format!(
+                    "idgen allocator: the unused numbers of global segment \"{name}\" are skipped: {}",
+                    f.to_error()
+                ))
+            }
             Err(f) => warn(&format!(
                 "idgen allocator: the unused numbers of segment \"{name}\" are skipped: {}",
                 f.to_error()

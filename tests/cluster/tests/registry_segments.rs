@@ -262,3 +262,43 @@ fn a_global_segment_on_a_node_follows_its_rules() {
         "55000"
     );
 }
+
+#[test]
+fn a_global_segment_gives_back_at_a_clean_restart_unless_another_node_drew_since() {
+    let reg = registry("reg_giveback");
+    let a = node(&reg, "giveback_a", &[]);
+    let b = node(&reg, "giveback_b", &[]);
+    let mark = || -> i64 {
+        reg.connect("postgres")
+            .one("SELECT max_id FROM idgen_registry_segment WHERE name = 'g'")
+    };
+    let next = |n: &Cluster| -> i64 { n.connect("postgres").one("SELECT segment_nextval('g')") };
+    a.connect("postgres")
+        .batch_execute("SELECT segment_create('g', scope => 'global')")
+        .unwrap();
+    let drawn: Vec<i64> = idgen_cluster_tests::column(
+        &mut a.connect("postgres"),
+        "SELECT segment_nextval('g') FROM generate_series(1, 3)",
+    );
+    assert_eq!(drawn, [1, 2, 3]);
+    assert_eq!(mark(), 1000, "node a holds the first range");
+
+    // No node took a range since a's: a clean restart gives the unused numbers back.
+    a.stop("fast");
+    assert_eq!(
+        mark(),
+        3,
+        "the registry's mark went back to a's last number"
+    );
+    a.start_server();
+    assert_eq!(next(&a), 4, "no gap after a clean restart");
+
+    // b takes a range after a's: a's give-back finds the mark moved and gives nothing back.
+    let from_b = next(&b);
+    assert!(from_b > 1003, "b's range lies above a's: {from_b}");
+    let moved = mark();
+    a.stop("fast");
+    assert_eq!(mark(), moved, "nothing given back over b's range");
+    a.start_server();
+    assert!(next(&a) > moved, "a's next range lies above b's");
+}
