@@ -127,13 +127,16 @@ impl Guarded {
         evicted
     }
 
-    /// Takes out of the cache every segment of `db` that may leave it (not frozen, no refill in
-    /// flight) and, unless `all`, was not drawn from since the last call: what an idle
-    /// allocator, or one that is exiting (`all`), gives back.
+    /// Takes out of the cache every segment of `db` that, unless `all`, was not drawn from
+    /// since the last call and wants no refill: what an idle allocator, or one that is exiting
+    /// (`all`), gives back. Called by `db`'s allocator between units of work, where no refill or
+    /// admin call of `db` is in flight (only that allocator runs them), so a refill still wanted
+    /// is only a request: an exiting allocator drops it (its callers look the segment up again).
     pub(crate) fn take_out_idle(&mut self, db: pg_sys::Oid, all: bool) -> Vec<Evicted> {
         let mut out = Vec::new();
         for i in 0..cache_size() {
-            if self.metas[i].db != db || !self.evictable(i) {
+            let m = &self.metas[i];
+            if m.db != db || !in_use(i) || m.frozen || (m.refill_wanted && !all) {
                 continue;
             }
             if slot(i).referenced.swap(false, SeqCst) && !all {
