@@ -1,8 +1,28 @@
--- idgen 0.3.0 -> 0.4.0: adopting existing serial / identity columns (README "Adopting an
--- existing column"). Also part of every fresh CREATE EXTENSION idgen (src/lib.rs includes this
+-- idgen 0.3.0 -> 0.4.0: the text form of a Snowflake id, adopting existing serial / identity
+-- columns (README "Adopting an existing column"), and the registry's side of a give-back. Also part of every fresh CREATE EXTENSION idgen (src/lib.rs includes this
 -- file), so a fresh install and an upgraded one have the same objects.
 
 \echo Use "ALTER EXTENSION idgen UPDATE TO '0.4.0'" to load this file. \quit
+
+-- The text form of a Snowflake id (seed 003's serial number). In a fresh install pgrx has
+-- created both already, identically.
+CREATE OR REPLACE FUNCTION "snowflake_format"(
+	"id" bigint,
+	"prefix" TEXT DEFAULT ''
+) RETURNS TEXT
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_format_wrapper';
+CREATE OR REPLACE FUNCTION "snowflake_parse"(
+	"text" TEXT
+) RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_parse_wrapper';
+COMMENT ON FUNCTION snowflake_format(bigint, text) IS
+  'Text form of a Snowflake id: prefix + UTC yyyyMMddHHmmssSSS of its tick + worker id + sequence, fixed width; sorts as the ids do.';
+COMMENT ON FUNCTION snowflake_parse(text) IS
+  'The Snowflake id of a text made by snowflake_format (any prefix).';
 
 -- Switches a bigint column fed by a sequence (serial, bigserial, an identity column, or any
 -- DEFAULT nextval(...)) to an idgen generator, in the caller's transaction, as pgEdge

@@ -56,6 +56,9 @@ pub(crate) enum Error {
     /// infinite (22008).
     #[error("timestamp is out of range for the snowflake layout")]
     TimestampOutOfRange { detail: String },
+    /// A text that is not the text form of a Snowflake id (`snowflake_parse`, 22P02).
+    #[error("invalid text form of a snowflake id: {why}")]
+    InvalidSnowflakeText { why: String },
     /// The wall clock reads before `idgen.epoch` (22008).
     #[error("the system clock is {ms} ms before idgen.epoch")]
     ClockBeforeEpoch { ms: i64 },
@@ -243,6 +246,7 @@ impl Error {
             Error::TimestampOutOfRange { .. } | Error::ClockBeforeEpoch { .. } => {
                 ERRCODE_DATETIME_FIELD_OVERFLOW
             }
+            Error::InvalidSnowflakeText { .. } => ERRCODE_INVALID_TEXT_REPRESENTATION,
             Error::TimeExhausted { .. } | Error::SegmentExhausted { .. } => {
                 ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED
             }

@@ -33,13 +33,7 @@ pgrx::pg_module_magic!();
 
 pgrx::extension_sql_file!("../sql/bootstrap.sql", bootstrap);
 pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
-// The objects of idgen 0.4.0 (idgen_adopt_column): the upgrade script from 0.3.0 is also part of
-// every fresh install, after 0.3.0's, so that both end with the same objects.
-pgrx::extension_sql_file!(
-    "../sql/idgen--0.3.0--0.4.0.sql",
-    name = "adopt",
-    requires = ["registry"]
-);
+
 
 /// Library entry point, run once per process that loads idgen. idgen keeps its generator in
 /// shared memory and its settings are postmaster-level, so it must be loaded by the postmaster

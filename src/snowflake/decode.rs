@@ -5,6 +5,7 @@
 use pgrx::datetime::TimestampWithTimeZone;
 
 use super::layout::{Layout, LayoutError, Parts};
+use super::text::TextError;
 use crate::error::Error;
 use crate::time::{timestamptz_to_unix_ms, unix_ms_to_timestamptz};
 
@@ -56,6 +57,20 @@ impl From<LayoutError> for Error {
                 detail: format!("Tick {tick} is past the last tick {max} of the layout."),
             },
             LayoutError::Invalid(detail) => Error::InvalidLayout { detail },
+        }
+    }
+}
+
+/// Failures of the text form (`snowflake_format`, `snowflake_parse`): 22P02 for a text that is
+/// not one, 22008 for a year `yyyy` cannot show, the layout's own otherwise.
+impl From<TextError> for Error {
+    fn from(e: TextError) -> Self {
+        match e {
+            TextError::Layout(e) => e.into(),
+            TextError::YearOutOfRange(year) => Error::TimestampOutOfRange {
+                detail: format!("Its tick starts in the year {year}, which yyyy cannot show."),
+            },
+            TextError::Malformed(why) => Error::InvalidSnowflakeText { why },
         }
     }
 }

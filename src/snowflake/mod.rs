@@ -15,6 +15,7 @@ pub(crate) mod lease;
 mod reservation;
 mod shared;
 mod status;
+mod text;
 mod watch;
 
 use pgrx::datetime::TimestampWithTimeZone;
@@ -132,11 +133,91 @@ fn snowflake_compose(
     decode::compose(layout(), ts, worker_id.into(), sequence.into()).or_report()
 }
 
+/// The text form of a Snowflake id (seed 003's serial number): `prefix` + the UTC start of its
+/// tick as `yyyyMMddHHmmssSSS` + the worker id + the sequence, zero-padded to the layout's
+/// widths (4 and 4 digits by default), e.g. `ORD2026112208301512300070042`. For one prefix the
+/// texts sort (`COLLATE "C"`) as the ids do; `snowflake_parse` reads the id back. Errors: 22023
+/// a negative id, 22008 a tick after the year 9999.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_format(id: i64, prefix: default!(&str, "''")) -> String {
+    text::format(layout(), id, prefix)
+        .map_err(Error::from)
+        .or_report()
+}
+
+/// The Snowflake id whose text form is `text` (any prefix): the inverse of `snowflake_format`.
+/// Errors: 22P02 a text that is no id's text form (too short, a non-digit among the last 25
+/// characters, a date or time that does not exist, a time inside a tick), 22008 a time before
+/// the epoch or past the layout, 22003 a worker id or sequence out of range.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_parse(text: &str) -> i64 {
+    text::parse(layout(), text).map_err(Error::from).or_report()
+}
+
+// The objects of idgen 0.4.0 (the text form, idgen_adopt_column, the registry's give-back): the
+// upgrade script from 0.3.0 is also part of every fresh install, after 0.3.0's and after pgrx
+// has created the new functions, so that both end with the same objects.
+pgrx::extension_sql_file!(
+    "../../sql/idgen--0.3.0--0.4.0.sql",
+    name = "v0_4_0",
+    requires = ["registry", snowflake_format, snowflake_parse]
+);
+
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {
     use crate::testing::{assert_sqlstate, one_i64};
     use pgrx::prelude::*;
+
+    #[pg_test]
+    fn the_text_form_reads_back_and_sorts_like_the_ids() {
+        let ids: Vec<i64> = Spi::connect(|c| {
+            c.select("SELECT snowflake_nextvals(3)", None, &[])
+                .unwrap()
+                .map(|row| row.get::<i64>(1).unwrap().unwrap())
+                .collect()
+        });
+        let text = |id: i64| {
+            Spi::get_one::<String>(&format!("SELECT snowflake_format({id}, 'INV-')"))
+                .unwrap()
+                .unwrap()
+        };
+        let texts: Vec<String> = ids.iter().map(|&id| text(id)).collect();
+        for (id, t) in ids.iter().zip(&texts) {
+            // INV- + 17 digits of time + 4 of worker (42) + 4 of sequence.
+            assert_eq!(t.len(), 4 + 25, "{t}");
+            assert_eq!(&t[21..25], "0042", "{t}");
+            let back = one_i64(&format!("SELECT snowflake_parse('{t}')"));
+            assert_eq!(back, *id);
+        }
+        assert!(texts.windows(2).all(|w| w[0] < w[1]), "{texts:?}");
+        // The time part is the id's tick start in UTC.
+        let same: bool = Spi::get_one(&format!(
+            "SELECT to_char(snowflake_timestamp({0}) AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSMS')              = substr(snowflake_format({0}), 1, 17)",
+            ids[0]
+        ))
+        .unwrap()
+        .unwrap();
+        assert!(same);
+        assert_eq!(
+            Spi::get_one::<String>("SELECT snowflake_format(NULL)").unwrap(),
+            None
+        );
+        assert_sqlstate("SELECT snowflake_format(-1)", "22023");
+        assert_sqlstate("SELECT snowflake_parse('INV-2026')", "22P02");
+        assert_sqlstate(
+            "SELECT snowflake_parse('2026133108301512300070042')",
+            "22P02",
+        );
+        assert_sqlstate(
+            "SELECT snowflake_parse('2023123123595999900000000')",
+            "22008",
+        );
+        assert_sqlstate(
+            "SELECT snowflake_parse('2026112208301512310240042')",
+            "22003",
+        );
+    }
 
     #[pg_test]
     fn nextval_increases_and_carries_the_worker_id() {

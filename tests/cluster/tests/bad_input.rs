@@ -6,6 +6,10 @@
 //! argument, and leave `idgen_segment`, the segment cache, the Snowflake generator and the
 //! session's currvals exactly as they were (compared after every case).
 //!
+//! Also the text form (`snowflake_format`, `snowflake_parse`: malformed texts, impossible
+//! dates, times before the epoch, worker ids out of range) and `idgen_adopt_column` (NULLs,
+//! unknown generators, missing or non-bigint columns, a sequence for a table).
+//!
 //! The STRICT decoders (`snowflake_decode`, `snowflake_timestamp`, `snowflake_compose`) return
 //! NULL for a NULL argument, as PostgreSQL's own functions do, and an id from the future decodes
 //! to its time (the decoders are IMMUTABLE: they never read the clock); both are pinned too.
@@ -218,6 +222,53 @@ fn matrix(known: &str) -> Vec<Case> {
             "timestamp",
         ));
     }
+    // The text form of a Snowflake id.
+    cases.push(case("SELECT snowflake_format(-1)", "22023", "id"));
+    cases.push(case("SELECT snowflake_format(-1, 'INV')", "22023", "id"));
+    for (text, code, names) in [
+        ("''", "22P02", "text"),
+        ("'INV-2026'", "22P02", "text"),
+        ("'2026112208301512300x70042'", "22P02", "text"),
+        ("'2026133108301512300070042'", "22P02", "month"),
+        ("'2026022908301512300070042'", "22P02", "day"),
+        ("'2026112224000000000070042'", "22P02", "time"),
+        ("'ségment-2026112208301512300070042x'", "22P02", "text"),
+        ("'2023123123595999900000000'", "22008", "timestamp"),
+        ("'2026112208301512310240042'", "22003", "worker_id"),
+    ] {
+        cases.push(case(format!("SELECT snowflake_parse({text})"), code, names));
+    }
+    // Adopting a column (the table bad_adopt is made by the test).
+    for (args, code, names) in [
+        ("NULL, 'id'", "22004", "table_name"),
+        ("'bad_adopt', NULL", "22004", "column_name"),
+        ("'bad_adopt', 'id', generator => NULL", "22004", "generator"),
+        (
+            "'bad_adopt', 'id', generator => 'uuid'",
+            "22023",
+            "generator",
+        ),
+        ("'bad_adopt', 'id', segment => 's'", "22023", "segment"),
+        (
+            "'bad_adopt', 'id', generator => 'segment', segment => ''",
+            "22023",
+            "segment",
+        ),
+        ("'bad_adopt', 'nope'", "42703", "nope"),
+        ("'bad_adopt', 'small'", "42804", "small"),
+        ("'bad_adopt', 'note'", "42804", "note"),
+        (
+            "'bad_adopt_id_seq', 'last_value'",
+            "42809",
+            "bad_adopt_id_seq",
+        ),
+    ] {
+        cases.push(case(
+            format!("SELECT * FROM idgen_adopt_column({args})"),
+            code,
+            names,
+        ));
+    }
     cases
 }
 
@@ -263,7 +314,8 @@ fn every_bad_call_fails_with_its_sqlstate_and_changes_nothing() {
         .batch_execute(&format!(
             "SELECT segment_create({}, step => 10);
              SELECT segment_nextval({0}) FROM generate_series(1, 25);
-             SELECT snowflake_nextval();",
+             SELECT snowflake_nextval();
+             CREATE TABLE bad_adopt (id bigserial PRIMARY KEY, small serial, note text);",
             literal(known)
         ))
         .unwrap();
@@ -286,8 +338,16 @@ fn every_bad_call_fails_with_its_sqlstate_and_changes_nothing() {
         assert_eq!(after, before, "{sql} changed the state");
         before = after;
     }
+    // Every refused adoption left the table as it was.
+    let default: String = client.one(
+        "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'bad_adopt'::regclass AND adnum = 1",
+    );
+    assert_eq!(default, "nextval('bad_adopt_id_seq'::regclass)");
     // STRICT decoders: NULL in, NULL out, as PostgreSQL's own functions.
     for sql in [
+        "SELECT snowflake_format(NULL)",
+        "SELECT snowflake_format(1, NULL)",
+        "SELECT snowflake_parse(NULL)::text",
         "SELECT snowflake_timestamp(NULL)::text",
         "SELECT ts::text FROM snowflake_decode(NULL) d(ts)",
         "SELECT snowflake_compose(NULL)::text",
