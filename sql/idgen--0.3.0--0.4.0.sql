@@ -280,3 +280,259 @@ COMMENT ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) IS
   'Registry: lowers a global segment''s mark to new_mark if it is still expected_mark (a node gives back its unused numbers).';
 REVOKE EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) TO idgen_registry;
+
+-- Business serial numbers (README "Serial numbers"; seed 003, scenario 2): text numbers such as
+-- INV-20261122-000123 from a format, with a counter that restarts every day, month or year in
+-- the serial's time zone. Fast mode: the counter of each period is a segment of this
+-- database ('serial:<name>:<period>', autonomous like nextval: gaps on rollback, never a
+-- duplicate). Gapless mode: the counter is a row of idgen_serial_counter, incremented in the
+-- caller's transaction (rolled back with it: no gaps; writers of one serial wait for each
+-- other's COMMIT).
+
+-- The format's parser and the rendering, in Rust (src/serial). In a fresh install pgrx has
+-- created both already, identically.
+CREATE OR REPLACE FUNCTION "idgen_serial_check"(
+	"format" TEXT,
+	"reset" TEXT
+) RETURNS void
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'idgen_serial_check_wrapper';
+CREATE OR REPLACE FUNCTION "idgen_serial_render"(
+	"name" TEXT,
+	"format" TEXT,
+	"at" timestamp,
+	"seq" bigint
+) RETURNS TEXT
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'idgen_serial_render_wrapper';
+
+CREATE TABLE idgen_serial (
+    name        text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 40),
+    format      text        NOT NULL CHECK (octet_length(format) BETWEEN 1 AND 256),
+    reset       text        NOT NULL CHECK (reset IN ('day', 'month', 'year', 'never')),
+    time_zone   text        NOT NULL,
+    gapless     boolean     NOT NULL,
+    description text        CHECK (octet_length(description) <= 1024),
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+-- The counters of gapless serials, one row per period ('' for reset never).
+CREATE TABLE idgen_serial_counter (
+    serial text   NOT NULL REFERENCES idgen_serial (name) ON DELETE CASCADE,
+    period text   NOT NULL,
+    value  bigint NOT NULL CHECK (value > 0),
+    PRIMARY KEY (serial, period)
+);
+SELECT pg_catalog.pg_extension_config_dump('idgen_serial', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_serial_counter', '');
+REVOKE ALL ON TABLE idgen_serial, idgen_serial_counter FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_serial, idgen_serial_counter TO PUBLIC;
+COMMENT ON TABLE idgen_serial IS
+  'Serial number definitions: format, reset period, time zone, mode. Changed by serial_create/alter/drop.';
+COMMENT ON TABLE idgen_serial_counter IS
+  'Counters of gapless serials, per period: the last number handed out (committed).';
+
+-- Creates a serial. Errors: 22004 a NULL argument; 22023 an invalid format (naming the token),
+-- a format that does not show the period its counter restarts in, an unknown reset or time
+-- zone, a name of 0 or more than 40 bytes; 42710 the serial exists. Transactional.
+CREATE FUNCTION serial_create(
+    name text, format text, reset text DEFAULT 'never', time_zone text DEFAULT 'UTC',
+    gapless boolean DEFAULT false, description text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF name IS NULL OR format IS NULL OR reset IS NULL OR time_zone IS NULL OR gapless IS NULL THEN
+        RAISE EXCEPTION 'serial_create: % must not be null',
+            CASE WHEN name IS NULL THEN 'name' WHEN format IS NULL THEN 'format'
+                 WHEN reset IS NULL THEN 'reset' WHEN time_zone IS NULL THEN 'time_zone'
+                 ELSE 'gapless' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF octet_length(name) NOT BETWEEN 1 AND 40 THEN
+        RAISE EXCEPTION 'serial_create: serial name must be 1 to 40 bytes, not %', octet_length(name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM @extschema@.idgen_serial_check(format, reset);
+    PERFORM now() AT TIME ZONE time_zone; -- 22023 'time zone "..." not recognized'
+    IF EXISTS (SELECT FROM @extschema@.idgen_serial s WHERE s.name = serial_create.name) THEN
+        RAISE EXCEPTION 'serial_create: serial % already exists', quote_literal(name)
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    INSERT INTO @extschema@.idgen_serial (name, format, reset, time_zone, gapless, description)
+    VALUES (name, format, reset, time_zone, gapless, description);
+END
+$fn$;
+
+-- Changes a serial's format (checked as at creation: widen {seq:06} to {seq:07}, say) and
+-- description (NULL keeps either; '' clears the description). The reset, time zone and mode
+-- stay: changing them would restart or repeat counters. Errors: 42704 no such serial, 22023 an
+-- invalid format.
+CREATE FUNCTION serial_alter(name text, format text DEFAULT NULL, description text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    s @extschema@.idgen_serial;
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'serial_alter: name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO s FROM @extschema@.idgen_serial x WHERE x.name = serial_alter.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'serial_alter: serial % does not exist', quote_literal(left(name, 40))
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF format IS NOT NULL THEN
+        PERFORM @extschema@.idgen_serial_check(format, s.reset);
+    END IF;
+    UPDATE @extschema@.idgen_serial x
+       SET format = coalesce(serial_alter.format, x.format),
+           description = CASE WHEN serial_alter.description IS NULL THEN x.description
+                              ELSE nullif(serial_alter.description, '') END,
+           updated_at = now()
+     WHERE x.name = serial_alter.name;
+END
+$fn$;
+
+-- Drops a serial, its gapless counters and its fast-mode counter segments. Errors: 42704 no
+-- such serial. The segments go at once (not undone by ROLLBACK); the rest is transactional.
+CREATE FUNCTION serial_drop(name text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    seg text;
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'serial_drop: name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    DELETE FROM @extschema@.idgen_serial x WHERE x.name = serial_drop.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'serial_drop: serial % does not exist', quote_literal(left(name, 40))
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    FOR seg IN SELECT g.name FROM @extschema@.idgen_segment g
+                WHERE left(g.name, octet_length('serial:' || serial_drop.name || ':'))
+                      = 'serial:' || serial_drop.name || ':' LOOP
+        PERFORM @extschema@.segment_drop(seg);
+    END LOOP;
+END
+$fn$;
+
+-- The next number of a serial, as text. The period is decided by the local time of the draw
+-- (clock_timestamp()) in the serial's time zone: a draw at 23:59:59.999 belongs to that day,
+-- one at 00:00:00.000 to the next. Fast mode: one counter segment per period, created at the
+-- period's first draw (the one before it is kept for draws straddling the boundary; older ones
+-- are dropped); gapless mode: the period's row of idgen_serial_counter, incremented in the
+-- caller's transaction. Errors: 22004 NULL; 42704 no such serial; 22003 the counter outgrew
+-- its {seq:0N} in this period (never a truncated or repeated number); 25006 in a read-only
+-- transaction or on a standby.
+CREATE FUNCTION serial_nextval(name text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    s      @extschema@.idgen_serial;
+    local  timestamp;
+    period text;
+    seg    text;
+    seq    bigint;
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'serial_nextval: name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO s FROM @extschema@.idgen_serial x WHERE x.name = serial_nextval.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'serial_nextval: serial % does not exist', quote_literal(left(name, 40))
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Create it with serial_create(name, format, reset => ...).';
+    END IF;
+    local := clock_timestamp() AT TIME ZONE s.time_zone;
+    period := CASE s.reset WHEN 'day' THEN to_char(local, 'YYYYMMDD')
+                           WHEN 'month' THEN to_char(local, 'YYYYMM')
+                           WHEN 'year' THEN to_char(local, 'YYYY') ELSE '' END;
+    IF s.gapless THEN
+        INSERT INTO @extschema@.idgen_serial_counter AS c (serial, period, value)
+        VALUES (s.name, period, 1)
+        ON CONFLICT ON CONSTRAINT idgen_serial_counter_pkey DO UPDATE SET value = c.value + 1
+        RETURNING c.value INTO seq;
+    ELSE
+        seg := 'serial:' || s.name || ':' || period;
+        IF NOT EXISTS (SELECT FROM @extschema@.idgen_segment g WHERE g.name = seg) THEN
+            BEGIN
+                PERFORM @extschema@.segment_create(seg, start => 1, step => 100,
+                    description => format('counter of serial %L, period %L', s.name, period));
+            EXCEPTION WHEN duplicate_object THEN
+                NULL; -- another session created it first
+            END;
+            -- Keep the newest earlier period (draws straddling the boundary), drop the rest.
+            PERFORM @extschema@.segment_drop(old.name)
+               FROM (SELECT g.name FROM @extschema@.idgen_segment g
+                      WHERE left(g.name, octet_length('serial:' || s.name || ':')) = 'serial:' || s.name || ':'
+                        AND g.name < seg
+                      ORDER BY g.name DESC OFFSET 1) old;
+        END IF;
+        seq := @extschema@.segment_nextval(seg);
+    END IF;
+    RETURN @extschema@.idgen_serial_render(s.name, s.format, local, seq);
+END
+$fn$;
+
+CREATE VIEW idgen_serials AS
+SELECT s.name, s.format, s.reset, s.time_zone, s.gapless, s.description,
+       CASE s.reset WHEN 'day' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMMDD')
+                    WHEN 'month' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMM')
+                    WHEN 'year' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYY')
+                    ELSE '' END AS current_period,
+       CASE WHEN s.gapless THEN
+                (SELECT c.value FROM idgen_serial_counter c
+                  WHERE c.serial = s.name AND c.period = CASE s.reset
+                        WHEN 'day' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMMDD')
+                        WHEN 'month' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMM')
+                        WHEN 'year' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYY')
+                        ELSE '' END)
+            ELSE
+                (SELECT g.max_id FROM idgen_segment g
+                  WHERE g.name = 'serial:' || s.name || ':' || CASE s.reset
+                        WHEN 'day' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMMDD')
+                        WHEN 'month' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMM')
+                        WHEN 'year' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYY')
+                        ELSE '' END)
+       END AS current_mark,
+       s.created_at, s.updated_at
+  FROM idgen_serial s;
+GRANT SELECT ON idgen_serials TO PUBLIC;
+COMMENT ON VIEW idgen_serials IS
+  'Each serial with its current period and, per mode, the last number committed (gapless) or the high-water mark of the period''s counter segment (fast).';
+
+REVOKE EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION serial_alter(text, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION serial_drop(text) FROM PUBLIC;
+DO $$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_admin') THEN
+    GRANT EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text) TO idgen_admin;
+    GRANT EXECUTE ON FUNCTION serial_alter(text, text, text) TO idgen_admin;
+    GRANT EXECUTE ON FUNCTION serial_drop(text) TO idgen_admin;
+  END IF;
+END
+$$;
+COMMENT ON FUNCTION serial_create(text, text, text, text, boolean, text) IS
+  'Creates a serial number: format like ''INV-{YYYY}{MM}{DD}-{seq:06}'', counter reset every day, month, year or never in time_zone; gapless => true counts in the caller''s transaction.';
+COMMENT ON FUNCTION serial_alter(text, text, text) IS
+  'Changes a serial''s format (e.g. a wider {seq:0N}) and description.';
+COMMENT ON FUNCTION serial_drop(text) IS
+  'Drops a serial, its counters and its counter segments.';
+COMMENT ON FUNCTION serial_nextval(text) IS
+  'Next number of a serial, as text, in the period of the draw''s local time.';
+COMMENT ON FUNCTION idgen_serial_check(text, text) IS
+  'Internal: checks a serial format for a reset period (22023 naming the token).';
+COMMENT ON FUNCTION idgen_serial_render(text, text, timestamp, bigint) IS
+  'Internal: the text of a serial''s counter value at a local time.';

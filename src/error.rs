@@ -56,6 +56,15 @@ pub(crate) enum Error {
     /// infinite (22008).
     #[error("timestamp is out of range for the snowflake layout")]
     TimestampOutOfRange { detail: String },
+    /// A serial number format or reset that is refused (22023), naming the token.
+    #[error("invalid serial format: {why}")]
+    InvalidSerialFormat { why: String },
+    /// A serial's counter outgrew the padding of its `{seq:0N}` token in this period (22003).
+    #[error("serial \"{name}\" has used all {max} numbers its format shows in this period")]
+    SerialExhausted { name: String, max: i64 },
+    /// A format with `{worker}` on a server without a fitting worker id (55000).
+    #[error("serial format shows {{worker}}, and this server's worker id cannot fill it")]
+    SerialWorker { detail: String },
     /// A text that is not the text form of a Snowflake id (`snowflake_parse`, 22P02).
     #[error("invalid text form of a snowflake id: {why}")]
     InvalidSnowflakeText { why: String },
@@ -247,6 +256,9 @@ impl Error {
                 ERRCODE_DATETIME_FIELD_OVERFLOW
             }
             Error::InvalidSnowflakeText { .. } => ERRCODE_INVALID_TEXT_REPRESENTATION,
+            Error::InvalidSerialFormat { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            Error::SerialExhausted { .. } => ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            Error::SerialWorker { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             Error::TimeExhausted { .. } | Error::SegmentExhausted { .. } => {
                 ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED
             }
@@ -284,6 +296,7 @@ impl Error {
             Error::WorkerOutOfRange { max, .. } => Some(format!("The layout allows worker ids 0 to {max}.")),
             Error::SequenceOutOfRange { max, .. } => Some(format!("The layout allows sequences 0 to {max}.")),
             Error::TimestampOutOfRange { detail }
+            | Error::SerialWorker { detail }
             | Error::TimeExhausted { detail }
             | Error::InvalidLayout { detail }
             | Error::InvalidSetting { detail, .. } => Some(detail.clone()),
@@ -353,6 +366,10 @@ impl Error {
     /// The HINT line, where the fix is known.
     pub(crate) fn hint(&self) -> Option<String> {
         match self {
+            Error::SerialExhausted { .. } => Some(
+                "Widen the counter of the format (serial_alter(name, format => ...) with a wider {seq:0N}), or wait for the next period."
+                    .into(),
+            ),
             Error::NotPreloaded { line } => Some(format!("Add {line} to postgresql.conf and restart the server.")),
             Error::InvalidSetting { name, .. } => {
                 Some(format!("Correct {name} in postgresql.conf (or postgresql.auto.conf) and start the server again."))

@@ -22,6 +22,7 @@ mod lwlock;
 mod recovery;
 mod registry;
 mod segment;
+mod serial;
 mod shmem;
 mod snowflake;
 mod time;
@@ -33,7 +34,6 @@ pgrx::pg_module_magic!();
 
 pgrx::extension_sql_file!("../sql/bootstrap.sql", bootstrap);
 pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
-
 
 /// Library entry point, run once per process that loads idgen. idgen keeps its generator in
 /// shared memory and its settings are postmaster-level, so it must be loaded by the postmaster

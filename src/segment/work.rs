@@ -32,6 +32,10 @@ pub(crate) enum Work {
     },
 }
 
+/// Names of the segments that count a serial's numbers (`serial:<name>:<period>`, made by
+/// `serial_nextval`): their step stays fixed.
+const SERIAL_COUNTER_PREFIX: &str = "serial:";
+
 /// The interleave now in force: `idgen.segment_node_count` and `idgen.segment_node_index`.
 ///
 /// Errors: 22023 when the index is not below the count (checked at start too; a reload can
@@ -138,8 +142,10 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
             return refill_global(name, dynamic(row.step));
         }
         // Interleaved servers take one own block of the segment's step per refill: blocks must
-        // be the same size on every server, so the dynamic step does not apply.
-        let step = if nodes.interleaved() {
+        // be the same size on every server, so the dynamic step does not apply. Nor to a
+        // serial's counter: a crash skips up to two ranges, which must stay small next to the
+        // numbers its {seq:0N} can show in a period.
+        let step = if nodes.interleaved() || name.starts_with(SERIAL_COUNTER_PREFIX) {
             row.step
         } else {
             dynamic(row.step)

@@ -133,6 +133,12 @@ fn snowflake_compose(
     decode::compose(layout(), ts, worker_id.into(), sequence.into()).or_report()
 }
 
+/// This server's worker id (`idgen.worker_id`, or the registry's grant), for the `{worker}`
+/// token of serial numbers. Errors: 55000 while it is unset or not yet granted.
+pub(crate) fn worker_id() -> Result<u64, Error> {
+    shared::worker_id()
+}
+
 /// The text form of a Snowflake id (seed 003's serial number): `prefix` + the UTC start of its
 /// tick as `yyyyMMddHHmmssSSS` + the worker id + the sequence, zero-padded to the layout's
 /// widths (4 and 4 digits by default), e.g. `ORD2026112208301512300070042`. For one prefix the
@@ -153,15 +159,6 @@ fn snowflake_format(id: i64, prefix: default!(&str, "''")) -> String {
 fn snowflake_parse(text: &str) -> i64 {
     text::parse(layout(), text).map_err(Error::from).or_report()
 }
-
-// The objects of idgen 0.4.0 (the text form, idgen_adopt_column, the registry's give-back): the
-// upgrade script from 0.3.0 is also part of every fresh install, after 0.3.0's and after pgrx
-// has created the new functions, so that both end with the same objects.
-pgrx::extension_sql_file!(
-    "../../sql/idgen--0.3.0--0.4.0.sql",
-    name = "v0_4_0",
-    requires = ["registry", snowflake_format, snowflake_parse]
-);
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]

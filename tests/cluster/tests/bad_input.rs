@@ -8,7 +8,9 @@
 //!
 //! Also the text form (`snowflake_format`, `snowflake_parse`: malformed texts, impossible
 //! dates, times before the epoch, worker ids out of range) and `idgen_adopt_column` (NULLs,
-//! unknown generators, missing or non-bigint columns, a sequence for a table).
+//! unknown generators, missing or non-bigint columns, a sequence for a table) and the serial
+//! functions (NULLs, bad formats naming the token, unknown resets and time zones, unknown and
+//! existing serials).
 //!
 //! The STRICT decoders (`snowflake_decode`, `snowflake_timestamp`, `snowflake_compose`) return
 //! NULL for a NULL argument, as PostgreSQL's own functions do, and an id from the future decodes
@@ -269,6 +271,73 @@ fn matrix(known: &str) -> Vec<Case> {
             names,
         ));
     }
+    // Serial numbers (the serial 'known_serial' exists and has handed out numbers).
+    for (sql, code, names) in [
+        ("serial_create(NULL, 'X{seq}')", "22004", "name"),
+        ("serial_create('x', NULL)", "22004", "format"),
+        (
+            "serial_create('x', 'X{seq}', reset => NULL)",
+            "22004",
+            "reset",
+        ),
+        (
+            "serial_create('x', 'X{seq}', time_zone => NULL)",
+            "22004",
+            "time_zone",
+        ),
+        (
+            "serial_create('x', 'X{seq}', gapless => NULL)",
+            "22004",
+            "gapless",
+        ),
+        ("serial_create('', 'X{seq}')", "22023", "name"),
+        ("serial_create(repeat('n', 41), 'X{seq}')", "22023", "name"),
+        ("serial_create('x', 'X{YYYYY}{seq}')", "22023", "{YYYYY}"),
+        ("serial_create('x', 'X{seq}{seq}')", "22023", "{seq}"),
+        ("serial_create('x', 'X{seq:0}')", "22023", "{seq:0}"),
+        (
+            "serial_create('x', 'X{YYYY}{seq}', reset => 'month')",
+            "22023",
+            "{MM}",
+        ),
+        (
+            "serial_create('x', 'X{seq}', reset => 'hourly')",
+            "22023",
+            "hourly",
+        ),
+        (
+            "serial_create('x', 'X{seq}', time_zone => 'Mars/Olympus')",
+            "22023",
+            "Mars/Olympus",
+        ),
+        ("serial_create('x', repeat('{seq}', 60))", "22023", "format"),
+        (
+            "serial_create('known_serial', 'X{seq}')",
+            "42710",
+            "known_serial",
+        ),
+        ("serial_nextval(NULL)", "22004", "name"),
+        (
+            "serial_nextval('unknown_serial')",
+            "42704",
+            "unknown_serial",
+        ),
+        ("serial_alter(NULL)", "22004", "name"),
+        (
+            "serial_alter('unknown_serial', format => 'X{seq}')",
+            "42704",
+            "unknown_serial",
+        ),
+        (
+            "serial_alter('known_serial', format => 'X{seq')",
+            "22023",
+            "unclosed",
+        ),
+        ("serial_drop(NULL)", "22004", "name"),
+        ("serial_drop('unknown_serial')", "42704", "unknown_serial"),
+    ] {
+        cases.push(case(format!("SELECT {sql}"), code, names));
+    }
     cases
 }
 
@@ -278,6 +347,7 @@ fn state(client: &mut Client, known: &str) -> String {
     client.one_with("SELECT (SELECT pg_catalog.json_agg(s ORDER BY s.name)::text FROM idgen_segment s)
                  || ' | ' || (SELECT pg_catalog.json_agg(c ORDER BY c.name)::text FROM segment_status() c)
                  || ' | ' || (SELECT last_id::text FROM snowflake_status())
+                 || ' | ' || (SELECT pg_catalog.json_agg(s ORDER BY s.name)::text FROM idgen_serial s)
                  || ' | ' || snowflake_currval()::text
                  || ' | ' || segment_currval($1)::text", &[&known])
 }
@@ -315,7 +385,9 @@ fn every_bad_call_fails_with_its_sqlstate_and_changes_nothing() {
             "SELECT segment_create({}, step => 10);
              SELECT segment_nextval({0}) FROM generate_series(1, 25);
              SELECT snowflake_nextval();
-             CREATE TABLE bad_adopt (id bigserial PRIMARY KEY, small serial, note text);",
+             CREATE TABLE bad_adopt (id bigserial PRIMARY KEY, small serial, note text);
+             SELECT serial_create('known_serial', 'K{{seq:04}}');
+             SELECT serial_nextval('known_serial');",
             literal(known)
         ))
         .unwrap();
@@ -368,7 +440,7 @@ fn every_bad_call_fails_with_its_sqlstate_and_changes_nothing() {
     );
     assert!(future);
     // The table the would-be injection names is still there, with its one row.
-    let rows: i64 = client.one("SELECT count(*) FROM idgen_segment");
+    let rows: i64 = client.one("SELECT count(*) FROM idgen_segment WHERE name NOT LIKE 'serial:%'");
     assert_eq!(rows, 1);
     eprintln!("{} bad calls, none changed the state", cases.len());
 }

@@ -1,0 +1,471 @@
+//! The format of a business serial number (seed 003, scenario 2: business code + date and time +
+//! counter), e.g. `INV-{YYYY}{MM}{DD}-{seq:06}` → `INV-20261122-000123`. Pure: no pgrx; covered
+//! by `#[test]`s and proptest.
+//!
+//! Literal text plus tokens in braces: `{YYYY}` `{YY}` `{MM}` `{DD}` `{HH24}` `{MI}` `{SS}`
+//! `{MS}` (PostgreSQL `to_char`'s names, of the draw's local time), `{seq}` or `{seq:0N}` (the
+//! counter, zero-padded to N digits, 1 ≤ N ≤ 18), `{worker}` or `{worker:0N}` (this server's
+//! worker id, 4 digits by default); `{{` and `}}` are literal braces. Exactly one counter.
+
+/// Longest format, in bytes.
+pub(crate) const MAX_FORMAT_BYTES: usize = 256;
+
+/// Digits of `{worker}` without a width: the default layout's largest worker id, 1023.
+const WORKER_DIGITS: usize = 4;
+
+/// One piece of a format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Literal(String),
+    Year4,
+    Year2,
+    Month,
+    Day,
+    Hour,
+    Minute,
+    Second,
+    Milli,
+    /// The counter, zero-padded to the width if any.
+    Seq(Option<usize>),
+    /// The worker id, zero-padded to the width.
+    Worker(usize),
+}
+
+/// When a serial's counter starts again at 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reset {
+    Day,
+    Month,
+    Year,
+    Never,
+}
+
+impl Reset {
+    /// `'day'`, `'month'`, `'year'` or `'never'`.
+    pub(crate) fn parse(text: &str) -> Option<Reset> {
+        match text {
+            "day" => Some(Reset::Day),
+            "month" => Some(Reset::Month),
+            "year" => Some(Reset::Year),
+            "never" => Some(Reset::Never),
+            _ => None,
+        }
+    }
+}
+
+/// A parsed format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Format {
+    pieces: Vec<Piece>,
+}
+
+/// The local time of a draw, in the serial's time zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LocalTime {
+    pub(crate) year: i32,
+    pub(crate) month: u8,
+    pub(crate) day: u8,
+    pub(crate) hour: u8,
+    pub(crate) minute: u8,
+    pub(crate) second: u8,
+    pub(crate) milli: u16,
+}
+
+/// Why a format is refused (SQLSTATE 22023), naming the offending token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FormatError {
+    TooLong(usize),
+    UnknownToken {
+        token: String,
+        at: usize,
+    },
+    Unclosed {
+        at: usize,
+    },
+    StrayBrace {
+        at: usize,
+    },
+    BadWidth {
+        token: String,
+        at: usize,
+    },
+    NoCounter,
+    TwoCounters {
+        at: usize,
+    },
+    /// A counter that restarts each period needs the period in the text.
+    MissingPeriod {
+        reset: &'static str,
+        token: &'static str,
+    },
+}
+
+impl std::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormatError::TooLong(n) => {
+                write!(f, "format is {n} bytes, more than {MAX_FORMAT_BYTES}")
+            }
+            FormatError::UnknownToken { token, at } => {
+                write!(f, "unknown token \"{token}\" at byte {at}")
+            }
+            FormatError::Unclosed { at } => write!(f, "unclosed \"{{\" at byte {at}"),
+            FormatError::StrayBrace { at } => {
+                write!(f, "stray \"}}\" at byte {at} (write \"}}}}\" for a brace)")
+            }
+            FormatError::BadWidth { token, at } => {
+                write!(f, "bad width in token \"{token}\" at byte {at} (write {{seq:06}}: a 0 and 1 to 18 digits)")
+            }
+            FormatError::NoCounter => write!(f, "format has no {{seq}} token"),
+            FormatError::TwoCounters { at } => write!(f, "second {{seq}} token at byte {at}"),
+            FormatError::MissingPeriod { reset, token } => {
+                write!(
+                    f,
+                    "format lacks the {token} token that a counter reset every {reset} needs"
+                )
+            }
+        }
+    }
+}
+
+/// Why a number cannot be rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RenderError {
+    /// The counter has outgrown its padding (the 1,000,000th number of `{seq:06}`): an error,
+    /// never a truncation or a silent widening.
+    SeqOverflow { max: i64 },
+    /// The worker id does not fit its padding, or there is none.
+    Worker { worker: Option<u32>, width: usize },
+    /// The year does not fit `{YYYY}`.
+    Year(i32),
+}
+
+/// `{name}` or `{name:0N}`: the name and the width.
+fn split_width(inner: &str) -> Option<(&str, Option<&str>)> {
+    match inner.split_once(':') {
+        Some((name, width)) => Some((name, Some(width))),
+        None => Some((inner, None)),
+    }
+}
+
+/// `0N` with 1 ≤ N ≤ 18.
+fn width(text: &str) -> Option<usize> {
+    let digits = text.strip_prefix('0')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 2 {
+        return None;
+    }
+    let n: usize = digits.parse().ok()?;
+    (1..=18).contains(&n).then_some(n)
+}
+
+impl Format {
+    /// Parses `text`. Errors name the offending token and its byte position.
+    pub(crate) fn parse(text: &str) -> Result<Format, FormatError> {
+        if text.len() > MAX_FORMAT_BYTES {
+            return Err(FormatError::TooLong(text.len()));
+        }
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut counters = 0;
+        let mut rest = text.char_indices().peekable();
+        while let Some((at, c)) = rest.next() {
+            match c {
+                '{' if rest.peek().map(|&(_, n)| n) == Some('{') => {
+                    rest.next();
+                    literal.push('{');
+                }
+                '}' if rest.peek().map(|&(_, n)| n) == Some('}') => {
+                    rest.next();
+                    literal.push('}');
+                }
+                '}' => return Err(FormatError::StrayBrace { at }),
+                '{' => {
+                    let close = text[at..].find('}').ok_or(FormatError::Unclosed { at })? + at;
+                    let token = &text[at..=close];
+                    let inner = &text[at + 1..close];
+                    while rest.peek().is_some_and(|&(i, _)| i <= close) {
+                        rest.next();
+                    }
+                    let unknown = || FormatError::UnknownToken {
+                        token: token.into(),
+                        at,
+                    };
+                    let bad_width = || FormatError::BadWidth {
+                        token: token.into(),
+                        at,
+                    };
+                    let (name, w) = split_width(inner).ok_or_else(unknown)?;
+                    let piece = match (name, w) {
+                        ("YYYY", None) => Piece::Year4,
+                        ("YY", None) => Piece::Year2,
+                        ("MM", None) => Piece::Month,
+                        ("DD", None) => Piece::Day,
+                        ("HH24", None) => Piece::Hour,
+                        ("MI", None) => Piece::Minute,
+                        ("SS", None) => Piece::Second,
+                        ("MS", None) => Piece::Milli,
+                        ("seq", w) => {
+                            counters += 1;
+                            if counters > 1 {
+                                return Err(FormatError::TwoCounters { at });
+                            }
+                            Piece::Seq(w.map(|w| width(w).ok_or_else(bad_width)).transpose()?)
+                        }
+                        ("worker", w) => Piece::Worker(
+                            w.map(|w| width(w).ok_or_else(bad_width))
+                                .transpose()?
+                                .unwrap_or(WORKER_DIGITS),
+                        ),
+                        _ => return Err(unknown()),
+                    };
+                    if !literal.is_empty() {
+                        pieces.push(Piece::Literal(std::mem::take(&mut literal)));
+                    }
+                    pieces.push(piece);
+                }
+                c => literal.push(c),
+            }
+        }
+        if !literal.is_empty() {
+            pieces.push(Piece::Literal(literal));
+        }
+        if counters == 0 {
+            return Err(FormatError::NoCounter);
+        }
+        Ok(Format { pieces })
+    }
+
+    /// Checks that a counter restarting on `reset` cannot repeat a text: the text shows the
+    /// period (a year, and the month, and the day, as the reset needs). `{YY}` counts as a year
+    /// (its texts repeat after a century).
+    pub(crate) fn check_reset(&self, reset: Reset) -> Result<(), FormatError> {
+        let has = |p: &Piece| self.pieces.contains(p);
+        let year = has(&Piece::Year4) || has(&Piece::Year2);
+        let (name, needs): (&'static str, &[(bool, &'static str)]) = match reset {
+            Reset::Never => return Ok(()),
+            Reset::Year => ("year", &[(year, "{YYYY}")]),
+            Reset::Month => ("month", &[(year, "{YYYY}"), (has(&Piece::Month), "{MM}")]),
+            Reset::Day => (
+                "day",
+                &[
+                    (year, "{YYYY}"),
+                    (has(&Piece::Month), "{MM}"),
+                    (has(&Piece::Day), "{DD}"),
+                ],
+            ),
+        };
+        match needs.iter().find(|(present, _)| !present) {
+            Some(&(_, token)) => Err(FormatError::MissingPeriod { reset: name, token }),
+            None => Ok(()),
+        }
+    }
+
+    /// The largest counter the padding shows (`10^N - 1` for `{seq:0N}`), `None` unpadded.
+    pub(crate) fn max_seq(&self) -> Option<i64> {
+        self.pieces.iter().find_map(|p| match p {
+            Piece::Seq(Some(n)) => Some(10i64.pow(*n as u32) - 1),
+            _ => None,
+        })
+    }
+
+    /// Whether the format shows the worker id.
+    pub(crate) fn uses_worker(&self) -> bool {
+        self.pieces.iter().any(|p| matches!(p, Piece::Worker(_)))
+    }
+
+    /// The text of counter value `seq` (≥ 1) drawn at local time `t` by worker `worker`.
+    pub(crate) fn render(
+        &self,
+        t: &LocalTime,
+        seq: i64,
+        worker: Option<u32>,
+    ) -> Result<String, RenderError> {
+        if let Some(max) = self.max_seq() {
+            if seq > max {
+                return Err(RenderError::SeqOverflow { max });
+            }
+        }
+        let mut out = String::new();
+        for p in &self.pieces {
+            match p {
+                Piece::Literal(l) => out.push_str(l),
+                Piece::Year4 if (0..=9999).contains(&t.year) => {
+                    out.push_str(&format!("{:04}", t.year))
+                }
+                Piece::Year4 => return Err(RenderError::Year(t.year)),
+                Piece::Year2 => out.push_str(&format!("{:02}", t.year.rem_euclid(100))),
+                Piece::Month => out.push_str(&format!("{:02}", t.month)),
+                Piece::Day => out.push_str(&format!("{:02}", t.day)),
+                Piece::Hour => out.push_str(&format!("{:02}", t.hour)),
+                Piece::Minute => out.push_str(&format!("{:02}", t.minute)),
+                Piece::Second => out.push_str(&format!("{:02}", t.second)),
+                Piece::Milli => out.push_str(&format!("{:03}", t.milli)),
+                Piece::Seq(None) => out.push_str(&seq.to_string()),
+                Piece::Seq(Some(n)) => out.push_str(&format!("{seq:0n$}", n = *n)),
+                Piece::Worker(n) => match worker {
+                    Some(w) if w.checked_ilog10().map_or(1, |d| d as usize + 1) <= *n => {
+                        out.push_str(&format!("{w:0n$}", n = *n))
+                    }
+                    _ => return Err(RenderError::Worker { worker, width: *n }),
+                },
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const T: LocalTime = LocalTime {
+        year: 2026,
+        month: 11,
+        day: 22,
+        hour: 8,
+        minute: 5,
+        second: 9,
+        milli: 7,
+    };
+
+    #[test]
+    fn the_invoice_example() {
+        let f = Format::parse("INV-{YYYY}{MM}{DD}-{seq:06}").unwrap();
+        assert_eq!(f.render(&T, 123, None).unwrap(), "INV-20261122-000123");
+        assert_eq!(f.max_seq(), Some(999_999));
+        assert!(f.check_reset(Reset::Day).is_ok());
+        assert_eq!(
+            f.render(&T, 1_000_000, None),
+            Err(RenderError::SeqOverflow { max: 999_999 })
+        );
+        let all =
+            Format::parse("{{{YY}/{HH24}:{MI}:{SS}.{MS}}} #{seq} w{worker} {worker:02}").unwrap();
+        assert_eq!(
+            all.render(&T, 5, Some(7)).unwrap(),
+            "{26/08:05:09.007} #5 w0007 07"
+        );
+        assert!(all.uses_worker());
+        assert_eq!(
+            all.render(&T, 5, Some(100)),
+            Err(RenderError::Worker {
+                worker: Some(100),
+                width: 2
+            })
+        );
+    }
+
+    #[test]
+    fn bad_formats_name_the_token() {
+        let cases = [
+            ("A-{YYYYY}-{seq}", "unknown token \"{YYYYY}\" at byte 2"),
+            ("{seq", "unclosed \"{\" at byte 0"),
+            ("{seq}}x", "stray \"}\" at byte 5"),
+            ("{}{seq}", "unknown token \"{}\" at byte 0"),
+            ("{seq:6}", "bad width in token \"{seq:6}\""),
+            ("{seq:00}", "bad width"),
+            ("{seq:019}", "bad width"),
+            ("{yyyy}{seq}", "unknown token \"{yyyy}\""),
+            ("INV-{YYYY}", "no {seq} token"),
+            ("{seq}-{seq:02}", "second {seq} token at byte 6"),
+        ];
+        for (format, message) in cases {
+            let e = Format::parse(format).unwrap_err().to_string();
+            assert!(e.contains(message), "{format}: {e}");
+        }
+        assert!(Format::parse(&"x".repeat(257))
+            .unwrap_err()
+            .to_string()
+            .contains("257 bytes"));
+        let missing = Format::parse("INV-{YYYY}{MM}-{seq}")
+            .unwrap()
+            .check_reset(Reset::Day);
+        assert_eq!(
+            missing.unwrap_err().to_string(),
+            "format lacks the {DD} token that a counter reset every day needs"
+        );
+        assert!(Format::parse("{seq}")
+            .unwrap()
+            .check_reset(Reset::Year)
+            .is_err());
+        assert!(Format::parse("{seq}")
+            .unwrap()
+            .check_reset(Reset::Never)
+            .is_ok());
+        assert!(Format::parse("{YY}{seq}")
+            .unwrap()
+            .check_reset(Reset::Year)
+            .is_ok());
+    }
+
+    fn times() -> impl Strategy<Value = LocalTime> {
+        (
+            0i32..=9999,
+            1u8..=12,
+            1u8..=28,
+            0u8..24,
+            0u8..60,
+            0u8..60,
+            0u16..1000,
+        )
+            .prop_map(
+                |(year, month, day, hour, minute, second, milli)| LocalTime {
+                    year,
+                    month,
+                    day,
+                    hour,
+                    minute,
+                    second,
+                    milli,
+                },
+            )
+    }
+
+    /// The period key of `t` for `reset`: what must differ for the counter to restart.
+    fn period(t: &LocalTime, reset: Reset) -> (i32, u8, u8) {
+        match reset {
+            Reset::Day => (t.year, t.month, t.day),
+            Reset::Month => (t.year, t.month, 0),
+            Reset::Year => (t.year, 0, 0),
+            Reset::Never => (0, 0, 0),
+        }
+    }
+
+    proptest! {
+        /// Within one period, different counters give different texts, in counter order when
+        /// padded.
+        #[test]
+        fn texts_of_one_period_differ_and_sort(t in times(), a in 1i64..999_999, b in 1i64..999_999) {
+            let f = Format::parse("X{YYYY}{MM}{DD}-{seq:06}").unwrap();
+            let (ta, tb) = (f.render(&t, a, None).unwrap(), f.render(&t, b, None).unwrap());
+            prop_assert_eq!(a == b, ta == tb);
+            prop_assert_eq!(a.cmp(&b), ta.cmp(&tb));
+        }
+
+        /// A format that passes check_reset never gives two (period, counter) pairs the same
+        /// text (within the 4-digit years).
+        #[test]
+        fn accepted_formats_never_repeat_across_periods(
+            t1 in times(), t2 in times(), a in 1i64..99_999, b in 1i64..99_999,
+            which in 0usize..4,
+        ) {
+            let (format, reset) = [
+                ("D{YYYY}{MM}{DD}{seq}", Reset::Day),
+                ("M{MM}/{YYYY}-{seq:05}", Reset::Month),
+                ("Y{seq}@{YYYY}", Reset::Year),
+                ("N{seq}", Reset::Never),
+            ][which];
+            let f = Format::parse(format).unwrap();
+            prop_assert!(f.check_reset(reset).is_ok());
+            let (ta, tb) = (f.render(&t1, a, None).unwrap(), f.render(&t2, b, None).unwrap());
+            if (period(&t1, reset), a) != (period(&t2, reset), b) {
+                prop_assert_ne!(ta, tb);
+            }
+        }
+
+        #[test]
+        fn parsing_never_panics(text in "\\PC{0,60}") {
+            let _ = Format::parse(&text);
+        }
+    }
+}
