@@ -4,6 +4,7 @@
 #   bash scripts/bench.sh --quick   every measurement at a tiny size, in seconds
 #   bash scripts/bench.sh --registry   the registry's scale check (renewals, global ranges)
 #   bash scripts/bench.sh --names      segment_nextval with 1 to 100,000 names (the cache)
+#   bash scripts/bench.sh --serials    serial_nextval, fast and gapless
 # Installs what is missing, builds and installs the release build, then starts its own server
 # (default durability, idgen preloaded) and prints one table; writes it as Markdown and CSV to
 # target/bench/ of the project. Not a pass/fail test: the test suite runs --quick only to check
@@ -15,9 +16,11 @@ idgen_setup
 idgen_install_release
 cd tests/cluster
 case "${1:-}" in
-    --registry | --names)
-        idgen_log "idgen-${1#--}-bench"
-        exec cargo run --release --quiet --bin "idgen-${1#--}-bench"
+    --registry | --names | --serials)
+        bin="idgen-${1#--}-bench"
+        bin="${bin/serials/serial}"
+        idgen_log "$bin"
+        exec cargo run --release --quiet --bin "$bin"
         ;;
 esac
 idgen_log "idgen-bench $*"

@@ -27,4 +27,4 @@ mod run;
 pub use config::*;
 pub use generators::*;
 pub use model::*;
-pub use run::run;
+pub use run::{pgbench, run};

@@ -165,7 +165,7 @@ fn sample(g: &Generator, measurement: Measurement, round: usize, n: u64, value: 
 }
 
 /// Runs pgbench with `statement` as its script; returns its tps.
-fn pgbench(cluster: &Cluster, statement: &str, clients: u32, length: PgbenchLength) -> f64 {
+pub fn pgbench(cluster: &Cluster, statement: &str, clients: u32, length: PgbenchLength) -> f64 {
     let script = cluster.dir().join("bench.sql");
     std::fs::write(&script, format!("{statement}\n")).unwrap();
     let mut cmd = Command::new(format!("{}/pgbench", pg_bin()));
