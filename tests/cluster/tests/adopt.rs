@@ -12,14 +12,13 @@ use postgres::Client;
 
 const CLIENTS: usize = 4;
 
+/// The rows of an adoption: each step's action and the statement that undoes it.
+type Steps = Vec<(String, Option<String>)>;
+
 /// Runs `adopt` (an `idgen_adopt_column` call) while `CLIENTS` connections insert into `table`
 /// one row per statement; returns every client's inserted ids in order, and the steps' actions
 /// and undo statements. Panics if any insert fails.
-fn adopt_under_inserts(
-    cluster: &Cluster,
-    table: &str,
-    adopt: &str,
-) -> (Vec<Vec<i64>>, Vec<(String, Option<String>)>) {
+fn adopt_under_inserts(cluster: &Cluster, table: &str, adopt: &str) -> (Vec<Vec<i64>>, Steps) {
     let stop = AtomicBool::new(false);
     let insert = format!("INSERT INTO {table} (payload) VALUES ($1) RETURNING id");
     thread::scope(|s| {

@@ -335,6 +335,24 @@ fn matrix(known: &str) -> Vec<Case> {
         ),
         ("serial_drop(NULL)", "22004", "name"),
         ("serial_drop('unknown_serial')", "42704", "unknown_serial"),
+        // The internal functions under serial_nextval, called directly.
+        ("idgen_serial_check('X{seq', 'day')", "22023", "unclosed"),
+        ("idgen_serial_check('X{seq}', 'weekly')", "22023", "weekly"),
+        (
+            "idgen_serial_render('s', 'X{seq:01}', now()::timestamp, 10)",
+            "22003",
+            "\"s\"",
+        ),
+        (
+            "idgen_serial_render('s', 'X{nope}{seq}', now()::timestamp, 1)",
+            "22023",
+            "{nope}",
+        ),
+        (
+            "idgen_serial_render('s', '{YYYY}{seq}', '12000-01-01'::timestamp, 1)",
+            "22008",
+            "timestamp",
+        ),
     ] {
         cases.push(case(format!("SELECT {sql}"), code, names));
     }

@@ -110,7 +110,7 @@ pub struct Target {
 }
 
 /// `n` with thousands separators.
-pub(crate) fn count(n: u64) -> String {
+pub fn count(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

@@ -11,6 +11,7 @@
 
 use std::time::Instant;
 
+use idgen_cluster_tests::bench::count;
 use idgen_cluster_tests::{Cluster, One};
 
 /// Names of the largest case.
@@ -126,8 +127,8 @@ fn main() {
     for r in &rows {
         println!(
             "| {} | {} | {:.0} | {:.1} | {:.1} |",
-            thousands(r.names),
-            thousands(r.cache),
+            count(r.names as u64),
+            count(r.cache as u64),
             r.first_us,
             r.ns_per_id,
             r.floor_ns
@@ -137,16 +138,4 @@ fn main() {
     println!(
         "{given_back} of the 10,000 segments drawn through the 1,024-entry cache hold a mark below their first range's end: their unused numbers were given back at eviction"
     );
-}
-
-fn thousands(n: i64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
