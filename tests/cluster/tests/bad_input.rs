@@ -224,55 +224,83 @@ fn matrix(known: &str) -> Vec<Case> {
             "timestamp",
         ));
     }
-    // The text form of a Snowflake id.
-    cases.push(case("SELECT snowflake_format(-1)", "22023", "id"));
-    cases.push(case("SELECT snowflake_format(-1, 'INV')", "22023", "id"));
-    for (text, code, names) in [
-        ("''", "22P02", "text"),
-        ("'INV-2026'", "22P02", "text"),
-        ("'2026112208301512300x70042'", "22P02", "text"),
-        ("'2026133108301512300070042'", "22P02", "month"),
-        ("'2026022908301512300070042'", "22P02", "day"),
-        ("'2026112224000000000070042'", "22P02", "time"),
-        ("'ségment-2026112208301512300070042x'", "22P02", "text"),
-        ("'2023123123595999900000000'", "22008", "timestamp"),
-        ("'2026112208301512310240042'", "22003", "worker_id"),
-    ] {
-        cases.push(case(format!("SELECT snowflake_parse({text})"), code, names));
-    }
-    // Adopting a column (the table bad_adopt is made by the test).
-    for (args, code, names) in [
-        ("NULL, 'id'", "22004", "table_name"),
-        ("'bad_adopt', NULL", "22004", "column_name"),
-        ("'bad_adopt', 'id', generator => NULL", "22004", "generator"),
+    // The text form, adopting a column, serial numbers: SQL expressions, their SQLSTATE and
+    // a word of the message. (The table bad_adopt and the serial known_serial, which has
+    // handed out a number, are made by the test.)
+    const CALLS: &[(&str, &str, &str)] = &[
+        ("snowflake_format(-1)", "22023", "id"),
+        ("snowflake_format(-1, 'INV')", "22023", "id"),
+        ("snowflake_parse('')", "22P02", "text"),
+        ("snowflake_parse('INV-2026')", "22P02", "text"),
         (
-            "'bad_adopt', 'id', generator => 'uuid'",
+            "snowflake_parse('2026112208301512300x70042')",
+            "22P02",
+            "text",
+        ),
+        (
+            "snowflake_parse('2026133108301512300070042')",
+            "22P02",
+            "month",
+        ),
+        (
+            "snowflake_parse('2026022908301512300070042')",
+            "22P02",
+            "day",
+        ),
+        (
+            "snowflake_parse('2026112224000000000070042')",
+            "22P02",
+            "time",
+        ),
+        (
+            "snowflake_parse('ségment-2026112208301512300070042x')",
+            "22P02",
+            "text",
+        ),
+        (
+            "snowflake_parse('2023123123595999900000000')",
+            "22008",
+            "timestamp",
+        ),
+        (
+            "snowflake_parse('2026112208301512310240042')",
+            "22003",
+            "worker_id",
+        ),
+        ("idgen_adopt_column(NULL, 'id')", "22004", "table_name"),
+        (
+            "idgen_adopt_column('bad_adopt', NULL)",
+            "22004",
+            "column_name",
+        ),
+        (
+            "idgen_adopt_column('bad_adopt', 'id', generator => NULL)",
+            "22004",
+            "generator",
+        ),
+        (
+            "idgen_adopt_column('bad_adopt', 'id', generator => 'uuid')",
             "22023",
             "generator",
         ),
-        ("'bad_adopt', 'id', segment => 's'", "22023", "segment"),
         (
-            "'bad_adopt', 'id', generator => 'segment', segment => ''",
+            "idgen_adopt_column('bad_adopt', 'id', segment => 's')",
             "22023",
             "segment",
         ),
-        ("'bad_adopt', 'nope'", "42703", "nope"),
-        ("'bad_adopt', 'small'", "42804", "small"),
-        ("'bad_adopt', 'note'", "42804", "note"),
         (
-            "'bad_adopt_id_seq', 'last_value'",
+            "idgen_adopt_column('bad_adopt', 'id', generator => 'segment', segment => '')",
+            "22023",
+            "segment",
+        ),
+        ("idgen_adopt_column('bad_adopt', 'nope')", "42703", "nope"),
+        ("idgen_adopt_column('bad_adopt', 'small')", "42804", "small"),
+        ("idgen_adopt_column('bad_adopt', 'note')", "42804", "note"),
+        (
+            "idgen_adopt_column('bad_adopt_id_seq', 'last_value')",
             "42809",
             "bad_adopt_id_seq",
         ),
-    ] {
-        cases.push(case(
-            format!("SELECT * FROM idgen_adopt_column({args})"),
-            code,
-            names,
-        ));
-    }
-    // Serial numbers (the serial 'known_serial' exists and has handed out numbers).
-    for (sql, code, names) in [
         ("serial_create(NULL, 'X{seq}')", "22004", "name"),
         ("serial_create('x', NULL)", "22004", "format"),
         (
@@ -335,7 +363,6 @@ fn matrix(known: &str) -> Vec<Case> {
         ),
         ("serial_drop(NULL)", "22004", "name"),
         ("serial_drop('unknown_serial')", "42704", "unknown_serial"),
-        // The internal functions under serial_nextval, called directly.
         ("idgen_serial_check('X{seq', 'day')", "22023", "unclosed"),
         ("idgen_serial_check('X{seq}', 'weekly')", "22023", "weekly"),
         (
@@ -353,8 +380,9 @@ fn matrix(known: &str) -> Vec<Case> {
             "22008",
             "timestamp",
         ),
-    ] {
-        cases.push(case(format!("SELECT {sql}"), code, names));
+    ];
+    for (call, code, names) in CALLS {
+        cases.push(case(format!("SELECT {call}"), code, *names));
     }
     cases
 }
