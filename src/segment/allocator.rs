@@ -53,7 +53,10 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
         if terminating() {
             // A fast shutdown (or pg_terminate_backend): the cached ranges of this database
             // give their unused numbers back before the worker exits below.
-            give_back(&lock().take_out_idle(db, true));
+            // The LWLock is released before the give-back's transactions: a statement-level
+            // `give_back(&lock()...)` would hold it through them.
+            let leaving = lock().take_out_idle(db, true);
+            give_back(&leaving);
         }
         check_interrupts_between_units();
         reload_configuration();
@@ -72,7 +75,8 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
             // Segments not drawn from during the idle period leave the cache, giving their
             // unused numbers back; the worker stays while its database has others, so that
             // they too are given back at a clean shutdown.
-            give_back(&lock().take_out_idle(db, false));
+            let idle = lock().take_out_idle(db, false);
+            give_back(&idle);
             let mut g = lock();
             if !g.request_pending(db) && !g.refill_wanted(db) && !g.caches(db) {
                 g.leave(db);

@@ -175,14 +175,18 @@ pub(crate) fn in_unconfirmed_transaction<R>(
 
 /// Runs `body` with interrupts held off (`HOLD_INTERRUPTS`): a termination request or a cancel
 /// arriving meanwhile takes effect at the next check after it. Only for short work that cannot
-/// wait on anyone (a `NOWAIT` lock, an asynchronous commit).
+/// wait on anyone (a `NOWAIT` lock, an asynchronous commit). The count is restored to what it
+/// was, not decremented: an ERROR raised (and caught) inside `body` resets it to 0 (`errfinish`),
+/// and a decrement would then wrap and hold interrupts off for good.
 pub(crate) fn with_interrupts_held<R>(body: impl FnOnce() -> R) -> R {
-    // SAFETY: a plain counter of this process (HOLD_INTERRUPTS); PostgreSQL's error recovery
-    // inside `body` (a caught ERROR, a transaction abort) keeps it balanced.
-    unsafe { pg_sys::InterruptHoldoffCount += 1 };
+    // SAFETY: a plain counter of this process (HOLD_INTERRUPTS), read and written on its only
+    // thread; restored below.
+    let saved = unsafe { pg_sys::InterruptHoldoffCount };
+    // SAFETY: as above.
+    unsafe { pg_sys::InterruptHoldoffCount = saved + 1 };
     let r = body();
-    // SAFETY: restores the count raised above (RESUME_INTERRUPTS).
-    unsafe { pg_sys::InterruptHoldoffCount -= 1 };
+    // SAFETY: as above: back to the caller's level (RESUME_INTERRUPTS, robust to errfinish).
+    unsafe { pg_sys::InterruptHoldoffCount = saved };
     r
 }
 

@@ -303,3 +303,52 @@ fn a_setval_racing_a_shutdown_is_never_undone_by_a_give_back() {
     assert_eq!(next(&mut client, "s"), 9_000_001);
     assert!(before.iter().all(|&n| n < 9_000_000));
 }
+
+#[test]
+fn a_locked_row_makes_the_give_back_skip_without_waiting_or_failing() {
+    let cluster = Cluster::with_idgen(
+        "cache-locked",
+        3,
+        &["idgen.segment_worker_idle_timeout = '300ms'"],
+    );
+    let mut client = cluster.connect("postgres");
+    client
+        .batch_execute("SELECT segment_create('locked', step => 100)")
+        .unwrap();
+    assert_eq!(draw(&mut client, "locked", 2), [1, 2]);
+    // Someone holds the segment's row: the idle give-back's NOWAIT lock fails, and the
+    // segment leaves the cache with its numbers skipped, without the allocator waiting.
+    let mut holder = cluster.connect("postgres");
+    let mut tx = holder.transaction().unwrap();
+    tx.batch_execute("SELECT * FROM idgen_segment WHERE name = 'locked' FOR UPDATE")
+        .unwrap();
+    wait_for(
+        "'locked' to leave the cache",
+        Duration::from_secs(20),
+        || {
+            let cached: Vec<String> =
+                column(&mut client, "SELECT name FROM segment_cache_status()");
+            (!cached.iter().any(|n| n == "locked")).then_some(())
+        },
+    );
+    assert_eq!(
+        max_id(&mut client, "locked"),
+        100,
+        "nothing given back over a locked row"
+    );
+    tx.rollback().unwrap();
+    assert_eq!(
+        next(&mut client, "locked"),
+        101,
+        "the skipped numbers are never handed out"
+    );
+    let log = cluster.log();
+    assert!(
+        !log.contains("is not held"),
+        "the allocator kept its LWLock consistent:\n{log}"
+    );
+    assert!(
+        log.contains("the unused numbers of segment \"locked\" are skipped"),
+        "the skip is logged:\n{log}"
+    );
+}
