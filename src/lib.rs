@@ -19,6 +19,7 @@ mod guc;
 mod hooks;
 mod latch;
 mod lwlock;
+mod pgver;
 mod recovery;
 mod registry;
 mod segment;

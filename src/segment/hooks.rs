@@ -118,7 +118,7 @@ unsafe extern "C-unwind" fn before_utility(pstmt: *mut pg_sys::PlannedStmt) {
     // command that fails its own permission check later must not keep anybody's allocator
     // away. Others get PostgreSQL's behaviour unchanged (55006 while the allocator is there).
     // SAFETY: a catalog lookup by oid and this backend's current user.
-    if unsafe { pg_sys::pg_database_ownercheck(db, pg_sys::GetUserId()) } {
+    if unsafe { crate::pgver::owns_database(db, pg_sys::GetUserId()) } {
         evict_allocator(db);
     }
 }

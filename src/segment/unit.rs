@@ -16,6 +16,7 @@ use pgrx::prelude::*;
 
 use crate::error::Error;
 use crate::failure::Failure;
+use crate::pgver::set_signal_handler;
 
 /// Installs the allocator's signal handlers: PostgreSQL's own, as in a regular backend, so that
 /// every wait obeys them with `CHECK_FOR_INTERRUPTS` semantics (a latch wait, a lock wait, SPI,
@@ -27,9 +28,9 @@ pub(crate) fn install_signal_handlers() {
     // installs a backend's handlers; the handlers are PostgreSQL's own and ours, which calls its
     // cancel handler.
     unsafe {
-        pg_sys::pqsignal(pg_sys::SIGHUP as i32, Some(SignalHandlerForConfigReload));
-        pg_sys::pqsignal(pg_sys::SIGTERM as i32, Some(die));
-        pg_sys::pqsignal(pg_sys::SIGINT as i32, Some(on_cancel));
+        set_signal_handler(pg_sys::SIGHUP as i32, Some(SignalHandlerForConfigReload));
+        set_signal_handler(pg_sys::SIGTERM as i32, Some(die));
+        set_signal_handler(pg_sys::SIGINT as i32, Some(on_cancel));
         pg_sys::BackgroundWorkerUnblockSignals();
     }
 }
