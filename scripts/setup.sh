@@ -15,6 +15,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/idg
 mkdir -p "$CARGO_TARGET_DIR"
 export PATH="$HOME/.cargo/bin:$PATH"
 
+source "$(dirname "${BASH_SOURCE[0]}")/pg-versions.sh"
+
 idgen_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 idgen_setup() {
@@ -38,10 +40,8 @@ idgen_setup() {
         idgen_log "cargo install cargo-pgrx $PGRX_VERSION (about 7 minutes, once)"
         cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked --force
     fi
-    if ! grep -qs "^pg15 = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
-        idgen_log "cargo pgrx init --pg15 $PG_CONFIG"
-        cargo pgrx init --pg15 "$PG_CONFIG"
-    fi
+    # `cargo pgrx init` for 15 (keeping the other versions pg-versions.sh fetched).
+    idgen_pg_fetch 15 >/dev/null
 }
 
 # Prints a free TCP port on 127.0.0.1.
@@ -49,8 +49,10 @@ idgen_free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# Builds the release library and installs it into the system PostgreSQL 15.
+# Builds the release library and installs it into a PostgreSQL: the system 15, or the one whose
+# pg_config is given.
 idgen_install_release() {
-    idgen_log "cargo pgrx install --release (into $("$PG_CONFIG" --pkglibdir))"
-    cargo pgrx install --release --pg-config "$PG_CONFIG"
+    local pgc=${1:-$PG_CONFIG}
+    idgen_log "cargo pgrx install --release (into $("$pgc" --pkglibdir))"
+    cargo pgrx install --release --pg-config "$pgc"
 }

@@ -1,22 +1,50 @@
 #!/usr/bin/env bash
-# Runs every test tier of idgen and ends with one summary line, "N passed, N failed":
+# Runs idgen's tests and ends with one summary line, "N passed, N failed".
+#   bash scripts/test.sh                 the whole suite on PostgreSQL 15, then the smoke tier on
+#                                        every other version (16, 17, 18; one that cannot be
+#                                        fetched is reported as skipped, with the reason)
+#   bash scripts/test.sh --pg N          the whole suite on version N
+#   bash scripts/test.sh --pg N --smoke  the smoke tier on version N
+# The whole suite, per version:
 #   1. cargo pgrx test: plain #[test]s (pure arithmetic) and #[pg_test]s (SQL surface, SQLSTATEs)
-#   2. the release build installed into the system PostgreSQL 15
+#   2. the release build installed into that version's PostgreSQL
 #   3. tests/cluster: servers started by the tests (concurrency, start-up, pg_regress files,
-#      bad input, privileges, dump/restore, upgrades)
-#   4. the Debian package (scripts/package.sh) installed with apt-get, alone; then the release
-#      build again
-# Installs what is missing first (scripts/setup.sh).
+#      bad input, privileges, dump/restore, upgrades, failover); on 16 and 18 without the two
+#      tests that need Debian's PostgreSQL 15 packages (PL/Proxy: sharded; pg_auto_failover:
+#      ha_failover), which are reported as skipped
+#   4. the Debian package (scripts/package.sh --pg N) installed alone; then the release build
+#      again
+#   5. on 15 and 16 (and in the default run): pg_upgrade from 15 to 16
+# The smoke tier: 1, 2, and one cluster test per generator (eight connections drawing Snowflake
+# ids, eight drawing segment numbers). On 18 both also run uuidv7's contrast test.
+# Installs what is missing first (scripts/setup.sh, scripts/pg-versions.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+
+only=""; smoke=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --pg) only="${2:-}"; shift 2 || break ;;
+        --smoke) smoke=1; shift ;;
+        *) echo "usage: bash scripts/test.sh [--pg 15|16|17|18] [--smoke]" >&2; exit 2 ;;
+    esac
+done
+case "$only" in
+    ""|15|16|17|18) ;;
+    *) echo "scripts/test.sh: --pg takes 15, 16, 17 or 18, not '$only'" >&2; exit 2 ;;
+esac
+if [ -z "$only" ] && [ $smoke = 1 ]; then
+    echo "scripts/test.sh: --smoke goes with --pg N" >&2; exit 2
+fi
+
 idgen_setup || exit 1
 
 LOGS=$(mktemp -d /tmp/idgen-test-logs-XXXXXX)
 PGRX_DATA=$(mktemp -d /tmp/idgen-pgrx-data-XXXXXX)
-chown postgres:postgres "$PGRX_DATA"
 trap 'rm -rf "$PGRX_DATA"' EXIT
 failed_tiers=()
+skipped=()
 
 tier() {  # tier NAME COMMAND...: runs a tier, keeps its output for the summary
     local name=$1; shift
@@ -26,21 +54,88 @@ tier() {  # tier NAME COMMAND...: runs a tier, keeps its output for the summary
     fi
 }
 
-# pgrx's test server runs as postgres; it keeps its data in $PGRX_DATA.
-tier pgrx cargo pgrx test pg15 --runas postgres --pgdata "$PGRX_DATA"
-# cargo pgrx test leaves its test build installed: install the real one.
-tier install idgen_install_release
-tier cluster bash -c 'cd tests/cluster && cargo test --release --no-fail-fast -- --test-threads=2'
-# The Debian package replaces the installed files, so its test runs alone, after the others;
-# then the development build goes back in.
-tier package bash -c 'deb=$(bash scripts/package.sh) && cd tests/cluster &&
-    IDGEN_DEB="$deb" cargo test --release --test package -- --ignored'
-tier reinstall idgen_install_release
+# Cluster test targets that run on version $1 (the two that need Debian's 15 packages do not
+# run on the others).
+cluster_targets() {
+    local t
+    for t in tests/cluster/tests/*.rs; do
+        t=$(basename "$t" .rs)
+        if [ "$1" != 15 ] && { [ "$t" = sharded ] || [ "$t" = ha_failover ]; }; then
+            continue
+        fi
+        printf -- '--test %s ' "$t"
+    done
+}
+
+run_version() {  # run_version N full|smoke
+    local v=$1 mode=$2 pgc bindir
+    local ok=1
+    pgc=$(idgen_pg_fetch "$v" 2>"$LOGS/fetch-$v.txt") || ok=0
+    cat "$LOGS/fetch-$v.txt" >&2
+    if [ $ok = 0 ]; then
+        skipped+=("$(grep skipped "$LOGS/fetch-$v.txt" || echo "pg$v skipped: could not be fetched")")
+        return
+    fi
+    bindir=$("$pgc" --bindir)
+    rm -rf "$PGRX_DATA" && mkdir -p "$PGRX_DATA" && chown postgres:postgres "$PGRX_DATA"
+    # pgrx's test server runs as postgres; it keeps its data in $PGRX_DATA.
+    tier "pg$v-pgrx" cargo pgrx test "pg$v" --runas postgres --pgdata "$PGRX_DATA"
+    # cargo pgrx test leaves its test build installed: install the real one.
+    tier "pg$v-install" idgen_install_release "$pgc"
+    if [ "$v" -ge 18 ]; then
+        # uuidv7() against idgen across a restart with the clock behind (README).
+        tier "pg$v-uuidv7" env IDGEN_PG_BIN="$bindir" bash -c 'cd tests/cluster &&
+            cargo test --release --test uuidv7 -- --ignored'
+    fi
+    if [ "$mode" = smoke ]; then
+        tier "pg$v-cluster-smoke" env IDGEN_PG_BIN="$bindir" bash -c 'cd tests/cluster &&
+            cargo test --release --no-fail-fast --test snowflake_concurrency --test segment \
+                -- --test-threads=2 eight_connections_draw_distinct_increasing'
+        return
+    fi
+    [ "$v" = 15 ] || skipped+=("pg$v: cluster tests sharded (PL/Proxy) and ha_failover (pg_auto_failover) skipped: Debian 12 packages both for PostgreSQL 15 only")
+    # shellcheck disable=SC2046 # one word per target
+    tier "pg$v-cluster" env IDGEN_PG_BIN="$bindir" bash -c "cd tests/cluster &&
+        cargo test --release --no-fail-fast $(cluster_targets "$v") -- --test-threads=2"
+    # The Debian package replaces the installed files, so its test runs alone, after the
+    # others; then the development build goes back in.
+    tier "pg$v-package" env IDGEN_PG_BIN="$bindir" IDGEN_PG_MAJOR="$v" bash -c "
+        deb=\$(bash scripts/package.sh --pg $v) && cd tests/cluster &&
+        IDGEN_DEB=\"\$deb\" cargo test --release --test package -- --ignored"
+    tier "pg$v-reinstall" idgen_install_release "$pgc"
+}
+
+# pg_upgrade from 15 to 16 (tests/cluster/tests/pg_upgrade.rs), with idgen's release build
+# installed into both.
+upgrade_tier() {
+    local pgc16
+    if ! pgc16=$(idgen_pg_fetch 16 2>/dev/null); then
+        skipped+=("pg_upgrade 15 -> 16 skipped: PostgreSQL 16 could not be fetched")
+        return
+    fi
+    tier pg-upgrade-install bash -c "source scripts/setup.sh &&
+        idgen_install_release && idgen_install_release '$pgc16'"
+    tier pg-upgrade env IDGEN_PG_NEW_BIN="$("$pgc16" --bindir)" bash -c 'cd tests/cluster &&
+        cargo test --release --test pg_upgrade -- --ignored'
+}
+
+if [ -n "$only" ]; then
+    run_version "$only" "$([ $smoke = 1 ] && echo smoke || echo full)"
+    if [ $smoke = 0 ] && { [ "$only" = 15 ] || [ "$only" = 16 ]; }; then
+        upgrade_tier
+    fi
+else
+    run_version 15 full
+    for v in 16 17 18; do
+        run_version "$v" smoke
+    done
+    upgrade_tier
+fi
 
 passed=0; failed=0
 while read -r p f; do
     passed=$((passed + p)); failed=$((failed + f))
-done < <(cat "$LOGS"/*.log | sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/p')
+done < <(cat "$LOGS"/*.log 2>/dev/null | sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/p')
 for t in "${failed_tiers[@]}"; do
     # A tier that failed without a failing test (a build error, a failed install) counts once.
     if ! sed -nE 's/^test result: .* ([0-9]+) failed.*/\1/p' "$LOGS/$t.log" | grep -qv '^0$'; then
@@ -48,6 +143,7 @@ for t in "${failed_tiers[@]}"; do
     fi
 done
 rm -rf "$LOGS"
+for s in "${skipped[@]}"; do echo "$s"; done
 [ ${#failed_tiers[@]} -eq 0 ] || echo "failed tiers: ${failed_tiers[*]}"
 echo "$passed passed, $failed failed"
 [ ${#failed_tiers[@]} -eq 0 ] && [ "$failed" -eq 0 ]

@@ -18,8 +18,9 @@ use postgres::types::{FromSql, ToSql};
 
 pub mod registry;
 
-/// Directory of the PostgreSQL 15 server programs: Debian's, unless `IDGEN_PG_BIN` names
-/// another installation (a relocated copy, so that two builds of idgen can be tested at once).
+/// Directory of the PostgreSQL server programs the tests run: Debian's 15, unless `IDGEN_PG_BIN`
+/// names another installation (16 or 18 from `scripts/pg-versions.sh`, or a relocated copy, so
+/// that two builds of idgen can be tested at once).
 pub fn pg_bin() -> String {
     std::env::var("IDGEN_PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".to_owned())
 }
@@ -64,15 +65,36 @@ extern "C" {
 }
 
 /// A PostgreSQL program (`pg_dump`, `psql`, ...) from [`pg_bin`], run as the `postgres` user
-/// when we are root, as ourselves otherwise.
+/// when we are root, as ourselves otherwise, with [`own_libpq`].
 pub fn as_postgres(program: &str) -> Command {
-    let path = format!("{}/{program}", pg_bin());
-    if is_root() {
+    as_postgres_from(&pg_bin(), program)
+}
+
+/// [`as_postgres`] for the installation whose programs are in `bindir`.
+pub fn as_postgres_from(bindir: &str, program: &str) -> Command {
+    let path = format!("{bindir}/{program}");
+    let mut c = if is_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--", &path]);
         c
     } else {
         Command::new(path)
+    };
+    own_libpq(&mut c, bindir);
+    c
+}
+
+/// Puts the libpq of the installation in `bindir` first in `cmd`'s library path when that
+/// installation carries one (the 16 and 18 that `scripts/pg-versions.sh` unpacks do; Debian's 15
+/// uses the system's). idgen links `libpq.so.5`, and the server loads it with idgen's library
+/// into its global symbol scope, so the walreceiver's libpq calls bind to the same library: it
+/// must be the one the server was built with, as it is in a distribution's packages. Debian's
+/// libpq 15 in a server of 18 makes every standby fail (`invalid connection option
+/// "sslnegotiation"`, an option `pg_basebackup -R` of 17 and later writes).
+fn own_libpq(cmd: &mut Command, bindir: &str) {
+    let libdir = Path::new(bindir).join("../lib");
+    if libdir.join("libpq.so.5").exists() {
+        cmd.env("LD_LIBRARY_PATH", libdir);
     }
 }
 
@@ -537,6 +559,11 @@ pub mod twitter {
     /// Worker id bits of an id in the default layout.
     pub fn worker_of(id: i64) -> i64 {
         (id >> 12) & 1023
+    }
+
+    /// Tick (ms since the layout's epoch) of an id in the default layout.
+    pub fn tick_of(id: i64) -> i64 {
+        id >> 22
     }
 }
 

@@ -1,19 +1,22 @@
-//! Pins the Debian package (`scripts/package.sh`): with the development install removed,
-//! `apt-get install ./idgen-pg15_<version>_amd64.deb` puts the library, the control file and the
-//! SQL scripts where Debian's PostgreSQL 15 looks, and a fresh server preloading idgen runs
-//! `CREATE EXTENSION idgen` and hands out ids. The package is removed again at the end.
+//! Pins the Debian package of each PostgreSQL major version (`scripts/package.sh --pg N`,
+//! `postgresql-N-idgen`): its control fields and file list put the library, the control file
+//! and the SQL scripts where Debian's `postgresql-N` looks, and, with the development install
+//! removed, a fresh server preloading idgen runs `CREATE EXTENSION idgen` from the package's
+//! files and hands out ids.
 //!
-//! It replaces system files, so it cannot run beside the other cluster tests: it is `#[ignore]`d
-//! there, and `scripts/test.sh` runs it in a tier of its own (`--ignored`), with the package
-//! built first (`IDGEN_DEB`), then reinstalls the development build.
+//! On 15 the package is installed with `apt-get` into Debian's PostgreSQL 15 and removed again
+//! at the end. Debian 12 has no `postgresql-16` or `-18` for the package to depend on, so on
+//! those the package's files are unpacked (`dpkg-deb -x`) into the server
+//! `scripts/pg-versions.sh` fetched (`IDGEN_PG_BIN`), in place of the development install.
+//!
+//! It replaces installed files, so it cannot run beside the other cluster tests: it is
+//! `#[ignore]`d there, and `scripts/test.sh` runs it in a tier of its own (`--ignored`), with the
+//! package built first (`IDGEN_DEB`, `IDGEN_PG_MAJOR`), then reinstalls the development build.
 
 use std::path::Path;
 use std::process::Command;
 
-use idgen_cluster_tests::{Cluster, One};
-
-const LIBDIR: &str = "/usr/lib/postgresql/15/lib";
-const EXTDIR: &str = "/usr/share/postgresql/15/extension";
+use idgen_cluster_tests::{as_postgres, Cluster, One};
 
 fn run(program: &str, args: &[&str]) -> String {
     let out = Command::new(program)
@@ -30,22 +33,37 @@ fn run(program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Removes the package when the test ends, passed or not.
-struct RemoveOnDrop;
+/// Removes the package (on 15) when the test ends, passed or not.
+struct RemoveOnDrop(String);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = Command::new("apt-get")
-            .args(["remove", "-y", "-q", "idgen-pg15"])
+            .args(["remove", "-y", "-q", &self.0])
             .env("DEBIAN_FRONTEND", "noninteractive")
             .output();
     }
 }
 
-/// idgen's files in the system PostgreSQL directories.
-fn installed_files() -> Vec<String> {
+/// The server's library and extension directories (`pg_config`).
+fn server_dirs() -> [String; 2] {
+    let ask = |opt: &str| {
+        let out = as_postgres("pg_config")
+            .arg(opt)
+            .output()
+            .expect("pg_config");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    [
+        ask("--pkglibdir"),
+        format!("{}/extension", ask("--sharedir")),
+    ]
+}
+
+/// idgen's files in `dirs`.
+fn installed_files(dirs: &[String]) -> Vec<String> {
     let mut files = Vec::new();
-    for dir in [LIBDIR, EXTDIR] {
+    for dir in dirs {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
             let name = entry.file_name().into_string().unwrap();
             if name == "idgen.so" || name == "idgen.control" || name.starts_with("idgen--") {
@@ -58,41 +76,84 @@ fn installed_files() -> Vec<String> {
 }
 
 #[test]
-#[ignore = "replaces system files: run alone by scripts/test.sh"]
+#[ignore = "replaces installed files: run alone by scripts/test.sh"]
 fn the_package_installs_and_creates_the_extension() {
     let deb =
         std::env::var("IDGEN_DEB").expect("IDGEN_DEB: the package built by scripts/package.sh");
     assert!(Path::new(&deb).is_file(), "{deb}");
+    let major = std::env::var("IDGEN_PG_MAJOR").unwrap_or_else(|_| "15".into());
+    let package = format!("postgresql-{major}-idgen");
 
-    // Remove the development install (and any earlier package), so that only the package counts.
-    let _ = Command::new("dpkg")
-        .args(["--purge", "idgen-pg15"])
-        .output();
-    for f in installed_files() {
-        std::fs::remove_file(&f).unwrap();
-    }
-    assert!(installed_files().is_empty());
-
-    let _remove = RemoveOnDrop;
-    run("apt-get", &["install", "-y", "-q", &deb]);
-    let status = run(
-        "dpkg-query",
-        &["-W", "-f=${Status} ${Version}", "idgen-pg15"],
-    );
-    assert!(status.starts_with("install ok installed"), "{status}");
-    let version = status.rsplit(' ').next().unwrap().to_owned();
-    let listed = run("dpkg", &["-L", "idgen-pg15"]);
-    let files = installed_files();
-    for f in &files {
+    // The control fields: the name, the version, and the server and client library it needs.
+    let field = |f: &str| run("dpkg-deb", &["-f", &deb, f]).trim().to_owned();
+    assert_eq!(field("Package"), package);
+    let version = field("Version");
+    let depends = field("Depends");
+    for needed in [format!("postgresql-{major},"), "libpq5,".to_owned()] {
         assert!(
-            listed.lines().any(|l| l == f),
-            "{f} is not the package's:\n{listed}"
+            depends.contains(&needed),
+            "Depends: {depends} lacks {needed}"
         );
     }
+    // Debian's directories for version `major`, and nothing else.
+    let debian_dirs = [
+        format!("/usr/lib/postgresql/{major}/lib"),
+        format!("/usr/share/postgresql/{major}/extension"),
+    ];
+    let listed = run("dpkg-deb", &["-c", &deb]);
     for needed in [
-        format!("{LIBDIR}/idgen.so"),
-        format!("{EXTDIR}/idgen.control"),
-        format!("{EXTDIR}/idgen--{version}.sql"),
+        format!("{}/idgen.so", debian_dirs[0]),
+        format!("{}/idgen.control", debian_dirs[1]),
+        format!("{}/idgen--{version}.sql", debian_dirs[1]),
+    ] {
+        assert!(
+            listed.lines().any(|l| l.ends_with(&format!(".{needed}"))),
+            "{needed} is not in the package:\n{listed}"
+        );
+    }
+
+    // Remove the development install (and any earlier package), so that only the package counts.
+    let dirs = server_dirs();
+    for old in [&package, "idgen-pg15"] {
+        let _ = Command::new("dpkg").args(["--purge", old]).output();
+    }
+    for f in installed_files(&dirs) {
+        std::fs::remove_file(&f).unwrap();
+    }
+    assert!(installed_files(&dirs).is_empty());
+
+    let _remove = (major == "15").then(|| RemoveOnDrop(package.clone()));
+    if major == "15" {
+        assert_eq!(dirs, debian_dirs, "the server is Debian's PostgreSQL 15");
+        run("apt-get", &["install", "-y", "-q", &deb]);
+        let status = run("dpkg-query", &["-W", "-f=${Status} ${Version}", &package]);
+        assert_eq!(status, format!("install ok installed {version}"));
+        let owned = run("dpkg", &["-L", &package]);
+        for f in installed_files(&dirs) {
+            assert!(
+                owned.lines().any(|l| l == f),
+                "{f} is not the package's:\n{owned}"
+            );
+        }
+    } else {
+        // No postgresql-N to install it beside: unpack it and copy its files into the server.
+        let root = tempdir_for(&major);
+        run("dpkg-deb", &["-x", &deb, &root]);
+        for (from, to) in debian_dirs.iter().zip(&dirs) {
+            for entry in std::fs::read_dir(format!("{root}{from}"))
+                .unwrap()
+                .flatten()
+            {
+                std::fs::copy(entry.path(), Path::new(to).join(entry.file_name())).unwrap();
+            }
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+    let files = installed_files(&dirs);
+    for needed in [
+        format!("{}/idgen.so", dirs[0]),
+        format!("{}/idgen.control", dirs[1]),
+        format!("{}/idgen--{version}.sql", dirs[1]),
     ] {
         assert!(files.contains(&needed), "{needed} missing: {files:?}");
     }
@@ -115,7 +176,21 @@ fn the_package_installs_and_creates_the_extension() {
     drop(client);
     drop(c);
 
-    // Removing the package takes its files away again.
-    drop(_remove);
-    assert!(installed_files().is_empty(), "{:?}", installed_files());
+    if major == "15" {
+        // Removing the package takes its files away again.
+        drop(_remove);
+        assert!(
+            installed_files(&dirs).is_empty(),
+            "{:?}",
+            installed_files(&dirs)
+        );
+    }
+}
+
+/// An empty directory to unpack the package into.
+fn tempdir_for(major: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("idgen-package-pg{major}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.display().to_string()
 }
