@@ -1,6 +1,6 @@
 //! What a run measures and how long: the full benchmark and the quick one the tests run.
 
-use super::Generator;
+use super::{Generator, Protocol};
 
 /// What a run measures, and how long.
 #[derive(Debug, Clone)]
@@ -19,6 +19,8 @@ pub struct Config {
     pub pgbench: PgbenchLength,
     /// pgbench client counts, one measurement each.
     pub clients: Vec<u32>,
+    /// pgbench protocols (`-M`), one measurement each.
+    pub protocols: Vec<Protocol>,
 }
 
 /// The length of a pgbench run.
@@ -52,7 +54,7 @@ impl Config {
     }
 
     /// The full benchmark of issue 6: 3 rounds, 1M and 10M ids, 1M rows, 10 s pgbench runs at
-    /// 1, 2 and 8 clients (about 20 minutes on 2 cores).
+    /// 1, 2 and 8 clients in both protocols (issue 20; about 35 minutes on 2 cores).
     pub fn full() -> Config {
         Config {
             rounds: 3,
@@ -61,6 +63,7 @@ impl Config {
             ticket_cap: 10_000,
             pgbench: PgbenchLength::Seconds(10),
             clients: vec![1, 2, 8],
+            protocols: vec![Protocol::Simple, Protocol::Prepared],
         }
     }
 
@@ -73,6 +76,7 @@ impl Config {
             ticket_cap: 1_000,
             pgbench: PgbenchLength::Transactions(100),
             clients: vec![1, 2, 8],
+            protocols: vec![Protocol::Simple, Protocol::Prepared],
         }
     }
 }

@@ -15,6 +15,22 @@ pub struct Generator {
     pub statement: Option<&'static str>,
     /// Bulk and insert sizes are capped at [`Config::ticket_cap`].
     pub capped: bool,
+    /// The first `server_version_num` that has it (`None`: every supported version).
+    pub since: Option<i32>,
+}
+
+impl Generator {
+    /// Whether a server of `server_version_num` has it.
+    pub fn available(&self, server_version_num: i32) -> bool {
+        self.since.is_none_or(|v| server_version_num >= v)
+    }
+}
+
+/// The generators a server of `server_version_num` has, in report order.
+pub fn available(server_version_num: i32) -> impl Iterator<Item = &'static Generator> {
+    GENERATORS
+        .iter()
+        .filter(move |g| g.available(server_version_num))
 }
 
 /// `nextval` CACHE 1, the reference of the "÷ nextval CACHE 1" column.
@@ -29,6 +45,8 @@ pub const SNOWFLAKE: &str = "snowflake_nextval()";
 pub const SEGMENT: &str = "segment_nextval('s')";
 /// The insert reference of the targets.
 pub const BIGSERIAL: &str = "bigserial";
+/// PostgreSQL 18's time-ordered UUID.
+pub const UUIDV7: &str = "uuidv7()";
 /// `nextval` CACHE 1000.
 pub const NEXTVAL_CACHE_1000: &str = "nextval CACHE 1000";
 
@@ -41,6 +59,7 @@ pub const GENERATORS: &[Generator] = &[
         insert_keys: false,
         statement: Some("SELECT snowflake_nextval();"),
         capped: false,
+        since: None,
     },
     Generator {
         name: SEGMENT,
@@ -49,6 +68,7 @@ pub const GENERATORS: &[Generator] = &[
         insert_keys: false,
         statement: Some("SELECT segment_nextval('s');"),
         capped: false,
+        since: None,
     },
     Generator {
         name: NEXTVAL_CACHE_1,
@@ -57,6 +77,7 @@ pub const GENERATORS: &[Generator] = &[
         insert_keys: false,
         statement: Some("SELECT nextval('bench_cache_1');"),
         capped: false,
+        since: None,
     },
     Generator {
         name: NEXTVAL_CACHE_1000,
@@ -65,6 +86,7 @@ pub const GENERATORS: &[Generator] = &[
         insert_keys: false,
         statement: Some("SELECT nextval('bench_cache_1000');"),
         capped: false,
+        since: None,
     },
     Generator {
         name: BIGSERIAL,
@@ -73,6 +95,7 @@ pub const GENERATORS: &[Generator] = &[
         insert_keys: false,
         statement: Some("SELECT nextval('bench_serial_id_seq');"),
         capped: false,
+        since: None,
     },
     Generator {
         name: "gen_random_uuid()",
@@ -81,6 +104,16 @@ pub const GENERATORS: &[Generator] = &[
         insert_keys: false,
         statement: Some("SELECT gen_random_uuid();"),
         capped: false,
+        since: None,
+    },
+    Generator {
+        name: UUIDV7,
+        bulk: Some("uuidv7()"),
+        column: Some("uuid PRIMARY KEY DEFAULT uuidv7()"),
+        insert_keys: false,
+        statement: Some("SELECT uuidv7();"),
+        capped: false,
+        since: Some(180000),
     },
     Generator {
         name: "ticket table (UPDATE ... RETURNING)",
@@ -89,6 +122,7 @@ pub const GENERATORS: &[Generator] = &[
         insert_keys: false,
         statement: Some("UPDATE bench_ticket SET v = v + 1 WHERE id = 1 RETURNING v;"),
         capped: true,
+        since: None,
     },
     Generator {
         name: CONSTANT,
@@ -97,6 +131,7 @@ pub const GENERATORS: &[Generator] = &[
         insert_keys: true,
         statement: Some("SELECT 1;"),
         capped: false,
+        since: None,
     },
     Generator {
         name: CALL_FLOOR,
@@ -105,5 +140,6 @@ pub const GENERATORS: &[Generator] = &[
         insert_keys: false,
         statement: Some("SELECT bench_call_floor();"),
         capped: false,
+        since: None,
     },
 ];

@@ -13,10 +13,30 @@ pub enum Measurement {
     InsertRate,
     /// The insert table's primary key after the insert: MB.
     IndexSize,
-    /// pgbench at `clients` clients: transactions per second.
-    PerStatement { clients: u32 },
+    /// pgbench at `clients` clients in `protocol` (`-M`): transactions per second.
+    PerStatement { clients: u32, protocol: Protocol },
     /// Snowflake only: ms the last id of the largest bulk statement is ahead of the clock.
     Drift,
+}
+
+/// pgbench's query protocol (`-M`): `simple` parses and plans every statement, as most ORMs'
+/// unprepared queries do; `prepared` plans once per session, as a driver's prepared statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Protocol {
+    /// `-M simple`.
+    Simple,
+    /// `-M prepared`.
+    Prepared,
+}
+
+impl Protocol {
+    /// pgbench's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Simple => "simple",
+            Protocol::Prepared => "prepared",
+        }
+    }
 }
 
 impl Measurement {
@@ -27,8 +47,11 @@ impl Measurement {
             Measurement::InsertSeconds => "insert, time".into(),
             Measurement::InsertRate => "insert, rate".into(),
             Measurement::IndexSize => "insert, primary key size".into(),
-            Measurement::PerStatement { clients: 1 } => "per statement, 1 client".into(),
-            Measurement::PerStatement { clients } => format!("per statement, {clients} clients"),
+            Measurement::PerStatement { clients, protocol } => format!(
+                "per statement, {clients} client{}, -M {}",
+                if *clients == 1 { "" } else { "s" },
+                protocol.name()
+            ),
             Measurement::Drift => "drift after the largest bulk".into(),
         }
     }
@@ -72,6 +95,8 @@ pub struct Report {
     pub samples: Vec<Sample>,
     /// `idgen.max_drift_ms` of the server, for the drift target.
     pub max_drift_ms: i64,
+    /// The server's `server_version_num`: which generators it has ([`Generator::since`]).
+    pub server_version_num: i32,
 }
 
 /// One line of the report: a generator's cell of one measurement over all rounds.
@@ -96,6 +121,9 @@ pub struct Row {
     /// Bulk: median over rounds of ns/id above the call floor's; per statement: of tps ÷
     /// `SELECT 1`'s; insert time and rate: ÷ the client-supplied keys'.
     pub vs_floor: Option<f64>,
+    /// Per statement: median over rounds of tps ÷ the no-op pgrx function's (the real
+    /// per-statement floor of any function call: parse, plan, fmgr).
+    pub vs_call: Option<f64>,
 }
 
 /// A target of issue 6, checked on a run.

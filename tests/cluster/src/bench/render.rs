@@ -14,7 +14,7 @@ impl Report {
         };
         writeln!(
             md,
-            "{} rounds, interleaved; medians (min–max). pgbench -M prepared {length}.\n",
+            "{} rounds, interleaved; medians (min–max). pgbench {length}, -M simple and prepared.\n",
             self.config.rounds
         )
         .unwrap();
@@ -24,7 +24,7 @@ impl Report {
         }
         writeln!(
             md,
-            "\n| measurement | generator | n | median | min–max | ÷ nextval CACHE 1 | vs floor / ceiling |\n|---|---|--:|--:|--:|--:|--:|"
+            "\n| measurement | generator | n | median | min–max | ÷ nextval CACHE 1 | vs floor / ceiling | ÷ no-op function |\n|---|---|--:|--:|--:|--:|--:|--:|"
         )
         .unwrap();
         for r in self.rows() {
@@ -36,7 +36,7 @@ impl Report {
             };
             writeln!(
                 md,
-                "| {} | {} | {} | {} {unit} | {}–{} | {} | {vs_floor} |",
+                "| {} | {} | {} | {} {unit} | {}–{} | {} | {vs_floor} | {} |",
                 r.measurement.label(),
                 r.generator,
                 match r.measurement {
@@ -47,12 +47,13 @@ impl Report {
                 fmt(r.min),
                 fmt(r.max),
                 r.vs_nextval.map_or("".into(), |x| format!("{x:.3}")),
+                r.vs_call.map_or("".into(), |x| format!("{x:.3} ×")),
             )
             .unwrap();
         }
         writeln!(
             md,
-            "\nvs floor / ceiling: bulk, ns/id above the no-op pgrx function; per statement, tps ÷ `SELECT 1`'s; insert time and rate, ÷ those of an insert that supplies its own keys. Ratios are taken within a round. The ticket table's bulk and insert draw at most {} ids: each `UPDATE` of its row in one transaction walks the row's earlier versions, O(N²).\n",
+            "\nvs floor / ceiling: bulk, ns/id above the no-op pgrx function; per statement, tps ÷ `SELECT 1`'s (÷ no-op function: tps ÷ that of `SELECT` of a pgrx function that returns a constant, the floor of any function call); insert time and rate, ÷ those of an insert that supplies its own keys. Ratios are taken within a round. The ticket table's bulk and insert draw at most {} ids: each `UPDATE` of its row in one transaction walks the row's earlier versions, O(N²).\n",
             count(self.config.ticket_cap)
         )
         .unwrap();
@@ -71,13 +72,13 @@ impl Report {
     /// The rows as CSV, one line per cell, with a header line.
     pub fn csv(&self) -> String {
         let mut csv = String::from(
-            "measurement,generator,unit,n,rounds,median,min,max,vs_nextval_cache_1,vs_floor_or_ceiling\n",
+            "measurement,generator,unit,n,rounds,median,min,max,vs_nextval_cache_1,vs_floor_or_ceiling,vs_noop_function\n",
         );
         let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x:.4}"));
         for r in self.rows() {
             writeln!(
                 csv,
-                "\"{}\",\"{}\",{},{},{},{:.4},{:.4},{:.4},{},{}",
+                "\"{}\",\"{}\",{},{},{},{:.4},{:.4},{:.4},{},{},{}",
                 r.measurement.label(),
                 r.generator.replace('"', "\"\""),
                 r.measurement.unit(),
@@ -87,7 +88,8 @@ impl Report {
                 r.min,
                 r.max,
                 opt(r.vs_nextval),
-                opt(r.vs_floor)
+                opt(r.vs_floor),
+                opt(r.vs_call)
             )
             .unwrap();
         }

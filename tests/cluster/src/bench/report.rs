@@ -67,12 +67,14 @@ impl Report {
             ]);
         }
         if g.statement.is_some() {
-            m.extend(
-                self.config
-                    .clients
-                    .iter()
-                    .map(|&clients| Measurement::PerStatement { clients }),
-            );
+            for &protocol in &self.config.protocols {
+                m.extend(
+                    self.config
+                        .clients
+                        .iter()
+                        .map(|&clients| Measurement::PerStatement { clients, protocol }),
+                );
+            }
         }
         m
     }
@@ -81,7 +83,7 @@ impl Report {
     /// run.
     pub fn missing(&self) -> Vec<String> {
         let mut missing = Vec::new();
-        for g in GENERATORS {
+        for g in available(self.server_version_num) {
             for m in self.expected(g) {
                 let rounds = self
                     .samples
@@ -137,6 +139,10 @@ impl Report {
                 }
                 _ => None,
             };
+            let vs_call = match m {
+                Measurement::PerStatement { .. } => self.versus(g.name, m, CALL_FLOOR, m, ratio),
+                _ => None,
+            };
             rows.push(Row {
                 generator: g.name,
                 measurement: m,
@@ -147,6 +153,7 @@ impl Report {
                 max,
                 vs_nextval,
                 vs_floor,
+                vs_call,
             });
         }
         rows
@@ -158,7 +165,8 @@ impl Report {
         let ratio = |a: f64, b: f64| a / b;
         for g in [SNOWFLAKE, SEGMENT] {
             for &clients in &self.config.clients {
-                let m = Measurement::PerStatement { clients };
+                let protocol = Protocol::Prepared;
+                let m = Measurement::PerStatement { clients, protocol };
                 let r = self.versus(g, m, CONSTANT, m, ratio);
                 targets.push(Target {
                     what: format!("{g}: {} ≥ 0.97 × SELECT 1", m.label()),

@@ -5,7 +5,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use super::{
-    count, Config, Generator, Measurement, PgbenchLength, Report, Sample, GENERATORS, SNOWFLAKE,
+    available, count, Config, Generator, Measurement, PgbenchLength, Protocol, Report, Sample,
+    SNOWFLAKE,
 };
 use crate::{pg_bin, Cluster, One};
 
@@ -30,10 +31,11 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Report {
     let machine = machine(&mut db);
     let max_drift_ms: i64 =
         db.one("SELECT setting::bigint FROM pg_settings WHERE name = 'idgen.max_drift_ms'");
+    let server_version_num: i32 = db.one("SELECT current_setting('server_version_num')::int");
     let mut samples = Vec::new();
     for round in 0..config.rounds {
         for (i, &n) in config.bulk_sizes.iter().enumerate() {
-            for g in GENERATORS {
+            for g in available(server_version_num) {
                 let Some(expr) = g.bulk else { continue };
                 if config.bulk_sizes[..i]
                     .iter()
@@ -65,7 +67,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Report {
                 }
             }
         }
-        for g in GENERATORS {
+        for g in available(server_version_num) {
             if g.column.is_none() && !g.insert_keys {
                 continue;
             }
@@ -113,19 +115,22 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Report {
         }
         db.batch_execute("DROP TABLE IF EXISTS bench_insert")
             .unwrap();
-        for &clients in &config.clients {
-            for g in GENERATORS {
-                let Some(statement) = g.statement else {
-                    continue;
-                };
-                progress(&format!(
-                    "round {}: pgbench {clients} clients {}",
-                    round + 1,
-                    g.name
-                ));
-                let tps = pgbench(&cluster, statement, clients, config.pgbench);
-                let m = Measurement::PerStatement { clients };
-                samples.push(sample(g, m, round, 1, tps));
+        for &protocol in &config.protocols {
+            for &clients in &config.clients {
+                for g in available(server_version_num) {
+                    let Some(statement) = g.statement else {
+                        continue;
+                    };
+                    progress(&format!(
+                        "round {}: pgbench -M {} {clients} clients {}",
+                        round + 1,
+                        protocol.name(),
+                        g.name
+                    ));
+                    let tps = pgbench(&cluster, statement, clients, protocol, config.pgbench);
+                    let m = Measurement::PerStatement { clients, protocol };
+                    samples.push(sample(g, m, round, 1, tps));
+                }
             }
         }
     }
@@ -134,6 +139,7 @@ pub fn run(config: &Config, mut progress: impl FnMut(&str)) -> Report {
         machine,
         samples,
         max_drift_ms,
+        server_version_num,
     }
 }
 
@@ -164,15 +170,29 @@ fn sample(g: &Generator, measurement: Measurement, round: usize, n: u64, value: 
     }
 }
 
-/// Runs pgbench with `statement` as its script; returns its tps.
-pub fn pgbench(cluster: &Cluster, statement: &str, clients: u32, length: PgbenchLength) -> f64 {
+/// Runs pgbench with `statement` as its script in `protocol`; returns its tps.
+pub fn pgbench(
+    cluster: &Cluster,
+    statement: &str,
+    clients: u32,
+    protocol: Protocol,
+    length: PgbenchLength,
+) -> f64 {
     let script = cluster.dir().join("bench.sql");
     std::fs::write(&script, format!("{statement}\n")).unwrap();
     let mut cmd = Command::new(format!("{}/pgbench", pg_bin()));
-    cmd.args(["-h", "127.0.0.1", "-U", "postgres", "-n", "-M", "prepared"])
-        .args(["-p", &cluster.port().to_string()])
-        .args(["-c", &clients.to_string(), "-j", &clients.to_string()])
-        .args(["-f", script.to_str().unwrap()]);
+    cmd.args([
+        "-h",
+        "127.0.0.1",
+        "-U",
+        "postgres",
+        "-n",
+        "-M",
+        protocol.name(),
+    ])
+    .args(["-p", &cluster.port().to_string()])
+    .args(["-c", &clients.to_string(), "-j", &clients.to_string()])
+    .args(["-f", script.to_str().unwrap()]);
     match length {
         PgbenchLength::Seconds(s) => cmd.args(["-T", &s.to_string()]),
         PgbenchLength::Transactions(t) => cmd.args(["-t", &t.to_string()]),

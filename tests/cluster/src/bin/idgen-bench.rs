@@ -1,13 +1,14 @@
-//! `idgen-bench [--quick]`: runs idgen's benchmark (see `idgen_cluster_tests::bench`), prints
+//! `idgen-bench [--quick] [--seconds S]`: runs idgen's benchmark (see `idgen_cluster_tests::bench`), prints
 //! the report and writes it as Markdown and CSV to `<out-dir>/bench.md` and `bench.csv`
-//! (`--out-dir DIR`, default `target/bench` of the project). Run it through `scripts/bench.sh`,
+//! (`--out-dir DIR`, default `target/bench` of the project). `--seconds S`: each pgbench run
+//! lasts S seconds instead of 10. Run it through `scripts/bench.sh`,
 //! which builds and installs the release build first. Exits non-zero when a cell was not
 //! measured.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use idgen_cluster_tests::bench::{self, Config};
+use idgen_cluster_tests::bench::{self, Config, PgbenchLength};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -21,8 +22,14 @@ fn main() {
         match arg.as_str() {
             "--quick" => config = Config::quick(),
             "--out-dir" => out_dir = args.next().expect("--out-dir DIR").into(),
+            "--seconds" => {
+                let s = args.next().and_then(|s| s.parse().ok());
+                config.pgbench = PgbenchLength::Seconds(s.expect("--seconds S (whole seconds)"));
+            }
             other => {
-                eprintln!("usage: idgen-bench [--quick] [--out-dir DIR] (unknown: {other})");
+                eprintln!(
+                    "usage: idgen-bench [--quick] [--seconds S] [--out-dir DIR] (unknown: {other})"
+                );
                 std::process::exit(2);
             }
         }

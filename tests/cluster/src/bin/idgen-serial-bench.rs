@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use idgen_cluster_tests::bench::{pgbench, PgbenchLength};
+use idgen_cluster_tests::bench::{pgbench, PgbenchLength, Protocol};
 use idgen_cluster_tests::{Cluster, One};
 
 /// Numbers per bulk statement; gapless ones fewer: each increment of the one counter row in a
@@ -77,8 +77,20 @@ fn main() {
         eprintln!("{name}");
         let us = bulk(&mut db, expr, n);
         let insert = format!("INSERT INTO {table} DEFAULT VALUES;");
-        let one = pgbench(&cluster, &insert, 1, PgbenchLength::Seconds(10));
-        let four = pgbench(&cluster, &insert, 4, PgbenchLength::Seconds(10));
+        let one = pgbench(
+            &cluster,
+            &insert,
+            1,
+            Protocol::Prepared,
+            PgbenchLength::Seconds(10),
+        );
+        let four = pgbench(
+            &cluster,
+            &insert,
+            4,
+            Protocol::Prepared,
+            PgbenchLength::Seconds(10),
+        );
         println!("| {name} | {us:.2} | {one:.0} | {four:.0} |");
     }
 }
