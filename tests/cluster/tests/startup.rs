@@ -10,8 +10,8 @@ const NOT_PRELOADED: &[(&str, &[&str], &str)] = &[
     ("nopreload", &[], "shared_preload_libraries = 'idgen'"),
     (
         "otherpreload",
-        &["shared_preload_libraries = 'pg_stat_statements'"],
-        "shared_preload_libraries = 'pg_stat_statements,idgen'",
+        &["shared_preload_libraries = 'plpgsql'"],
+        "shared_preload_libraries = 'plpgsql,idgen'",
     ),
 ];
 
