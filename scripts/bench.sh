@@ -17,10 +17,17 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 idgen_setup
 pgc=$PG_CONFIG
-if [ "${1:-}" = --pg ]; then
-    pgc=$(idgen_pg_fetch "${2:?--pg takes a major version}")
-    shift 2
-fi
+args=()
+while [ $# -gt 0 ]; do  # --pg N anywhere; the rest goes to the benchmark
+    if [ "$1" = --pg ]; then
+        pgc=$(idgen_pg_fetch "${2:?--pg takes a major version}")
+        shift 2
+    else
+        args+=("$1")
+        shift
+    fi
+done
+set -- "${args[@]}"
 idgen_install_release "$pgc"
 export IDGEN_PG_BIN
 IDGEN_PG_BIN=$("$pgc" --bindir)

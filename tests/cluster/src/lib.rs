@@ -94,7 +94,12 @@ pub fn as_postgres_from(bindir: &str, program: &str) -> Command {
 fn own_libpq(cmd: &mut Command, bindir: &str) {
     let libdir = Path::new(bindir).join("../lib");
     if libdir.join("libpq.so.5").exists() {
-        cmd.env("LD_LIBRARY_PATH", libdir);
+        let mut path = std::ffi::OsString::from(libdir);
+        if let Some(rest) = std::env::var_os("LD_LIBRARY_PATH") {
+            path.push(":");
+            path.push(rest);
+        }
+        cmd.env("LD_LIBRARY_PATH", path);
     }
 }
 

@@ -114,8 +114,11 @@ fn the_package_installs_and_creates_the_extension() {
 
     // Remove the development install (and any earlier package), so that only the package counts.
     let dirs = server_dirs();
-    for old in [&package, "idgen-pg15"] {
-        let _ = Command::new("dpkg").args(["--purge", old]).output();
+    if major == "15" {
+        // And the package's name before 0.4.0.
+        for old in [&package, "idgen-pg15"] {
+            let _ = Command::new("dpkg").args(["--purge", old]).output();
+        }
     }
     for f in installed_files(&dirs) {
         std::fs::remove_file(&f).unwrap();

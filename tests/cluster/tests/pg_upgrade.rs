@@ -11,7 +11,9 @@
 //! every number the old server handed out; the new
 //! server's first Snowflake id is above every id of the old server and starts at or after the
 //! reservation the old server had written, even though the old generator ran ahead of its
-//! clock before the upgrade.
+//! clock before the upgrade and the new server's clock is 30 s behind the old one's (libfaketime:
+//! a clock set back during the upgrade). Only the copied reservation keeps that order: from its
+//! clock alone, the new server would stamp ids 30 s below the old ones.
 //!
 //! Debian's 15.20 stamps its columns with an attribute option 16.2 does not know (see
 //! [`strip_attver`]); the test takes it off before the upgrade.
@@ -22,7 +24,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use idgen_cluster_tests::{as_postgres_from, push_generator_ahead, twitter, Cluster, One};
+use idgen_cluster_tests::{
+    as_postgres_from, push_generator_ahead, twitter, Cluster, One, LIBFAKETIME,
+};
 
 /// `program` from `bindir`, as the postgres user, in `cwd` (pg_upgrade writes its logs and
 /// sockets there).
@@ -59,7 +63,9 @@ fn reserved_end_tick(data: &Path) -> i64 {
 fn pg_upgrade_from_15_to_16_keeps_segment_marks_and_snowflake_reservation() {
     let new_bin = std::env::var("IDGEN_PG_NEW_BIN")
         .expect("IDGEN_PG_NEW_BIN: the bindir of PostgreSQL 16 with idgen installed");
-    let settings = ["idgen.worker_id = 12"];
+    // The new server's clock runs 30 s behind; the drift bound lets it serve from the copied
+    // reservation at once instead of failing with 53400 until its clock catches up.
+    let settings = ["idgen.worker_id = 12", "idgen.max_drift_ms = 120000"];
 
     // The old server: segments drawn, the Snowflake generator pushed ahead of its clock.
     let old = Cluster::with_idgen("upgrade-old", 12, &[]);
@@ -149,6 +155,9 @@ fn pg_upgrade_from_15_to_16_keeps_segment_marks_and_snowflake_reservation() {
         dir.join("server16.log").to_str().unwrap(),
     ]);
     start.args(["-w", "-t", "60", "start"]);
+    start.env("LD_PRELOAD", LIBFAKETIME);
+    start.env("FAKETIME", "-30");
+    start.env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
     run_ok(start, "pg_ctl start (16)");
     let stop = StopOnDrop {
         bin: new_bin.clone(),
@@ -165,7 +174,16 @@ fn pg_upgrade_from_15_to_16_keeps_segment_marks_and_snowflake_reservation() {
     assert!((160000..170000).contains(&new_version), "{new_version}");
     let rows: i64 = client.one("SELECT count(*) FROM t");
     assert_eq!(rows, old_rows, "the table came across");
-    // The high-water marks and the step came across: each segment continues above.
+    // The server's clock is behind the real one (and so behind the old server's).
+    let clock_ms: f64 = client.one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8");
+    let real_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64;
+    assert!(
+        real_ms - clock_ms > 25_000.0,
+        "the new server's clock is not 30 s behind: {clock_ms} vs {real_ms}"
+    );
     // The clean stop gave the unused numbers back (marks at the last number taken), and
     // pg_upgrade carried the marks: each at or above every number handed out.
     let marks: Vec<(String, i64, i32)> = client

@@ -5,10 +5,10 @@
 //! VM, a clock fixed after running fast) new values sort below old ones. idgen's durable
 //! reservation makes every Snowflake id after the restart sort above every id before it.
 //!
-//! One server (libfaketime) hands out both; it stops, its clock goes back 10 s, and it starts
+//! One server (libfaketime) hands out both; it stops, its clock goes back 30 s, and it starts
 //! again: asserted, every `uuidv7()` value after the restart sorts below the last one before
 //! it, while every `snowflake_nextval()` after is above every one before (with
-//! `idgen.max_drift_ms` at 20 s, so that idgen serves ahead of the clock rather than waiting);
+//! `idgen.max_drift_ms` at 120 s, so that idgen serves ahead of the clock rather than waiting);
 //! and within one backend both are increasing.
 //!
 //! `uuidv7()` exists from PostgreSQL 18: the test is `#[ignore]`d in the plain cluster run and
@@ -46,7 +46,7 @@ fn after_a_restart_with_the_clock_behind_uuidv7_sorts_lower_and_snowflake_ids_do
         &[
             "shared_preload_libraries = 'idgen'",
             "idgen.worker_id = 4",
-            "idgen.max_drift_ms = 20000",
+            "idgen.max_drift_ms = 120000",
         ],
     );
     let clock = cluster.fake_clock();
@@ -64,7 +64,7 @@ fn after_a_restart_with_the_clock_behind_uuidv7_sorts_lower_and_snowflake_ids_do
     drop(client);
 
     cluster.stop("fast");
-    clock.set_offset_secs(-10.0);
+    clock.set_offset_secs(-30.0);
     cluster.start_server();
     std::thread::sleep(FakeClock::PICKUP);
     let mut client = cluster.connect("postgres");

@@ -18,13 +18,14 @@ fn main() {
     let manifest =
         std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo run (scripts/bench.sh)");
     let mut out_dir = PathBuf::from(manifest).join("../../target/bench");
+    let mut seconds = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => config = Config::quick(),
             "--out-dir" => out_dir = args.next().expect("--out-dir DIR").into(),
             "--seconds" => {
                 let s = args.next().and_then(|s| s.parse().ok());
-                config.pgbench = PgbenchLength::Seconds(s.expect("--seconds S (whole seconds)"));
+                seconds = Some(s.expect("--seconds S (whole seconds)"));
             }
             other => {
                 eprintln!(
@@ -33,6 +34,10 @@ fn main() {
                 std::process::exit(2);
             }
         }
+    }
+    // After the loop, so that --quick does not undo it.
+    if let Some(s) = seconds {
+        config.pgbench = PgbenchLength::Seconds(s);
     }
     let start = Instant::now();
     let report = bench::run(&config, |step| {
