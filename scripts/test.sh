@@ -3,7 +3,8 @@
 #   bash scripts/test.sh                 the whole suite on PostgreSQL 15, then the smoke tier on
 #                                        every other version (16, 17, 18; one that cannot be
 #                                        fetched is reported as skipped, with the reason)
-#   bash scripts/test.sh --pg N          the whole suite on version N
+#   bash scripts/test.sh --pg N          the whole suite on version N (16 or 18 that cannot be
+#                                        fetched fails the run; 17 is reported as skipped)
 #   bash scripts/test.sh --pg N --smoke  the smoke tier on version N
 # The whole suite, per version:
 #   1. cargo pgrx test: plain #[test]s (pure arithmetic) and #[pg_test]s (SQL surface, SQLSTATEs)

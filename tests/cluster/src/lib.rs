@@ -28,6 +28,8 @@ pub fn pg_bin() -> String {
 /// One throwaway server.
 pub struct Cluster {
     dir: PathBuf,
+    /// The installation's programs ([`pg_bin`] unless made by [`Cluster::init_from`]).
+    bin: String,
     port: std::sync::atomic::AtomicU16,
     /// Environment of the server processes (e.g. libfaketime's).
     env: Vec<(String, String)>,
@@ -70,8 +72,8 @@ pub fn as_postgres(program: &str) -> Command {
     as_postgres_from(&pg_bin(), program)
 }
 
-/// [`as_postgres`] for the installation whose programs are in `bindir`.
-pub fn as_postgres_from(bindir: &str, program: &str) -> Command {
+/// [`as_postgres`] for the installation whose programs are in `bindir` ([`Cluster::program`]).
+fn as_postgres_from(bindir: &str, program: &str) -> Command {
     let path = format!("{bindir}/{program}");
     let mut c = if is_root() {
         let mut c = Command::new("runuser");
@@ -191,8 +193,14 @@ impl Cluster {
 
     /// initdb only; `settings` are written to postgresql.conf. Start with [`Cluster::pg_ctl_start`].
     pub fn init(tag: &str, settings: &[&str]) -> Cluster {
-        let c = Cluster::new(tag);
-        let mut initdb = as_postgres("initdb");
+        Cluster::init_from(&pg_bin(), tag, settings)
+    }
+
+    /// [`Cluster::init`] with the programs of the installation in `bindir` (another major
+    /// version, for `pg_upgrade`).
+    pub fn init_from(bindir: &str, tag: &str, settings: &[&str]) -> Cluster {
+        let c = Cluster::new(bindir, tag);
+        let mut initdb = c.program("initdb");
         initdb.args([
             "-D",
             c.data().to_str().unwrap(),
@@ -233,8 +241,8 @@ impl Cluster {
     }
 
     fn base_backup(primary: &Cluster, tag: &str, settings: &[&str], standby: bool) -> Cluster {
-        let c = Cluster::new(tag);
-        let mut backup = as_postgres("pg_basebackup");
+        let c = Cluster::new(&primary.bin, tag);
+        let mut backup = c.program("pg_basebackup");
         backup.args(["-D", c.data().to_str().unwrap()]);
         if standby {
             backup.arg("-R");
@@ -279,9 +287,10 @@ impl Cluster {
         }
     }
 
-    fn new(tag: &str) -> Cluster {
+    fn new(bindir: &str, tag: &str) -> Cluster {
         Cluster {
             dir: unique_dir(tag),
+            bin: bindir.to_owned(),
             port: std::sync::atomic::AtomicU16::new(free_port()),
             env: Vec::new(),
         }
@@ -317,9 +326,14 @@ impl Cluster {
         }
     }
 
+    /// `program` of this server's installation, as [`as_postgres`] runs it.
+    pub fn program(&self, program: &str) -> Command {
+        as_postgres_from(&self.bin, program)
+    }
+
     /// `pg_ctl promote -w`: the standby becomes a primary.
     pub fn promote(&self) {
-        let mut cmd = as_postgres("pg_ctl");
+        let mut cmd = self.program("pg_ctl");
         cmd.args(["-D", self.data().to_str().unwrap(), "-w", "promote"]);
         let out = run(cmd, "pg_ctl promote");
         assert!(out.status.success(), "promote failed:\n{}", self.log());
@@ -360,7 +374,7 @@ impl Cluster {
 
     /// `pg_ctl start -w`; returns its output (the server log has the reasons for a failure).
     pub fn pg_ctl_start(&self) -> Output {
-        let mut cmd = as_postgres("pg_ctl");
+        let mut cmd = self.program("pg_ctl");
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd.args([
             "-D",
@@ -381,7 +395,7 @@ impl Cluster {
     pub fn stop(&self, mode: &str) {
         let running = self.data().join("postmaster.pid").exists();
         let started = std::time::Instant::now();
-        let mut cmd = as_postgres("pg_ctl");
+        let mut cmd = self.program("pg_ctl");
         cmd.args([
             "-D",
             self.data().to_str().unwrap(),

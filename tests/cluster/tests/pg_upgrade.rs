@@ -24,17 +24,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use idgen_cluster_tests::{
-    as_postgres_from, push_generator_ahead, twitter, Cluster, One, LIBFAKETIME,
-};
-
-/// `program` from `bindir`, as the postgres user, in `cwd` (pg_upgrade writes its logs and
-/// sockets there).
-fn postgres_cmd(bindir: &str, program: &str, cwd: &Path) -> Command {
-    let mut c = as_postgres_from(bindir, program);
-    c.current_dir(cwd);
-    c
-}
+use idgen_cluster_tests::{push_generator_ahead, twitter, Cluster, One};
 
 fn run_ok(mut cmd: Command, what: &str) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -65,7 +55,11 @@ fn pg_upgrade_from_15_to_16_keeps_segment_marks_and_snowflake_reservation() {
         .expect("IDGEN_PG_NEW_BIN: the bindir of PostgreSQL 16 with idgen installed");
     // The new server's clock runs 30 s behind; the drift bound lets it serve from the copied
     // reservation at once instead of failing with 53400 until its clock catches up.
-    let settings = ["idgen.worker_id = 12", "idgen.max_drift_ms = 120000"];
+    let settings = [
+        "shared_preload_libraries = 'idgen'",
+        "idgen.worker_id = 12",
+        "idgen.max_drift_ms = 120000",
+    ];
 
     // The old server: segments drawn, the Snowflake generator pushed ahead of its clock.
     let old = Cluster::with_idgen("upgrade-old", 12, &[]);
@@ -91,85 +85,27 @@ fn pg_upgrade_from_15_to_16_keeps_segment_marks_and_snowflake_reservation() {
     let reserved_end = reserved_end_tick(&old.data());
 
     // The new cluster: initdb, the same idgen settings, pg_upgrade, the reservation file.
-    let dir = old.dir();
-    let new_data = dir.join("data16");
-    let mut initdb = postgres_cmd(&new_bin, "initdb", &dir);
-    initdb.args([
-        "-D",
-        new_data.to_str().unwrap(),
-        "-U",
-        "postgres",
-        "-A",
-        "trust",
-    ]);
-    initdb.args(["--no-sync", "-E", "UTF8", "--locale=C"]);
-    run_ok(initdb, "initdb (16)");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let conf = format!(
-        "\nlisten_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\nfsync = off\nshared_preload_libraries = 'idgen'\n{}\n",
-        dir.display(),
-        settings.join("\n")
-    );
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(new_data.join("postgresql.conf"))
-        .unwrap();
-    std::io::Write::write_all(&mut f, conf.as_bytes()).unwrap();
-
-    let old_bin = idgen_cluster_tests::pg_bin();
-    let mut upgrade = postgres_cmd(&new_bin, "pg_upgrade", &dir);
-    upgrade.args(["-b", &old_bin, "-B", &new_bin]);
-    upgrade.args([
-        "-d",
-        old.data().to_str().unwrap(),
-        "-D",
-        new_data.to_str().unwrap(),
-    ]);
-    upgrade.args(["-s", dir.to_str().unwrap(), "-U", "postgres"]);
+    let mut new = Cluster::init_from(&new_bin, "upgrade-new", &settings);
+    let mut upgrade = new.program("pg_upgrade");
+    upgrade.current_dir(new.dir()); // pg_upgrade writes its logs and sockets there
+    upgrade.args(["-b", &idgen_cluster_tests::pg_bin(), "-B", &new_bin]);
+    upgrade.args(["-d", old.data().to_str().unwrap()]);
+    upgrade.args(["-D", new.data().to_str().unwrap()]);
+    upgrade.args(["-s", new.dir().to_str().unwrap(), "-U", "postgres"]);
     let report = run_ok(upgrade, "pg_upgrade 15 -> 16");
     assert!(report.contains("Upgrade Complete"), "{report}");
     // README's step: pg_upgrade moves relations, not the reservation file beside them.
-    std::fs::copy(
-        old.data().join("idgen_snowflake.reservation"),
-        new_data.join("idgen_snowflake.reservation"),
-    )
-    .unwrap();
+    let copied = new.data().join("idgen_snowflake.reservation");
+    std::fs::copy(old.data().join("idgen_snowflake.reservation"), &copied).unwrap();
     let mut chown = Command::new("chown");
-    chown.args([
-        "postgres:postgres",
-        new_data
-            .join("idgen_snowflake.reservation")
-            .to_str()
-            .unwrap(),
-    ]);
+    chown.args(["postgres:postgres", copied.to_str().unwrap()]);
     run_ok(chown, "chown the reservation file");
 
-    let mut start = postgres_cmd(&new_bin, "pg_ctl", &dir);
-    start.args([
-        "-D",
-        new_data.to_str().unwrap(),
-        "-l",
-        dir.join("server16.log").to_str().unwrap(),
-    ]);
-    start.args(["-w", "-t", "60", "start"]);
-    start.env("LD_PRELOAD", LIBFAKETIME);
-    start.env("FAKETIME", "-30");
-    start.env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
-    run_ok(start, "pg_ctl start (16)");
-    let stop = StopOnDrop {
-        bin: new_bin.clone(),
-        data: new_data.clone(),
-        dir: dir.clone(),
-    };
-
-    let mut client = postgres::Client::connect(
-        &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres"),
-        postgres::NoTls,
-    )
-    .unwrap();
+    // A clock set back during the upgrade: the new server's runs 30 s behind.
+    let clock = new.fake_clock();
+    clock.set_offset_secs(-30.0);
+    new.start_server();
+    let mut client = new.connect("postgres");
     let new_version: i32 = client.one("SELECT current_setting('server_version_num')::int");
     assert!((160000..170000).contains(&new_version), "{new_version}");
     let rows: i64 = client.one("SELECT count(*) FROM t");
@@ -226,8 +162,6 @@ fn pg_upgrade_from_15_to_16_keeps_segment_marks_and_snowflake_reservation() {
         "first tick {tick} is below the old server's reservation end {reserved_end}"
     );
     assert_eq!(twitter::worker_of(first), 12);
-    drop(client);
-    drop(stop);
 }
 
 /// Debian's 15.20 stamps every column it creates with an attribute option `pg_attver=N`, which
@@ -261,26 +195,4 @@ fn strip_attver(client: &mut postgres::Client) {
         "user columns with attribute options other than pg_attver"
     );
     eprintln!("pg_upgrade: took pg_attver off {stamped} user columns (16.2 does not know it)");
-}
-
-/// Stops the upgraded server when the test ends, passed or not.
-struct StopOnDrop {
-    bin: String,
-    data: std::path::PathBuf,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        let mut stop = postgres_cmd(&self.bin, "pg_ctl", &self.dir);
-        stop.args([
-            "-D",
-            self.data.to_str().unwrap(),
-            "-m",
-            "immediate",
-            "-w",
-            "stop",
-        ]);
-        let _ = stop.output();
-    }
 }
