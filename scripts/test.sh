@@ -57,6 +57,9 @@ tier() {  # tier NAME COMMAND...: runs a tier, keeps its output for the summary
     fi
 }
 
+# The module layering of src/ (DESIGN.md section 5), before anything is built.
+tier layers python3 scripts/check-layers.py
+
 # Cluster test targets that run on version $1 (the two that need Debian's 15 packages do not
 # run on the others).
 cluster_targets() {

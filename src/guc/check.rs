@@ -165,7 +165,7 @@ pub(super) fn conninfo_text(text: &str) -> Result<(), String> {
     if text.trim().is_empty() {
         return Ok(());
     }
-    crate::registry::parse_conninfo(text)
+    crate::libpq::parse(text)
 }
 
 /// The longest node name, in bytes: a PostgreSQL identifier (NAMEDATALEN - 1).

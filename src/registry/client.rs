@@ -15,7 +15,7 @@ use pgrx::bgworkers::{
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::conn::{self, Conn, ConnError, Wait};
+use crate::libpq::{self as conn, Conn, ConnError, Wait};
 use super::shared::{self, State};
 use crate::failure::{Failure, FixedText};
 use crate::guc;
@@ -288,7 +288,7 @@ impl Client {
         let id = &self.identity;
         let params = [
             Some(id.node_name.clone()),
-            Some(super::incarnation().to_owned()),
+            Some(crate::identity::incarnation().to_owned()),
             Some(id.system_identifier.clone()),
             Some(id.timeline.to_string()),
             wanted,
@@ -340,7 +340,7 @@ impl Client {
         pgrx::log!(
             "idgen registry client: node {} holds worker id {worker} (incarnation {}){}; ids start {} ms ahead of the clock",
             self.identity.node_name,
-            super::incarnation(),
+            crate::identity::incarnation(),
             previous.map_or(String::new(), |p| format!(", after {p}")),
             lease::head_start_ms(now_ms)
         );
@@ -353,7 +353,7 @@ impl Client {
     fn renew(&mut self, worker: u64) -> Result<(), Box<Failure>> {
         let params = [
             Some(worker.to_string()),
-            Some(super::incarnation().to_owned()),
+            Some(crate::identity::incarnation().to_owned()),
             Some(guc::registry_lease_ms().to_string()),
             Some(guc::registry_renew_interval_ms().to_string()),
             Some(format!(
@@ -418,7 +418,7 @@ impl Client {
         let deadline = Instant::now() + RELEASE_TIMEOUT;
         let params = [
             Some(worker.to_string()),
-            Some(super::incarnation().to_owned()),
+            Some(crate::identity::incarnation().to_owned()),
             Some(final_tick.to_string()),
         ];
         let released = self.conn(deadline, Wait::UntilDeadline).and_then(|conn| {

@@ -6,23 +6,13 @@
 //! connection is in [`conn`], the worker's loop in [`client`], its status in [`shared`].
 
 mod client;
-mod conn;
-pub(crate) mod segments;
 mod shared;
 
-use std::sync::OnceLock;
-
 use pgrx::datetime::TimestampWithTimeZone;
-use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::snowflake::lease;
 use crate::time::unix_ms_to_timestamptz;
-
-/// This postmaster's incarnation: 16 random bytes in hex, made once at start and inherited by
-/// every process. A restart makes a new one, so the registry tells a restarted server (or a
-/// second server with the same node name) from the one that renewed before.
-static INCARNATION: OnceLock<String> = OnceLock::new();
 
 /// Registers the registry client and its shared memory if `idgen.registry` is set. Called from
 /// `_PG_init` in the postmaster, after `snowflake::init`.
@@ -30,29 +20,9 @@ pub(crate) fn init() {
     if crate::guc::registry_conninfo().is_none() {
         return;
     }
-    let mut bytes = [0u8; 16];
-    // SAFETY: a valid buffer of the given length; pg_strong_random fills it from the OS's CSPRNG.
-    let ok = unsafe { pg_sys::pg_strong_random(bytes.as_mut_ptr().cast(), bytes.len()) };
-    if !ok {
-        // Fall back to the clock and pid: unique enough to tell two starts apart.
-        let seed =
-            (crate::time::wall_clock_unix_ms() as u128) << 32 | crate::backend::pid() as u128;
-        bytes = seed.to_le_bytes();
-    }
-    let _ = INCARNATION.set(bytes.iter().map(|b| format!("{b:02x}")).collect());
+    crate::identity::init();
     crate::shmem::register(shared::PART);
     client::register();
-}
-
-/// This postmaster's incarnation ("" without a registry).
-pub(crate) fn incarnation() -> &'static str {
-    INCARNATION.get().map_or("", String::as_str)
-}
-
-/// Checks `idgen.registry`'s text as libpq parses it, without connecting (the setting's check
-/// hook). `Err` is libpq's message.
-pub(crate) fn parse_conninfo(conninfo: &str) -> Result<(), String> {
-    conn::parse(conninfo)
 }
 
 /// This server's registry client, one row (`idgen_registry_status` selects it): the registry
@@ -116,7 +86,7 @@ fn idgen_registry_client_status() -> TableIterator<
         text(texts.state.as_str()).unwrap_or_else(|| "connecting".into()),
         granted.map(|w| w as i32),
         text(texts.node_name.as_str()),
-        text(incarnation()),
+        text(crate::identity::incarnation()),
         ms(s.lease_expires_ms.load(Relaxed)),
         (fence_end > 0).then(|| fence_end as i64 - 1),
         (fence_end > 0)

@@ -112,7 +112,7 @@ fn take_work(db: pg_sys::Oid) -> Option<Work> {
     })
 }
 
-/// `before_shmem_exit` callback of the allocator: leaves the registry; if it had reported in,
+/// `before_shmem_exit` callback of the allocator: leaves the allocator table; if it had reported in,
 /// the requests it was running fail (their callers stop waiting) and segments it had frozen
 /// mid-change lose their cached numbers (the change may have committed, so thawing could
 /// reissue numbers).

@@ -224,7 +224,7 @@ pub(crate) fn give_back(
         Some((Some(m), Some(global))) if m == mark => global,
         _ => return Ok(false),
     };
-    if global && !(registry && crate::registry::segments::give_back(name, mark, new_mark)?) {
+    if global && !(registry && super::global::give_back(name, mark, new_mark)?) {
         return Ok(false);
     }
     set_max_id(name, new_mark)?;

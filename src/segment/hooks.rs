@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_void, CStr};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::registry::evict_allocator;
+use super::allocators::evict_allocator;
 use super::shared::{attached, lock};
 use crate::backend;
 use crate::hooks::HookChain;
@@ -103,7 +103,7 @@ extern "C-unwind" {
 }
 
 /// Before a utility command: evicts the allocator of the database the command needs alone;
-/// the hold on new allocators ends with the command's transaction (`registry::end_holds`).
+/// the hold on new allocators ends with the command's transaction (`allocators::end_holds`).
 ///
 /// # Safety
 /// `pstmt` is the valid planned statement PostgreSQL passed to the hook.

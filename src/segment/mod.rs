@@ -5,7 +5,7 @@
 //! Pure parts: [`range`] (the arithmetic), [`buffer`] (the lock-free double buffer); [`args`]
 //! checks the SQL functions' arguments. Shared
 //! memory: [`shared`] (layout, LWLock, condition variable) with [`failure`] (its text), and the
-//! operations on its tables: [`slots`], [`registry`] (allocators and holds), [`queue`]
+//! operations on its tables: [`slots`], [`allocators`] (allocators and holds), [`queue`]
 //! (requests). A backend's side: [`session`] (the hot path) and [`call_site`]. The allocator
 //! background worker: [`allocator`], running [`work`] units in transactions ([`mod@unit`]) that use
 //! [`catalog`] (SPI on `idgen_segment`). PostgreSQL's commands: [`hooks`].
@@ -18,7 +18,8 @@ mod catalog;
 mod hooks;
 mod queue;
 mod range;
-mod registry;
+mod allocators;
+mod global;
 mod session;
 mod shared;
 mod slots;
@@ -86,7 +87,7 @@ fn segment_create_scoped(
 ) {
     let global = match scope {
         Some("local") => false,
-        Some("global") if crate::registry::segments::configured() => true,
+        Some("global") if global::configured() => true,
         Some("global") => Error::GlobalWithoutRegistry.report(),
         Some(other) => Error::InvalidScope {
             scope: other.into(),

@@ -1,7 +1,7 @@
 //! The segment cache's shared memory (`idgen_segment_cache`): its layout, the LWLock
 //! `idgen_segment` that guards everything but the lock-free slots, and the one condition variable
 //! every waiter sleeps on (DESIGN.md §2–3). The operations on each table are in their own files:
-//! [`super::slots`], [`super::registry`] (allocators and holds), [`super::queue`] (requests).
+//! [`super::slots`], [`super::allocators`] (allocators and holds), [`super::queue`] (requests).
 //!
 //! * `idgen.segment_cache_size` [`Slot`]s, each holding one (database, segment name) while in
 //!   use: a lock-free [`DoubleBuffer`] for the hot path, a generation and a referenced bit (the
@@ -96,7 +96,7 @@ pub(crate) struct Allocator {
 
 /// Databases whose allocator may not start for a while: a command that needs the database
 /// without other sessions (`CREATE DATABASE ... TEMPLATE`, `ALTER DATABASE ... RENAME`) asked it
-/// to leave (`registry::evict_allocator`).
+/// to leave (`allocators::evict_allocator`).
 pub(crate) const MAX_HOLDS: usize = 8;
 
 /// An allocator start held back for database `db` until `until` (`TimestampTz`).

@@ -94,7 +94,7 @@ pub(crate) fn run(db: pg_sys::Oid, work: Work) {
                 (f, gone)
             });
             if let Err((f, _)) = &outcome {
-                if crate::registry::segments::unreachable(f) {
+                if super::global::unreachable(f) {
                     // The registry of a global segment did not answer: its callers go on
                     // waiting (up to idgen.segment_wait_timeout, then 55P03) while this
                     // refill is tried again, the cached ranges serving meanwhile.
@@ -172,7 +172,7 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
 /// A range of global segment `name` from the registry: used only once the registry has
 /// answered with it (its commit); the local row keeps the registry's mark for `segment_status`.
 fn refill_global(name: &str, step: i64) -> Result<Refilled, Error> {
-    let taken = crate::registry::segments::take(name, step)?;
+    let taken = super::global::take(name, step)?;
     catalog::set_max_id(name, taken.last)?;
     Ok(Refilled {
         range: Range {
@@ -192,7 +192,7 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
         return Ok(i as i64);
     }
     let base_step = in_transaction(|| match catalog::step(name) {
-        Err(Error::UnknownSegment { .. }) if crate::registry::segments::configured() => {
+        Err(Error::UnknownSegment { .. }) if super::global::configured() => {
             declare_global(name)
         }
         other => other,
@@ -225,7 +225,7 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
     let mut given = 0;
     // After the registry failed to answer once, the other global segments skip it: a shutdown
     // must not wait a second per segment.
-    let mut registry = crate::registry::segments::configured();
+    let mut registry = super::global::configured();
     for e in evicted {
         let Some((mark, new_mark)) = e.give_back() else {
             continue;
@@ -237,7 +237,7 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
         match done {
             Ok(true) => given += 1,
             Ok(false) => {}
-            Err(f) if crate::registry::segments::unreachable(&f) => {
+            Err(f) if super::global::unreachable(&f) => {
                 registry = false;
                 warn(&format!(
                     "idgen allocator: the unused numbers of global segment \"{name}\" are skipped: {}",
@@ -256,7 +256,7 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
 /// A name this database does not know may be a global segment of the registry: declared here
 /// (a local row of scope global) when it is. Returns its step.
 fn declare_global(name: &str) -> Result<i64, Error> {
-    let Some(step) = crate::registry::segments::find(name)? else {
+    let Some(step) = super::global::find(name)? else {
         return Err(Error::UnknownSegment { name: name.into() });
     };
     catalog::insert(name, 0, step, None, true)?;
@@ -308,7 +308,7 @@ fn create(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
         }
         // A global segment: in the registry first (kept if it exists there), then declared here.
         let step = if r.global {
-            crate::registry::segments::create(name, r.value, r.step, description)?.1
+            super::global::create(name, r.value, r.step, description)?.1
         } else {
             r.step
         };

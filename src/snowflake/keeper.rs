@@ -82,7 +82,7 @@ fn keep_ahead() -> bool {
     let layout = layout();
     let shared = shared();
     if shared.reserved_end.0.load(Ordering::Acquire) == 0
-        || super::shared::known_worker_id().is_none()
+        || super::lease::known_worker_id().is_none()
     {
         return false;
     }

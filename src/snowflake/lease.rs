@@ -16,6 +16,8 @@ use super::layout::Layout;
 use super::shared::{advance_state_to, layout, raise_head_start, shared, RESERVATION_LOCK};
 use crate::error::Error;
 use crate::failure::Failure;
+use crate::guc;
+use crate::shmem::{CacheLine, Part, ShmemStruct};
 
 /// The lease in shared memory. All zero: nothing granted, no fence confirmed, no failure.
 #[repr(C)]
@@ -54,9 +56,62 @@ pub(crate) fn registry_mode() -> bool {
     REGISTRY_MODE.get().copied().unwrap_or(false)
 }
 
+/// `idgen_snowflake_lease` in shared memory: zeroed at start and after a crash.
+static LEASE: ShmemStruct<CacheLine<LeaseShared>> = ShmemStruct::new(c"idgen_snowflake_lease");
+
+/// The lease's share of shared memory (registered by `snowflake::init`).
+pub(crate) const PART: Part = Part {
+    request: || LEASE.request(),
+    // SAFETY: LeaseShared is atomics and a Failure of plain bytes, for which all-zero is valid
+    // (its Default); nothing else to initialize.
+    attach: || unsafe { LEASE.attach(|_| {}) },
+};
+
 fn lease() -> &'static LeaseShared {
-    &shared().lease.0
+    &LEASE.get().0
 }
+
+/// This process's copy of the server's worker id once known ([`NO_WORKER`] before): the
+/// setting's, or the one the registry granted, which never changes until the server restarts
+/// (DESIGN.md §6). A process static, so the per-id path reads no shared memory for it.
+static WORKER: AtomicU64 = AtomicU64::new(NO_WORKER);
+
+/// [`WORKER`] before the worker id is known.
+const NO_WORKER: u64 = u64::MAX;
+
+/// This server's worker id for an id: `idgen.worker_id`, or the one the registry granted.
+/// Errors: 55000 while it is unset (the hint names the layout's range) or the registry has not
+/// granted one yet; the registry's refusal (e.g. 55006, the id is held by another node).
+#[inline]
+pub(crate) fn worker_id() -> Result<u64, Error> {
+    match WORKER.load(Ordering::Relaxed) {
+        NO_WORKER => worker_id_first(),
+        worker => Ok(worker),
+    }
+}
+
+/// [`worker_id`] the first time in this process, and until it is known.
+#[cold]
+#[inline(never)]
+fn worker_id_first() -> Result<u64, Error> {
+    let worker = match guc::worker_id_setting() {
+        guc::WorkerIdSetting::Unset => {
+            return Err(Error::WorkerIdNotSet {
+                max_worker: layout().max_worker(),
+            })
+        }
+        guc::WorkerIdSetting::Fixed(worker) if !registry_mode() => worker,
+        _ => granted_worker()?,
+    };
+    WORKER.store(worker, Ordering::Relaxed);
+    Ok(worker)
+}
+
+/// The server's worker id if known, without an error: `snowflake_status()`, the keeper.
+pub(crate) fn known_worker_id() -> Option<u64> {
+    worker_id().ok()
+}
+
 
 /// What the registry granted: the worker id, the floor (the first tick this server may use:
 /// above the previous holder's R, or at its final reservation after a clean release), and

@@ -39,6 +39,7 @@ pub(crate) fn init() {
     }
     lease::init();
     crate::shmem::register(shared::PART);
+    crate::shmem::register(lease::PART);
     keeper::register();
 }
 
@@ -136,7 +137,7 @@ fn snowflake_compose(
 /// This server's worker id (`idgen.worker_id`, or the registry's grant), for the `{worker}`
 /// token of serial numbers. Errors: 55000 while it is unset or not yet granted.
 pub(crate) fn worker_id() -> Result<u64, Error> {
-    shared::worker_id()
+    lease::worker_id()
 }
 
 /// The text form of a Snowflake id (seed 003's serial number): `prefix` + the UTC start of its

@@ -28,8 +28,6 @@ pub(crate) struct SnowflakeShared {
     pub(crate) clock_seen_ms: CacheLine<AtomicI64>,
     /// Counters for `snowflake_status()`, since server start, and the warning rate limiter.
     pub(crate) counters: CacheLine<SnowflakeCounters>,
-    /// The worker id lease from `idgen.registry` (`lease.rs`); unused without a registry.
-    pub(crate) lease: CacheLine<super::lease::LeaseShared>,
 }
 
 /// Rarely written counters of the Snowflake generator (`snowflake_status()`).
@@ -125,47 +123,6 @@ fn configured() -> Result<Layout, Error> {
 /// backend.
 pub(crate) fn layout() -> &'static Layout {
     LAYOUT.get().expect("the layout is built in _PG_init")
-}
-
-/// This process's copy of the server's worker id once known ([`NO_WORKER`] before): the
-/// setting's, or the one the registry granted, which never changes until the server restarts
-/// (DESIGN.md §6). A process static, so the per-id path reads no shared memory for it.
-static WORKER: AtomicU64 = AtomicU64::new(NO_WORKER);
-
-/// [`WORKER`] before the worker id is known.
-const NO_WORKER: u64 = u64::MAX;
-
-/// This server's worker id for an id: `idgen.worker_id`, or the one the registry granted.
-/// Errors: 55000 while it is unset (the hint names the layout's range) or the registry has not
-/// granted one yet; the registry's refusal (e.g. 55006, the id is held by another node).
-#[inline]
-pub(crate) fn worker_id() -> Result<u64, Error> {
-    match WORKER.load(Ordering::Relaxed) {
-        NO_WORKER => worker_id_first(),
-        worker => Ok(worker),
-    }
-}
-
-/// [`worker_id`] the first time in this process, and until it is known.
-#[cold]
-#[inline(never)]
-fn worker_id_first() -> Result<u64, Error> {
-    let worker = match guc::worker_id_setting() {
-        guc::WorkerIdSetting::Unset => {
-            return Err(Error::WorkerIdNotSet {
-                max_worker: layout().max_worker(),
-            })
-        }
-        guc::WorkerIdSetting::Fixed(worker) if !super::lease::registry_mode() => worker,
-        _ => super::lease::granted_worker()?,
-    };
-    WORKER.store(worker, Ordering::Relaxed);
-    Ok(worker)
-}
-
-/// The server's worker id if known, without an error: `snowflake_status()`, the keeper.
-pub(crate) fn known_worker_id() -> Option<u64> {
-    worker_id().ok()
 }
 
 /// Moves the state word so that the next id is at `tick` or later (sequence 0); never back.

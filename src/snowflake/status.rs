@@ -50,7 +50,7 @@ fn snowflake_status() -> TableIterator<
     ),
 > {
     let layout = layout();
-    let worker = super::shared::known_worker_id();
+    let worker = super::lease::known_worker_id();
     let snap = snapshot();
     let issued = snap.last_state != 0;
     let last_tick = layout.state_tick(snap.last_state);

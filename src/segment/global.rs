@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
-use super::conn::{self, Conn, ConnError, Wait};
+use crate::libpq::{self as conn, Conn, ConnError, Wait};
 use crate::error::Error;
 use crate::failure::Failure;
 

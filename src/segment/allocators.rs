@@ -1,4 +1,4 @@
-//! The allocator registry: which database has an allocator background worker, starting one on
+//! The allocator table: which database has an allocator background worker, starting one on
 //! demand (a dynamic background worker), its reporting in and out, and the holds that keep a
 //! database's allocator away while a command needs the database without other sessions
 //! (`CREATE DATABASE ... TEMPLATE`, `ALTER DATABASE ... RENAME`). The worker itself is in
@@ -111,7 +111,7 @@ impl Guarded {
         }
     }
 
-    /// Worker side: the allocator of `db` (the calling process) leaves the registry. False if it
+    /// Worker side: the allocator of `db` (the calling process) leaves the table. False if it
     /// had never reported in (another allocator serves `db`): then it has nothing to undo.
     pub(crate) fn leave(&mut self, db: pg_sys::Oid) -> bool {
         let pid = backend::pid();
