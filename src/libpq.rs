@@ -1,27 +1,72 @@
-//! The registry client's connection: PostgreSQL's own libpq (linked as postgres_fdw, dblink and
+//! The registry connection: PostgreSQL's own libpq (linked as postgres_fdw, dblink and
 //! pg_cron link it, through the `pq-sys` bindings), driven only through its non-blocking API
 //! (`PQconnectStartParams`/`PQconnectPoll`, `PQsendQueryParams`/`PQconsumeInput`) and waits on
-//! the worker's latch and the socket together (`WaitLatchOrSocket`). So a SIGTERM, a reload and
+//! the process's latch and the socket together (`WaitLatchOrSocket`). So a SIGTERM, a reload and
 //! every deadline end a wait at once, whatever the registry or the network does; a registry
-//! that stops answering costs a timeout, never a stuck worker (DESIGN.md §6).
+//! that stops answering costs a timeout, never a stuck process (DESIGN.md §6). A leaf: the
+//! settings check `idgen.registry` with [`parse`], the registry client and the segment
+//! allocators connect with [`connect`].
+//!
+//! What libpq would do without a deadline is kept out: host names that need DNS are refused by
+//! [`parse`] (`getaddrinfo` cannot be interrupted; give `hostaddr`), GSSAPI encryption is off
+//! unless the connection string asks for it (its negotiation can wait on a KDC), a multi-host
+//! string goes on to a host that accepts writes (`target_session_attrs=read-write`), and every
+//! session runs with `statement_timeout` and `lock_timeout` shorter than the client's own
+//! deadline, so the registry ends a statement the client stopped waiting for by itself, on the
+//! same connection.
 
-use std::ffi::{c_char, CStr, CString};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Instant;
 
-use pgrx::bgworkers::BackgroundWorker;
 use pgrx::pg_sys;
 use pq_sys as pq;
 
-/// A SIGTERM arrived. pgrx's `sigterm_received()` forgets a SIGTERM once read; this keeps it.
+/// A SIGTERM arrived (kept: it is never forgotten once seen).
 static TERMINATING: AtomicBool = AtomicBool::new(false);
 
-/// Whether this worker was asked to terminate (SIGTERM), at any time since it started.
-pub(crate) fn terminating() -> bool {
-    if BackgroundWorker::sigterm_received() {
+/// The process that sent the first SIGTERM (0 if unknown).
+static TERMINATED_BY: AtomicI32 = AtomicI32::new(0);
+
+/// The SIGTERM handler of [`install_sigterm_handler`]: notes the sender and wakes the latch.
+extern "C" fn on_sigterm(_signal: c_int, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
+    // SAFETY: in a signal handler: errno is saved and restored around SetLatch, which
+    // PostgreSQL's own handlers call from signal handlers; `info` is the kernel's siginfo.
+    unsafe {
+        let saved = *libc::__errno_location();
+        if !info.is_null() && !TERMINATING.load(Ordering::Relaxed) {
+            TERMINATED_BY.store((*info).si_pid(), Ordering::Relaxed);
+        }
         TERMINATING.store(true, Ordering::Relaxed);
+        pg_sys::SetLatch(pg_sys::MyLatch);
+        *libc::__errno_location() = saved;
     }
+}
+
+/// Replaces the process's SIGTERM handler with one that also notes who sent it, so that the
+/// registry client tells a shutdown (the postmaster's SIGTERM: release the lease) from
+/// `pg_terminate_backend` (exit, be restarted, keep the lease).
+pub(crate) fn install_sigterm_handler() {
+    // SAFETY: a zeroed sigaction with a valid SA_SIGINFO handler and an empty mask, installed
+    // for SIGTERM only, in the process's only thread.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigterm as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    }
+}
+
+/// Whether this process was asked to terminate (SIGTERM, through [`install_sigterm_handler`]).
+pub(crate) fn terminating() -> bool {
     TERMINATING.load(Ordering::Relaxed)
+}
+
+/// Whether the SIGTERM came from the postmaster: a shutdown, not `pg_terminate_backend`.
+pub(crate) fn terminated_by_postmaster() -> bool {
+    // SAFETY: PostmasterPid is set before any child starts and never changes.
+    terminating() && TERMINATED_BY.load(Ordering::Relaxed) == unsafe { pg_sys::PostmasterPid }
 }
 
 /// Why a connection or a query failed.
@@ -81,13 +126,17 @@ impl Drop for Conn {
     }
 }
 
-/// Parses a connection string as libpq would (`PQconninfoParse`, key=value or URI) without
-/// connecting. `Err` is libpq's message.
+/// Checks a connection string as libpq parses it (`PQconninfoParse`, key=value or URI) without
+/// connecting, and that connecting needs no name lookup: every `host` is an IP address, a Unix
+/// socket directory (an absolute path) or `localhost`, unless `hostaddr` gives the addresses.
+/// `Err` says what is wrong; it never repeats a value of the string (a password may be one).
 pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
     let text = CString::new(conninfo).map_err(|_| "it contains a NUL byte".to_string())?;
     let mut errmsg: *mut c_char = std::ptr::null_mut();
-    // SAFETY: a NUL-terminated string and a valid out pointer; the options and the message are
-    // libpq's allocations, freed with its own functions below.
+    let (mut host, mut hostaddr) = (None, None);
+    // SAFETY: a NUL-terminated string and a valid out pointer; the options array (terminated by
+    // an entry without keyword) and the message are libpq's allocations, freed with its own
+    // functions below.
     unsafe {
         let options = pq::PQconninfoParse(text.as_ptr(), &mut errmsg);
         if options.is_null() {
@@ -95,12 +144,51 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
             return Err(if message.is_empty() {
                 "out of memory".into()
             } else {
-                message
+                redact(&message)
             });
+        }
+        let mut o = options;
+        while !(*o).keyword.is_null() {
+            let value = (!(*o).val.is_null())
+                .then(|| CStr::from_ptr((*o).val).to_string_lossy().into_owned());
+            match CStr::from_ptr((*o).keyword).to_bytes() {
+                b"host" => host = value,
+                b"hostaddr" => hostaddr = value,
+                _ => {}
+            }
+            o = o.add(1);
         }
         pq::PQconninfoFree(options);
     }
+    if hostaddr.as_deref().is_some_and(|a| !a.is_empty()) {
+        return Ok(());
+    }
+    for h in host.as_deref().unwrap_or("").split(',') {
+        let h = h.trim();
+        if !(h.is_empty() || h.starts_with('/') || h.starts_with('@') || h == "localhost")
+            && h.parse::<std::net::IpAddr>().is_err()
+        {
+            return Err(format!(
+                "host \"{h}\" needs a name lookup, which a background worker cannot interrupt: give its address with hostaddr=..."
+            ));
+        }
+    }
     Ok(())
+}
+
+/// libpq's message about a connection string, without the quoted text it repeats (a
+/// misplaced password would be that text): `missing "=" after "..."` becomes
+/// `missing "=" after "…"`. Quoted single characters and the names of unknown options stay.
+fn redact(message: &str) -> String {
+    if message.starts_with("invalid connection option") {
+        return message.to_owned();
+    }
+    message
+        .split('"')
+        .enumerate()
+        .map(|(i, part)| if i % 2 == 1 && part.chars().count() > 1 { "…" } else { part })
+        .collect::<Vec<_>>()
+        .join("\"")
 }
 
 /// Copies and frees a message libpq allocated (NULL gives "").
@@ -119,6 +207,13 @@ unsafe fn take_message(msg: *mut c_char) -> String {
     }
 }
 
+/// The registry session's limits: a statement ends by itself well before the client's own
+/// deadline (10 s a call), so a client that gives up never leaves one running; a lock is waited
+/// for 2 s at most (the registry's functions also say so themselves).
+const SESSION_SETTINGS: &CStr = c"SELECT pg_catalog.set_config('statement_timeout', '5s', false), \
+    pg_catalog.set_config('lock_timeout', '2s', false), \
+    pg_catalog.set_config('idle_in_transaction_session_timeout', '10s', false)";
+
 /// Connects to `conninfo` before `deadline`. `application_name` is "idgen registry client"
 /// unless the connection string sets one.
 pub(crate) fn connect(conninfo: &str, deadline: Instant, wait: Wait) -> Result<Conn, ConnError> {
@@ -126,17 +221,21 @@ pub(crate) fn connect(conninfo: &str, deadline: Instant, wait: Wait) -> Result<C
         CString::new(conninfo).map_err(|_| ConnError::Failed("NUL byte in conninfo".into()))?;
     let keywords = [
         c"application_name".as_ptr(),
+        c"target_session_attrs".as_ptr(),
+        c"gssencmode".as_ptr(),
         c"dbname".as_ptr(),
         std::ptr::null(),
     ];
     let values = [
         c"idgen registry client".as_ptr(),
+        c"read-write".as_ptr(),
+        c"disable".as_ptr(),
         conninfo.as_ptr(),
         std::ptr::null(),
     ];
     // SAFETY: NULL-terminated arrays of NUL-terminated strings that outlive the call;
     // expand_dbname = 1 reads the dbname value as a whole connection string, whose settings
-    // override the application_name before it.
+    // override the defaults before it.
     let raw = unsafe { pq::PQconnectStartParams(keywords.as_ptr(), values.as_ptr(), 1) };
     if raw.is_null() {
         return Err(ConnError::Failed("out of memory".into()));
@@ -163,6 +262,8 @@ pub(crate) fn connect(conninfo: &str, deadline: Instant, wait: Wait) -> Result<C
     if unsafe { pq::PQsetnonblocking(conn.raw, 1) } != 0 {
         return Err(ConnError::Failed(conn.error_message()));
     }
+    let mut conn = conn;
+    conn.query(SESSION_SETTINGS, &[], deadline, wait)?;
     Ok(conn)
 }
 

@@ -43,3 +43,60 @@ pub(crate) unsafe fn owns_database(db: pg_sys::Oid, role: pg_sys::Oid) -> bool {
         pg_sys::object_ownercheck(pg_sys::DatabaseRelationId, db, role)
     }
 }
+
+/// The application names of this server's WAL senders that are streaming (a standby's
+/// `application_name`, which is its `cluster_name` unless `primary_conninfo` says otherwise):
+/// `pg_stat_replication`'s `application_name` where `state = 'streaming'`. The backend status
+/// snapshot is read afresh: `pgstat_fetch_stat_local_beentry` in 15,
+/// `pgstat_get_local_beentry_by_index` from 16 on (both 1-based).
+///
+/// # Safety
+/// In a process attached to shared memory, outside a critical section (it allocates the
+/// snapshot in its own memory context).
+pub(crate) unsafe fn streaming_standby_names() -> Vec<String> {
+    // SAFETY: WalSndCtl points into shared memory for max_wal_senders entries once attached;
+    // pid and state are plain words read without the spinlock (a stale read only delays an
+    // attestation by one renewal); the status snapshot belongs to this process until cleared.
+    unsafe {
+        if pg_sys::WalSndCtl.is_null() {
+            return Vec::new();
+        }
+        let senders = (*pg_sys::WalSndCtl)
+            .walsnds
+            .as_slice(pg_sys::max_wal_senders.max(0) as usize);
+        let streaming: Vec<i32> = senders
+            .iter()
+            .filter(|w| w.pid != 0 && w.state == pg_sys::WalSndState::WALSNDSTATE_STREAMING)
+            .map(|w| w.pid)
+            .collect();
+        if streaming.is_empty() {
+            return Vec::new();
+        }
+        pg_sys::pgstat_clear_backend_activity_snapshot();
+        let n = pg_sys::pgstat_fetch_stat_numbackends();
+        let mut names = Vec::new();
+        for i in 1..=n {
+            #[cfg(feature = "pg15")]
+            let entry = pg_sys::pgstat_fetch_stat_local_beentry(i);
+            #[cfg(not(feature = "pg15"))]
+            let entry = pg_sys::pgstat_get_local_beentry_by_index(i);
+            if entry.is_null() {
+                continue;
+            }
+            let status = &(*entry).backendStatus;
+            if status.st_backendType == pg_sys::BackendType::B_WAL_SENDER
+                && streaming.contains(&status.st_procpid)
+                && !status.st_appname.is_null()
+            {
+                let name = std::ffi::CStr::from_ptr(status.st_appname)
+                    .to_string_lossy()
+                    .into_owned();
+                if !name.is_empty() {
+                    names.push(name);
+                }
+            }
+        }
+        pg_sys::pgstat_clear_backend_activity_snapshot();
+        names
+    }
+}

@@ -121,7 +121,19 @@ pub(super) unsafe extern "C-unwind" fn conninfo(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL calls this as a check hook, with its candidate value.
-    unsafe { plain(newval, conninfo_text) }
+    match unsafe { candidate(newval) } {
+        None => true,
+        Some(text) => conninfo_text(&text).map_or_else(
+            |detail| {
+                // PostgreSQL's own message would repeat the value, and a password with it.
+                set_check_message(
+                    "invalid value for parameter \"idgen.registry\" (not shown: it may hold a password)",
+                );
+                fail_check(&detail)
+            },
+            |()| true,
+        ),
+    }
 }
 
 /// GUC check hook of `idgen.node_name` ([`node_name_text`]).
@@ -292,6 +304,15 @@ fn timestamptz_in(text: &str) -> Result<TimestampWithTimeZone, String> {
 /// The message of a caught PostgreSQL ERROR or Rust panic.
 fn caught_message(e: CaughtError) -> String {
     crate::error::caught_report(&e).message().to_owned()
+}
+
+/// Sets the message of a GUC check failure (PostgreSQL's GUC_check_errmsg), instead of its own
+/// "invalid value for parameter ...: <value>".
+fn set_check_message(message: &str) {
+    let message = CString::new(message.replace('\0', "")).expect("NUL bytes were removed");
+    // SAFETY: only called from a check hook, where PostgreSQL reads (and frees) the palloc'd
+    // message after the hook returns false; pstrdup copies into the current memory context.
+    unsafe { pg_sys::GUC_check_errmsg_string = pg_sys::pstrdup(message.as_ptr()) };
 }
 
 /// Sets the detail of a GUC check failure and returns `false` (PostgreSQL's GUC_check_errdetail).

@@ -69,7 +69,11 @@ pub(crate) fn init() {
                 s.value.as_ptr(),
                 s.boot.as_ptr(),
                 s.context,
-                0,
+                if s.secret {
+                    pg_sys::GUC_SUPERUSER_ONLY as i32
+                } else {
+                    0
+                },
                 Some(s.check),
                 None,
                 None,
@@ -109,11 +113,12 @@ pub(crate) fn init() {
     for (s, text) in TEXT_SETTINGS.iter().zip(text_texts) {
         let Some(text) = text else { continue };
         let applied = s.value.get().map(|c| c.to_string_lossy().into_owned());
+        let shown = if s.secret { "(not shown)" } else { text.as_str() };
         if let Err(detail) = (s.parse)(&text) {
-            rejected(s.name, &text, &detail);
+            rejected(s.name, shown, &detail);
         }
         if applied.as_deref() != Some(text.as_str()) {
-            rejected(s.name, &text, "PostgreSQL did not apply it.");
+            rejected(s.name, shown, "PostgreSQL did not apply it.");
         }
     }
     if worker_id_setting() == WorkerIdSetting::Auto && registry_conninfo().is_none() {

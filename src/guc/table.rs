@@ -278,6 +278,10 @@ pub(super) struct TextSetting {
     pub(super) check: check::Hook,
     /// The check of [`init`] (the hook's, as plain Rust): `Err` is the detail of the refusal.
     pub(super) parse: fn(&str) -> Result<(), String>,
+    /// The value may hold a secret (a password in a connection string): superuser-only
+    /// (`GUC_SUPERUSER_ONLY`: not in `SHOW` or `pg_settings` for others, as
+    /// `primary_conninfo`), and never repeated in a message.
+    pub(super) secret: bool,
 }
 
 /// Every text setting.
@@ -291,6 +295,7 @@ pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
         context: pg_sys::GucContext::PGC_POSTMASTER,
         check: check::epoch,
         parse: check::epoch_text,
+        secret: false,
     },
     TextSetting {
         name: c"idgen.segment_interleave_from",
@@ -301,6 +306,7 @@ pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
         context: pg_sys::GucContext::PGC_SIGHUP,
         check: check::fence,
         parse: check::fence_text,
+        secret: false,
     },
     TextSetting {
         name: c"idgen.segment_interleave_until",
@@ -311,6 +317,7 @@ pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
         context: pg_sys::GucContext::PGC_SIGHUP,
         check: check::fence,
         parse: check::fence_text,
+        secret: false,
     },
     TextSetting {
         name: c"idgen.worker_id",
@@ -321,6 +328,7 @@ pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
         context: pg_sys::GucContext::PGC_POSTMASTER,
         check: check::worker_id,
         parse: check::worker_id_text,
+        secret: false,
     },
     TextSetting {
         name: c"idgen.registry",
@@ -331,6 +339,7 @@ pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
         context: pg_sys::GucContext::PGC_POSTMASTER,
         check: check::conninfo,
         parse: check::conninfo_text,
+        secret: true,
     },
     TextSetting {
         name: c"idgen.node_name",
@@ -341,5 +350,6 @@ pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
         context: pg_sys::GucContext::PGC_POSTMASTER,
         check: check::node_name,
         parse: check::node_name_text,
+        secret: false,
     },
 ];

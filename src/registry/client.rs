@@ -52,11 +52,20 @@ pub(super) fn register() {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn idgen_registry_client_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    conn::install_sigterm_handler();
     let mut client = Client::new();
     loop {
         if conn::terminating() {
-            client.release();
-            return;
+            if conn::terminated_by_postmaster() {
+                client.release();
+                return;
+            }
+            // pg_terminate_backend (or anything but the postmaster): the server goes on, so
+            // the lease stays; exit with 1 so the postmaster starts the client again (a worker
+            // that exits with 0 is never restarted) and the next one renews the same grant.
+            pgrx::log!("idgen registry client: terminated; it restarts and keeps the lease");
+            // SAFETY: ends this process as PostgreSQL's own processes do.
+            unsafe { pg_sys::proc_exit(1) };
         }
         if BackgroundWorker::sighup_received() {
             // SAFETY: between calls, outside any transaction, on the worker's only thread:
@@ -120,7 +129,8 @@ struct Client {
     conn: Option<Conn>,
     /// The worker id and floor of the grant, once granted.
     grant: Option<(u64, u64)>,
-    /// The last failure logged, so that a repeated one is logged once.
+    /// The last failure logged (its SQLSTATE and its message without digits), so that a
+    /// failure is logged once per change of state, not at every retry with a new number.
     logged: Option<String>,
 }
 
@@ -177,17 +187,21 @@ impl Client {
         }
     }
 
-    /// Records and (once per distinct failure) logs `failure`; drops the connection unless the
-    /// registry answered.
+    /// Records and (once per kind of failure) logs `failure`: a failure that differs from the
+    /// last one only in its numbers (a clock offset, a lease's age) is not logged again.
     fn failed(&mut self, failure: Failure) {
-        let text = format!(
-            "{} (SQLSTATE {})",
-            failure.message(),
-            failure.sqlstate_text()
+        let key = format!(
+            "{} {}",
+            failure.sqlstate_text(),
+            failure.message().replace(|c: char| c.is_ascii_digit(), "")
         );
-        if self.logged.as_deref() != Some(text.as_str()) {
-            pgrx::log!("idgen registry client: {text}");
-            self.logged = Some(text);
+        if self.logged.as_deref() != Some(key.as_str()) {
+            pgrx::log!(
+                "idgen registry client: {} (SQLSTATE {})",
+                failure.message(),
+                failure.sqlstate_text()
+            );
+            self.logged = Some(key);
         }
         lease::fail(failure);
     }
@@ -226,7 +240,13 @@ impl Client {
         let t1 = crate::time::wall_clock_unix_us();
         let rows = match result {
             Ok(rows) => rows,
-            Err(ConnError::Remote(r)) => return Err(remote_failure(&r).into()),
+            Err(ConnError::Remote(r)) => {
+                // Any error may leave the session unusable (a terminated backend, a registry
+                // in recovery, 25006 on a host that turned read-only): the next call connects
+                // afresh, which also moves a multi-host string on to a writable host.
+                self.conn = None;
+                return Err(remote_failure(&r).into());
+            }
             Err(e) => {
                 self.conn = None;
                 return Err(Failure::new(
@@ -289,6 +309,7 @@ impl Client {
         let params = [
             Some(id.node_name.clone()),
             Some(crate::identity::incarnation().to_owned()),
+            Some(crate::identity::secret().to_owned()),
             Some(id.system_identifier.clone()),
             Some(id.timeline.to_string()),
             wanted,
@@ -300,13 +321,14 @@ impl Client {
             Some(guc::registry_renew_interval_ms().to_string()),
             Some(format!("{}", offset_us as f64 / 1000.0)),
             Some(id.port.to_string()),
+            Some(lease::own_reservation_end().to_string()),
         ];
         let (row, _, _) = self
             .call(
                 c"SELECT extract(epoch FROM registry_now) * 1000, worker_id, floor_tick, fence_tick, \
                   extract(epoch FROM expires_at) * 1000, previous_holder \
-                  FROM idgen_registry_claim($1, $2, $3, $4::integer, $5::integer, $6::bigint, $7::integer, \
-                  $8::integer, $9::integer, $10::integer, $11::integer, $12::float8, $13::integer)",
+                  FROM idgen_registry_claim($1, $2, $3, $4, $5::integer, $6::integer, $7::bigint, $8::integer, \
+                  $9::integer, $10::integer, $11::integer, $12::integer, $13::float8, $14::integer, $15::bigint)",
                 &params,
                 Wait::Interruptible,
             )
@@ -347,13 +369,21 @@ impl Client {
         Ok(())
     }
 
-    /// Renews the lease of `worker`: moves the fence up. A refusal (55006) means the registry
-    /// gave the worker id to another server after this one's lease expired: the state becomes
-    /// `lost`, and ids stay below the last fence until the server restarts.
+    /// Renews the lease of `worker`: moves the fence up. Shows the registry the fence this
+    /// server has confirmed (a registry below it has lost commits) and the node names of this
+    /// server's streaming standbys (the ones that may succeed it by promotion). A refusal
+    /// (55006) means the registry gave the worker id to another server after this one's lease
+    /// expired: the state becomes `lost`, and ids stay below the last fence until the server
+    /// restarts. A registry that lost commits (the answer's regression) is not believed: the
+    /// fence stays, state `regressed`, until an operator resolves it on the registry.
     fn renew(&mut self, worker: u64) -> Result<(), Box<Failure>> {
+        let confirmed = lease::fence_end().saturating_sub(1);
+        // SAFETY: in the registry client, attached to shared memory, between calls.
+        let standbys = unsafe { crate::pgver::streaming_standby_names() };
         let params = [
             Some(worker.to_string()),
             Some(crate::identity::incarnation().to_owned()),
+            Some(crate::identity::secret().to_owned()),
             Some(guc::registry_lease_ms().to_string()),
             Some(guc::registry_renew_interval_ms().to_string()),
             Some(format!(
@@ -363,10 +393,12 @@ impl Client {
                     .load(std::sync::atomic::Ordering::Relaxed) as f64
                     / 1000.0
             )),
+            Some(confirmed.to_string()),
+            Some(text_array(&standbys)),
         ];
         let result = self.call(
-            c"SELECT extract(epoch FROM registry_now) * 1000, fence_tick, extract(epoch FROM expires_at) * 1000 \
-              FROM idgen_registry_renew($1::integer, $2, $3::integer, $4::integer, $5::float8)",
+            c"SELECT extract(epoch FROM registry_now) * 1000, fence_tick, extract(epoch FROM expires_at) * 1000, regression \
+              FROM idgen_registry_renew($1::integer, $2, $3, $4::integer, $5::integer, $6::float8, $7::bigint, $8::text[])",
             &params,
             Wait::Interruptible,
         );
@@ -378,6 +410,16 @@ impl Client {
                 return Err(f);
             }
         };
+        if let Some(regression) = row.get(3).cloned().flatten() {
+            shared::set_state(State::Regressed);
+            return Err(Failure::new(
+                "55000",
+                &regression,
+                Some("Ids continue only below the fence this server had confirmed."),
+                Some("On the registry, as a superuser, once every node has renewed: SELECT * FROM idgen_registry_resolve(); (README \"A registry that lost commits\")."),
+            )
+            .into());
+        }
         let int = |i: usize| {
             row.get(i)
                 .cloned()
@@ -389,6 +431,18 @@ impl Client {
                 Failure::new("XX000", "the registry's renewal returned NULLs", None, None).into(),
             );
         };
+        if (fence as u64) < confirmed {
+            // Cannot happen with a registry of this version (it never answers below what the
+            // node showed it); never believed if it does.
+            shared::set_state(State::Regressed);
+            return Err(Failure::new(
+                "55000",
+                &format!("the registry renewed the lease up to tick {}, below tick {confirmed} that it had confirmed: the registry has lost commits", fence as u64),
+                None,
+                None,
+            )
+            .into());
+        }
         lease::renewed(fence as u64 + 1);
         self.renewed(expires as i64, true);
         Ok(())
@@ -408,35 +462,43 @@ impl Client {
     }
 
     /// At shutdown: ends the lease locally (no id past the reservation in force) and records
-    /// the final reservation in the registry, within [`RELEASE_TIMEOUT`].
+    /// the final reservation in the registry, within [`RELEASE_TIMEOUT`], on the connection in
+    /// hand only: a shutdown never connects (or reconnects after an interrupted call), it
+    /// leaves the lease to expire instead.
     fn release(&mut self) {
         let Some((worker, floor)) = self.grant else {
             return;
         };
         let final_tick = lease::release(floor);
         shared::set_state(State::Released);
+        let Some(conn) = self.conn.as_mut() else {
+            pgrx::log!(
+                "idgen registry client: worker id {worker} not released (no connection to the registry); its next holder starts above the lease's end instead"
+            );
+            return;
+        };
         let deadline = Instant::now() + RELEASE_TIMEOUT;
         let params = [
             Some(worker.to_string()),
             Some(crate::identity::incarnation().to_owned()),
+            Some(crate::identity::secret().to_owned()),
             Some(final_tick.to_string()),
         ];
-        let released = self.conn(deadline, Wait::UntilDeadline).and_then(|conn| {
-            conn.query(
-                c"SELECT idgen_registry_release($1::integer, $2, $3::bigint)",
-                &params,
-                deadline,
-                Wait::UntilDeadline,
-            )
-            .map_err(|e| Failure::new("08006", &e.to_string(), None, None).into())
-        });
+        let released = conn.query(
+            c"SELECT idgen_registry_release($1::integer, $2, $3, $4::bigint)",
+            &params,
+            deadline,
+            Wait::UntilDeadline,
+        );
         match released {
+            Ok(rows) if rows.first().and_then(|r| r.first().cloned().flatten()).as_deref() == Some("t") => {
+                pgrx::log!("idgen registry client: released worker id {worker} at tick {final_tick}")
+            }
             Ok(_) => pgrx::log!(
-                "idgen registry client: released worker id {worker} at tick {final_tick}"
+                "idgen registry client: worker id {worker} was not released: the registry no longer has it leased to this server"
             ),
-            Err(f) => pgrx::log!(
-                "idgen registry client: could not release worker id {worker} ({}); its next holder starts above the lease's end instead",
-                f.message()
+            Err(e) => pgrx::log!(
+                "idgen registry client: could not release worker id {worker} ({e}); its next holder starts above the lease's end instead"
             ),
         }
     }
@@ -460,6 +522,17 @@ fn remote_failure(r: &conn::Remote) -> Failure {
         r.detail.as_deref(),
         hint,
     )
+}
+
+/// A PostgreSQL array literal of `names` (node names: ASCII letters, digits and `._-:`; any
+/// other name is left out, the registry would refuse it as a node name anyway).
+fn text_array(names: &[String]) -> String {
+    let kept: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !n.is_empty() && n.len() <= guc::MAX_NODE_NAME && plain_name(n))
+        .collect();
+    format!("{{{}}}", kept.join(","))
 }
 
 /// `d` give or take 20 %, so that many nodes started together do not renew in step.

@@ -27,6 +27,10 @@ pub(crate) enum State {
     Lost,
     /// Released at shutdown.
     Released,
+    /// The registry showed it lost commits (a fence below the one it had confirmed): nothing
+    /// it says is believed, ids stay below the last confirmed fence until an operator resolves
+    /// it on the registry.
+    Regressed,
 }
 
 impl State {
@@ -39,6 +43,7 @@ impl State {
             State::Renewing => "renewing",
             State::Lost => "lost",
             State::Released => "released",
+            State::Regressed => "regressed",
         }
     }
 }

@@ -86,7 +86,11 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
             last_work = Instant::now();
             continue;
         }
-        crate::latch::wait(idle_limit - idle);
+        // A refill put off after the registry did not answer is tried again in time.
+        let retry = lock().next_retry(db).map(|at| {
+            Duration::from_micros((at - crate::time::now_timestamptz_us()).max(1) as u64)
+        });
+        crate::latch::wait(retry.map_or(idle_limit - idle, |r| r.min(idle_limit - idle)));
     }
 }
 

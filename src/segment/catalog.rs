@@ -200,6 +200,7 @@ pub(crate) fn give_back(
     name: &str,
     mark: i64,
     new_mark: i64,
+    taken_first: i64,
     registry: bool,
 ) -> Result<bool, Error> {
     let table = table()?;
@@ -224,6 +225,18 @@ pub(crate) fn give_back(
         Some((Some(m), Some(global))) if m == mark => global,
         _ => return Ok(false),
     };
+    // A global segment gives back only numbers of its last range, the one that set the mark:
+    // an earlier range's numbers above the last one taken may lie below another node's range
+    // (the mark moved past them before this node's last range), and a queued range counts as
+    // taken from the first number of its own range on.
+    let new_mark = if global {
+        new_mark.max(taken_first.saturating_sub(1))
+    } else {
+        new_mark
+    };
+    if new_mark >= mark {
+        return Ok(false);
+    }
     if global && !(registry && super::global::give_back(name, mark, new_mark)?) {
         return Ok(false);
     }

@@ -62,31 +62,63 @@ pub(crate) fn create(
     ))
 }
 
-/// The step of global segment `name`, if the registry has it.
-pub(crate) fn find(name: &str) -> Result<Option<i32>, Error> {
+/// The step and the mark of global segment `name`, if the registry has it.
+pub(crate) fn find(name: &str) -> Result<Option<(i32, i64)>, Error> {
     call(
         c"SELECT step, max_id FROM idgen_registry_segment_get($1)",
         &[Some(name.into())],
     )?
-    .map(|row| number(&row, 0).map(|s| s as i32))
+    .map(|row| Ok((number(&row, 0)? as i32, number(&row, 1)?)))
     .transpose()
 }
 
 /// Takes the next range of global segment `name`, `step` numbers (fewer at the bigint
-/// maximum). Errors: the registry's (42704 no such segment, 2200H run out), 08006 when it
-/// cannot be reached.
-pub(crate) fn take(name: &str, step: i64) -> Result<Taken, Error> {
+/// maximum), as this node (its incarnation and secret, `crate::identity`). `known_mark` is the
+/// registry's mark as of this node's last range (or its declaration): a registry below it has
+/// lost commits, and a range from it could repeat numbers, so none is used. Errors: the
+/// registry's (42704 no such segment, 2200H run out, 55000 an open regression), 55000 a
+/// regression found now, 08006 when it cannot be reached.
+pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Error> {
     let step = step.clamp(1, i64::from(i32::MAX));
     let row = call(
-        c"SELECT first_id, last_id, base_step FROM idgen_registry_segment_take($1, $2::integer)",
-        &[Some(name.into()), Some(step.to_string())],
+        c"SELECT first_id, last_id, base_step, regression \
+          FROM idgen_registry_segment_take($1, $2::integer, $3, $4, $5::bigint)",
+        &[
+            Some(name.into()),
+            Some(step.to_string()),
+            Some(crate::identity::incarnation().to_owned()),
+            Some(crate::identity::secret().to_owned()),
+            Some(known_mark.to_string()),
+        ],
     )?
     .ok_or_else(|| malformed("idgen_registry_segment_take"))?;
-    Ok(Taken {
+    if let Some(regression) = row.get(3).cloned().flatten() {
+        return Err(regressed(&regression));
+    }
+    let taken = Taken {
         first: number(&row, 0)?,
         last: number(&row, 1)?,
         base_step: number(&row, 2)? as i32,
-    })
+    };
+    if taken.first <= known_mark {
+        // Never from a registry of this version; never used if it happens.
+        return Err(regressed(&format!(
+            "the registry handed out global segment \"{name}\"'s numbers from {}, not above {known_mark}, its mark at this node's last range: the registry has lost commits",
+            taken.first
+        )));
+    }
+    Ok(taken)
+}
+
+/// The error of a registry found to have lost commits (55000).
+fn regressed(message: &str) -> Error {
+    Failure::new(
+        "55000",
+        message,
+        Some("No range is taken from it: numbers could repeat."),
+        Some("On the registry, as a superuser, once every node has reported: SELECT * FROM idgen_registry_resolve(); (README \"A registry that lost commits\")."),
+    )
+    .to_error()
 }
 
 /// How long a give-back may wait for the registry: it runs at a shutdown, which must not wait
@@ -94,14 +126,17 @@ pub(crate) fn take(name: &str, step: i64) -> Result<Taken, Error> {
 const GIVE_BACK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Gives back the unused numbers of global segment `name` (`segment::work::give_back`): the
-/// registry lowers its mark to `new_mark` if it is still `expected_mark`, i.e. no node took a
-/// range since this node's last one. True if it did. Waits at most a second; 08006 when the
-/// registry cannot be reached within it.
+/// registry lowers its mark to `new_mark` if it is still `expected_mark` (no node took a range
+/// since this node's last one), this node (by its secret) took that range, and `new_mark` is
+/// within it. True if it did. Waits at most a second; 08006 when the registry cannot be
+/// reached within it.
 pub(crate) fn give_back(name: &str, expected_mark: i64, new_mark: i64) -> Result<bool, Error> {
     let row = call_within(
-        c"SELECT idgen_registry_segment_give_back($1, $2::bigint, $3::bigint)",
+        c"SELECT idgen_registry_segment_give_back($1, $2, $3, $4::bigint, $5::bigint)",
         &[
             Some(name.into()),
+            Some(crate::identity::incarnation().to_owned()),
+            Some(crate::identity::secret().to_owned()),
             Some(expected_mark.to_string()),
             Some(new_mark.to_string()),
         ],
@@ -137,13 +172,17 @@ fn call_within(
         let conn = slot.as_mut().expect("connected above");
         match conn.query(sql, params, deadline, Wait::Interrupts) {
             Ok(rows) => Ok(rows.into_iter().next()),
-            Err(ConnError::Remote(r)) => Err(Failure::new(
+            Err(ConnError::Remote(r)) => {
+                // Any error may leave the session unusable: the next call connects afresh.
+                *slot = None;
+                Err(Failure::new(
                 &r.sqlstate,
                 &format!("the registry refused: {}", r.message),
                 r.detail.as_deref(),
                 r.hint.as_deref(),
             )
-            .to_error()),
+            .to_error())
+            }
             Err(e) => {
                 *slot = None;
                 Err(lost(e))

@@ -121,6 +121,7 @@ impl Guarded {
             db: m.db,
             name: m.name,
             mark: m.marked.then_some(m.mark),
+            taken_first: m.taken_first,
             highest_taken: s.buffers.highest_taken(),
         };
         self.release(index);
@@ -205,18 +206,38 @@ impl Guarded {
         self.metas.iter().any(|m| m.db == db && m.refill_wanted)
     }
 
-    /// The next refill for `db`'s allocator: a slot that wants one and is not frozen, with its
-    /// generation and a copy of its metadata.
+    /// The next refill for `db`'s allocator: a slot that wants one, is not frozen and is not
+    /// waiting to retry a refill the registry did not answer, with its generation and a copy of
+    /// its metadata.
     pub(crate) fn take_refill(&self, db: pg_sys::Oid) -> Option<(usize, u64, SlotMeta)> {
+        let now = crate::time::now_timestamptz_us();
         let index = (0..cache_size()).find(|&i| {
             let m = &self.metas[i];
-            m.db == db && m.refill_wanted && !m.frozen
+            m.db == db && m.refill_wanted && !m.frozen && m.retry_at <= now
         })?;
         Some((
             index,
             slot(index).generation.load(SeqCst),
             self.metas[index],
         ))
+    }
+
+    /// Puts off the refill of slot `index` (if it still holds the same segment) until `until`
+    /// (`TimestampTz`): the registry did not answer; the refill stays wanted, its callers go on
+    /// waiting, and other segments' refills run meanwhile.
+    pub(crate) fn defer_refill(&mut self, index: usize, generation: u64, until: i64) {
+        if slot(index).generation.load(SeqCst) == generation {
+            self.metas[index].retry_at = until;
+        }
+    }
+
+    /// The earliest time a deferred refill of `db` may be tried again, if one is waiting.
+    pub(crate) fn next_retry(&self, db: pg_sys::Oid) -> Option<i64> {
+        self.metas
+            .iter()
+            .filter(|m| m.db == db && m.refill_wanted && m.retry_at > 0)
+            .map(|m| m.retry_at)
+            .min()
     }
 
     /// Stores the outcome of a refill of slot `index` (if it still holds the same segment) and
@@ -243,7 +264,9 @@ impl Guarded {
                     m.failed = false;
                     // Committed whether installed or not: what idgen_segment holds now.
                     m.mark = done.range.last;
+                    m.taken_first = done.range.first;
                     m.marked = true;
+                    m.retry_at = 0;
                 }
                 Err((failure, gone)) => {
                     m.failed = true;
@@ -324,6 +347,8 @@ pub(crate) struct Evicted {
     pub(crate) name: FixedText<64>,
     /// The mark the slot's last refill committed; `None` if it had none.
     pub(crate) mark: Option<i64>,
+    /// The first number of the range that last refill committed (valid with `mark`).
+    pub(crate) taken_first: i64,
     /// The last number handed out from its ranges (or the one before its current range, if
     /// none was); `None` if it held no range.
     pub(crate) highest_taken: Option<i64>,

@@ -70,6 +70,9 @@ fn fences() -> Fences {
     Fences { from, until }
 }
 
+/// How long a refill that the registry did not answer waits before it is tried again (µs).
+const RETRY_US: i64 = 500_000;
+
 /// Runs one unit of work and stores its outcome for the caller (or the cache).
 pub(crate) fn run(db: pg_sys::Oid, work: Work) {
     match work {
@@ -97,9 +100,10 @@ pub(crate) fn run(db: pg_sys::Oid, work: Work) {
                 if super::global::unreachable(f) {
                     // The registry of a global segment did not answer: its callers go on
                     // waiting (up to idgen.segment_wait_timeout, then 55P03) while this
-                    // refill is tried again, the cached ranges serving meanwhile.
+                    // refill is tried again in 500 ms, the cached ranges serving meanwhile;
+                    // the other segments' refills do not wait for it.
                     warn(&format!("idgen allocator: {}", f.message()));
-                    crate::latch::sleep_interruptibly(std::time::Duration::from_millis(500));
+                    lock().defer_refill(index, generation, now_timestamptz_us() + RETRY_US);
                     return;
                 }
             }
@@ -139,7 +143,7 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
     let mut done = in_transaction(|| {
         let row = catalog::lock_row(name)?;
         if row.global {
-            return refill_global(name, dynamic(row.step));
+            return refill_global(name, dynamic(row.step), row.max_id);
         }
         // Interleaved servers take one own block of the segment's step per refill: blocks must
         // be the same size on every server, so the dynamic step does not apply. Nor to a
@@ -171,8 +175,8 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
 
 /// A range of global segment `name` from the registry: used only once the registry has
 /// answered with it (its commit); the local row keeps the registry's mark for `segment_status`.
-fn refill_global(name: &str, step: i64) -> Result<Refilled, Error> {
-    let taken = super::global::take(name, step)?;
+fn refill_global(name: &str, step: i64, known_mark: i64) -> Result<Refilled, Error> {
+    let taken = super::global::take(name, step, known_mark)?;
     catalog::set_max_id(name, taken.last)?;
     Ok(Refilled {
         range: Range {
@@ -222,17 +226,27 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
 /// registry (its mark is there), waiting a second at most. Returns how many segments gave
 /// numbers back.
 pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
+    /// The whole give-back's time: a shutdown never waits longer for it (a lost give-back is
+    /// only a gap).
+    const GIVE_BACK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
     let mut given = 0;
     // After the registry failed to answer once, the other global segments skip it: a shutdown
-    // must not wait a second per segment.
+    // must not wait a second per segment; and all of them together stop at a deadline.
     let mut registry = super::global::configured();
+    let deadline = std::time::Instant::now() + GIVE_BACK_DEADLINE;
     for e in evicted {
         let Some((mark, new_mark)) = e.give_back() else {
             continue;
         };
+        if std::time::Instant::now() >= deadline {
+            warn("idgen allocator: the give-back ran out of time; the unused numbers of the remaining segments are skipped");
+            break;
+        }
         let name = e.name.as_str();
         let done = with_interrupts_held(|| {
-            in_unconfirmed_transaction(|| catalog::give_back(name, mark, new_mark, registry))
+            in_unconfirmed_transaction(|| {
+                catalog::give_back(name, mark, new_mark, e.taken_first, registry)
+            })
         });
         match done {
             Ok(true) => given += 1,
@@ -256,10 +270,11 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
 /// A name this database does not know may be a global segment of the registry: declared here
 /// (a local row of scope global) when it is. Returns its step.
 fn declare_global(name: &str) -> Result<i64, Error> {
-    let Some(step) = super::global::find(name)? else {
+    let Some((step, mark)) = super::global::find(name)? else {
         return Err(Error::UnknownSegment { name: name.into() });
     };
-    catalog::insert(name, 0, step, None, true)?;
+    // The registry's mark now: the node's first range must start above it.
+    catalog::insert(name, mark, step, None, true)?;
     Ok(step.into())
 }
 
@@ -307,10 +322,15 @@ fn create(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
             Err(e) => return Err(e),
         }
         // A global segment: in the registry first (kept if it exists there), then declared here.
-        let step = if r.global {
-            super::global::create(name, r.value, r.step, description)?.1
+        // A global one takes the registry's step and mark (the segment may exist there with
+        // another start): the local row never shows a mark above the registry's.
+        let (step, max_id) = if r.global {
+            let (_, step) = super::global::create(name, r.value, r.step, description)?;
+            let (_, mark) = super::global::find(name)?
+                .ok_or_else(|| Error::UnknownSegment { name: name.into() })?;
+            (step, mark)
         } else {
-            r.step
+            (r.step, max_id)
         };
         if !catalog::insert(name, max_id, step, description, r.global)? {
             return Err(Error::SegmentExists { name: name.into() });

@@ -233,6 +233,16 @@ pub(crate) fn release(floor_tick: u64) -> u64 {
     final_end
 }
 
+/// The first tick this server's own reservation file says it never reached (0 without one):
+/// a claim shows it to the registry, which never starts this node's next grant of the same
+/// worker id below it.
+pub(crate) fn own_reservation_end() -> u64 {
+    super::reservation::read(&super::reservation::path_in(&crate::backend::data_dir()))
+        .ok()
+        .flatten()
+        .map_or(0, |s| s.reserved_end)
+}
+
 /// The head start in force: the floor tick the generator treats as its clock while the clock
 /// is below it.
 pub(crate) fn head_start_tick() -> u64 {

@@ -1,0 +1,475 @@
+//! Trust across servers (issue 28, DESIGN.md §6) against real servers: what one node, one role
+//! in `idgen_registry` or one reader of settings and logs can do to another node's numbers,
+//! lease and secrets through the registry.
+//!
+//! * a global segment's give-back never returns a number another node holds: after the
+//!   interleaving of the issue (A's range, B's range above it, A's prefetched range above that)
+//!   A's give-back, at a clean stop or through idleness, leaves the registry's mark at or above
+//!   B's range, and no number is drawn on both nodes;
+//! * leases and global segments change only by their holder: a second role in
+//!   `idgen_registry` that knows a holder's incarnation but not its secret is refused (42501 or
+//!   55006) by renew, release, claim (the same incarnation, or the promotion path) and give-back;
+//!   nothing changes, the holder keeps issuing, and no refusal names the holder's incarnation;
+//! * secrets stay secret: `idgen.registry` (with its password) is hidden from a plain role's
+//!   `SHOW`, `current_setting` and `pg_settings`, and a refused value's password appears in no
+//!   log line and no error.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use idgen_cluster_tests::registry::{held_worker, node, registry, status, FAST};
+use idgen_cluster_tests::{column, wait_for, Cluster, One};
+use postgres::types::ToSql;
+use postgres::Client;
+
+/// `n` numbers of global segment `g` drawn on `node`, in order.
+fn draw_g(node: &Cluster, n: i32) -> Vec<i64> {
+    column(
+        &mut node.connect("postgres"),
+        &format!("SELECT segment_nextval('g') FROM generate_series(1, {n})"),
+    )
+}
+
+/// The registry's mark of global segment `g`.
+fn registry_mark(reg: &Cluster) -> i64 {
+    reg.connect("postgres")
+        .one("SELECT max_id FROM idgen_registry_segment WHERE name = 'g'")
+}
+
+/// The current range of segment `g` that `node` has cached, from `segment_status()`.
+fn current_range(node: &Cluster) -> (i64, i64) {
+    let row = node
+        .connect("postgres")
+        .query_one(
+            "SELECT current_first, current_last FROM segment_status() WHERE name = 'g'",
+            &[],
+        )
+        .unwrap();
+    let (first, last): (Option<i64>, Option<i64>) = (row.get(0), row.get(1));
+    (
+        first.expect("a cached current range"),
+        last.expect("a cached current range"),
+    )
+}
+
+/// Every number drawn more than once, ascending.
+fn repeated(numbers: &[i64]) -> Vec<i64> {
+    let mut seen: HashMap<i64, usize> = HashMap::new();
+    for &n in numbers {
+        *seen.entry(n).or_default() += 1;
+    }
+    let mut twice: Vec<i64> = seen
+        .into_iter()
+        .filter(|&(_, times)| times > 1)
+        .map(|(n, _)| n)
+        .collect();
+    twice.sort();
+    twice
+}
+
+/// The interleaving of the issue, up to A's give-back: a registry, nodes A and B, global
+/// segment `g` (step 100); A draws 1 (A holds 1..100), B draws 1 (B holds the range above), A
+/// draws 30 more, which prefetches A's next range above B's. Returns the registry, A, B, every
+/// number drawn so far, B's range and the registry's mark before the give-back.
+fn interleave(
+    tag: &str,
+    a_settings: &[&str],
+) -> (Cluster, Cluster, Cluster, Vec<i64>, (i64, i64), i64) {
+    let reg = registry(&format!("{tag}_reg"));
+    let a = node(&reg, &format!("{tag}_a"), a_settings);
+    let b = node(&reg, &format!("{tag}_b"), &[]);
+    a.connect("postgres")
+        .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
+        .unwrap();
+    let mut drawn = draw_g(&a, 1);
+    assert_eq!(drawn, [1], "A's first number");
+    drawn.extend(draw_g(&b, 1));
+    let b_range = current_range(&b);
+    assert!(
+        b_range.0 > 100 && drawn[1] == b_range.0,
+        "B's range {b_range:?} lies above A's first one (B drew {})",
+        drawn[1]
+    );
+    drawn.extend(draw_g(&a, 30));
+    // Past 10% of its range A asked for the next one, which lies above B's.
+    let before = wait_for("A's prefetched next range", Duration::from_secs(20), || {
+        let next: Option<i64> = a
+            .connect("postgres")
+            .one("SELECT next_first FROM segment_status() WHERE name = 'g'");
+        let mark = registry_mark(&reg);
+        (next.is_some() && mark > b_range.1).then_some(mark)
+    });
+    (reg, a, b, drawn, b_range, before)
+}
+
+/// After A's give-back: 150 draws on A and 60 on B repeat nothing drawn before or by the other
+/// node, and the registry's mark never went below B's range.
+fn assert_no_number_twice(
+    reg: &Cluster,
+    a: &Cluster,
+    b: &Cluster,
+    mut drawn: Vec<i64>,
+    b_range: (i64, i64),
+    before: i64,
+    after: i64,
+) {
+    drawn.extend(draw_g(a, 150));
+    drawn.extend(draw_g(b, 60));
+    let twice = repeated(&drawn);
+    assert!(
+        twice.is_empty(),
+        "{} numbers drawn twice ({:?} ...); the registry's mark went from {before} to {after} at \
+         A's give-back, with B holding {b_range:?}",
+        twice.len(),
+        &twice[..twice.len().min(10)]
+    );
+    assert!(
+        after >= b_range.1,
+        "the registry's mark went from {before} to {after} at A's give-back, below B's range \
+         {b_range:?}"
+    );
+    assert!(
+        registry_mark(reg) >= *drawn.iter().max().unwrap(),
+        "the registry's mark is below a number drawn"
+    );
+}
+
+/// The confirmed duplicate of issue 28: A holds 1..100, B the range above, A has prefetched the
+/// range above B's; A's clean stop gives back. The registry's mark stays at or above B's range,
+/// and after A restarts 150 draws on A and 60 on B repeat no number (the first draws included).
+#[test]
+fn a_global_give_back_never_returns_a_number_another_node_holds() {
+    let (reg, a, b, drawn, b_range, before) = interleave("trust_gb", &[]);
+    // A clean stop gives A's unused numbers back.
+    a.stop("fast");
+    let after = registry_mark(&reg);
+    a.start_server();
+    assert_no_number_twice(&reg, &a, &b, drawn, b_range, before, after);
+}
+
+/// As above, but A gives back through idleness (`idgen.segment_worker_idle_timeout = 2s`: 'g'
+/// leaves A's cache while A runs): the mark stays at or above B's range, no number repeats.
+#[test]
+fn a_global_give_back_never_returns_a_number_another_node_holds_after_idle_eviction() {
+    let (reg, a, b, drawn, b_range, before) =
+        interleave("trust_idle", &["idgen.segment_worker_idle_timeout = '2s'"]);
+    // Left alone, 'g' leaves A's cache, giving its unused numbers back; A keeps running.
+    wait_for("'g' to leave A's cache", Duration::from_secs(30), || {
+        let cached: i64 = a
+            .connect("postgres")
+            .one("SELECT count(*) FROM segment_cache_status() WHERE name = 'g'");
+        (cached == 0).then_some(())
+    });
+    let after = registry_mark(&reg);
+    assert_no_number_twice(&reg, &a, &b, drawn, b_range, before, after);
+}
+
+/// A refused statement's error; panics naming `what` when it succeeded or failed without a
+/// server error.
+fn refusal(
+    client: &mut Client,
+    what: &str,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> postgres::error::DbError {
+    match client.query(sql, params) {
+        Ok(rows) => panic!("{what}: accepted ({} rows), expected a refusal", rows.len()),
+        Err(e) => e
+            .as_db_error()
+            .cloned()
+            .unwrap_or_else(|| panic!("{what}: not a server error: {e}")),
+    }
+}
+
+/// A's lease as the registry has it: what must not change under an intruder (the fence and the
+/// expiry move with A's own renewals, the fence never back).
+#[derive(Debug, PartialEq)]
+struct Lease {
+    node_name: String,
+    incarnation: String,
+    system_identifier: String,
+    timeline: i32,
+    start_tick: i64,
+    released_tick: Option<i64>,
+}
+
+fn lease_of(reg: &Cluster, worker: i32) -> (Lease, i64) {
+    let row = reg
+        .connect("postgres")
+        .query_one(
+            "SELECT node_name, incarnation, system_identifier, timeline, start_tick, \
+             released_tick, fence_tick FROM idgen_registry_lease WHERE worker_id = $1",
+            &[&worker],
+        )
+        .unwrap();
+    (
+        Lease {
+            node_name: row.get(0),
+            incarnation: row.get(1),
+            system_identifier: row.get(2),
+            timeline: row.get(3),
+            start_tick: row.get(4),
+            released_tick: row.get(5),
+        },
+        row.get(6),
+    )
+}
+
+/// A role in `idgen_registry` that knows A's incarnation but not its secret: renew, release,
+/// claim (A's incarnation; the promotion path; another server) and give-back aimed at A's lease
+/// or A's global segment are refused with 42501 or 55006, no refusal names A's incarnation, the
+/// lease table is not writable; A's lease and the segment's mark are unchanged and A keeps
+/// its lease, issues ids and draws on from its range.
+#[test]
+fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
+    let reg = registry("trust_intruder_reg");
+    let mut settings = vec![
+        "idgen.worker_id = auto",
+        "idgen.segment_worker_idle_timeout = '10min'",
+    ];
+    settings.extend(FAST);
+    let a = node(&reg, "trust_intruder_a", &settings);
+    let worker = held_worker(&a, Duration::from_secs(20));
+    a.connect("postgres")
+        .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
+        .unwrap();
+    let drawn = draw_g(&a, 5);
+    assert_eq!(drawn, [1, 2, 3, 4, 5]);
+
+    let (lease, fence_before) = lease_of(&reg, worker);
+    assert_eq!(lease.released_tick, None);
+    let mark = registry_mark(&reg);
+    let mut r = reg.connect("postgres");
+    let layout = r
+        .query_one(
+            "SELECT epoch_unix_ms, worker_bits, sequence_bits, time_unit_ms FROM idgen_registry_fleet",
+            &[],
+        )
+        .unwrap();
+    let (epoch, worker_bits, sequence_bits, tick_ms): (i64, i32, i32, i32) =
+        (layout.get(0), layout.get(1), layout.get(2), layout.get(3));
+    r.batch_execute("CREATE ROLE intruder LOGIN IN ROLE idgen_registry")
+        .unwrap();
+
+    // The intruder knows A's incarnation (leaked somehow) but not its secret.
+    let mut intruder = reg.connect_as("postgres", "intruder");
+    // A guess of the right shape (64 hex digits, as a node's secret), so that only its value
+    // is wrong.
+    let guess = "0123456789abcdef".repeat(4);
+    let guess = guess.as_str();
+    let later_timeline = lease.timeline + 1;
+    let other_system = format!("{}9", lease.system_identifier);
+    let claim = "SELECT * FROM idgen_registry_claim($1::text, $2::text, $3::text, $4::text, \
+                 $5::integer, $6::integer, $7::bigint, $8::integer, $9::integer, $10::integer, \
+                 2000, 200, 0::double precision, 5432, 0::bigint)";
+    let attempts: Vec<(&str, &str, Vec<&(dyn ToSql + Sync)>)> = vec![
+        (
+            "renew of A's lease with a guessed secret",
+            "SELECT * FROM idgen_registry_renew($1::integer, $2::text, $3::text, 2000, 200, \
+             0::double precision, 0::bigint)",
+            vec![&worker, &lease.incarnation, &guess],
+        ),
+        (
+            "release of A's lease with a guessed secret",
+            "SELECT idgen_registry_release($1::integer, $2::text, $3::text, 0::bigint)",
+            vec![&worker, &lease.incarnation, &guess],
+        ),
+        (
+            "claim of A's worker id as A's incarnation with a guessed secret",
+            claim,
+            vec![
+                &lease.node_name,
+                &lease.incarnation,
+                &guess,
+                &lease.system_identifier,
+                &lease.timeline,
+                &worker,
+                &epoch,
+                &worker_bits,
+                &sequence_bits,
+                &tick_ms,
+            ],
+        ),
+        (
+            "claim of A's worker id by promotion (same system, a later timeline)",
+            claim,
+            vec![
+                &"intruder",
+                &"intruder-incarnation-1",
+                &guess,
+                &lease.system_identifier,
+                &later_timeline,
+                &worker,
+                &epoch,
+                &worker_bits,
+                &sequence_bits,
+                &tick_ms,
+            ],
+        ),
+        (
+            "claim of A's worker id by another server",
+            claim,
+            vec![
+                &"intruder",
+                &"intruder-incarnation-2",
+                &guess,
+                &other_system,
+                &lease.timeline,
+                &worker,
+                &epoch,
+                &worker_bits,
+                &sequence_bits,
+                &tick_ms,
+            ],
+        ),
+        (
+            "give-back of global segment g with A's incarnation and a guessed secret",
+            "SELECT idgen_registry_segment_give_back('g', $1::text, $2::text, $3::bigint, 0::bigint)",
+            vec![&lease.incarnation, &guess, &mark],
+        ),
+    ];
+    for (what, sql, params) in &attempts {
+        let e = refusal(&mut intruder, what, sql, params);
+        let code = e.code().code();
+        assert!(
+            code == "42501" || code == "55006",
+            "{what}: SQLSTATE {code}, expected 42501 or 55006: {} (detail {:?})",
+            e.message(),
+            e.detail()
+        );
+        let text = format!(
+            "{} {} {}",
+            e.message(),
+            e.detail().unwrap_or(""),
+            e.hint().unwrap_or("")
+        );
+        assert!(
+            !text.contains(&lease.incarnation),
+            "{what}: the refusal names A's incarnation {}: {text}",
+            lease.incarnation
+        );
+    }
+    // Nor the tables behind them.
+    let direct = refusal(
+        &mut intruder,
+        "UPDATE of the lease table",
+        "UPDATE idgen_registry_lease SET released_tick = 0",
+        &[],
+    );
+    assert_eq!(direct.code().code(), "42501", "{direct:?}");
+
+    // Nothing changed: A's lease, the segment's mark; A renews and issues.
+    std::thread::sleep(Duration::from_secs(1));
+    let (after, fence_after) = lease_of(&reg, worker);
+    assert_eq!(after, lease, "A's lease changed");
+    assert!(fence_after >= fence_before, "A's fence went back");
+    assert_eq!(registry_mark(&reg), mark, "the segment's mark changed");
+    let mut ac = a.connect("postgres");
+    let (state, held, last_error) = status(&mut ac);
+    assert_eq!(
+        (state.as_str(), held),
+        ("held", Some(worker)),
+        "A lost its lease: {last_error:?}"
+    );
+    let id: i64 = ac.one("SELECT snowflake_nextval()");
+    assert_eq!(
+        idgen_cluster_tests::twitter::worker_of(id),
+        i64::from(worker)
+    );
+    assert_eq!(draw_g(&a, 1), [6], "A's range of g is intact");
+}
+
+/// `idgen.registry` with a password: a role with only LOGIN sees it in neither `SHOW`,
+/// `current_setting` nor `pg_settings` (42501 or no password); a refused value (at a reload, and
+/// by ALTER SYSTEM) puts its password in no log line and no error; the node's log never shows
+/// the registry's password.
+#[test]
+fn the_registry_setting_is_hidden_from_plain_roles() {
+    let reg = registry("trust_secret_reg");
+    // The registry trusts local connections: the password is sent to nobody, but it is text.
+    let setting = format!(
+        "idgen.registry = 'host=127.0.0.1 port={} dbname=postgres user=postgres password=s3cr3t-pw'",
+        reg.port()
+    );
+    let n = node(&reg, "trust_secret", &[&setting]);
+    let mut su = n.connect("postgres");
+    let shown: String = su.one("SELECT current_setting('idgen.registry')");
+    assert!(
+        shown.contains(&format!("port={}", reg.port())),
+        "the node's registry setting: {shown}"
+    );
+    su.batch_execute("CREATE ROLE plain LOGIN").unwrap();
+
+    let mut leaks = Vec::new();
+    let mut plain = n.connect_as("postgres", "plain");
+    for sql in [
+        "SHOW idgen.registry",
+        "SELECT current_setting('idgen.registry')",
+        "SELECT current_setting('idgen.registry', true)",
+        "SELECT row_to_json(s)::text FROM pg_settings s WHERE name = 'idgen.registry'",
+    ] {
+        match plain.query(sql, &[]) {
+            Ok(rows) => {
+                for row in rows {
+                    let text: Option<String> = row.get(0);
+                    if let Some(text) = text.filter(|t| t.contains("s3cr3t-pw")) {
+                        leaks.push(format!("password visible to a plain role: {sql} -> {text}"));
+                    }
+                }
+            }
+            Err(e) => {
+                let code = e.code().map(|c| c.code().to_owned());
+                if code.as_deref() != Some("42501") {
+                    leaks.push(format!(
+                        "{sql}: expected 42501 or a row without the password: {e}"
+                    ));
+                }
+            }
+        }
+    }
+
+    // A refused value in postgresql.conf, at a reload: its log line has no password.
+    n.append_settings(&["idgen.registry = 'host=127.0.0.1 password=hunter2-xyz bogus_option=1'"]);
+    su.batch_execute("SELECT pg_reload_conf()").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    if let Some(line) = n.log().lines().find(|l| l.contains("hunter2-xyz")) {
+        leaks.push(format!("password in the server log at a reload: {line}"));
+    }
+
+    // The same through ALTER SYSTEM: refused or not, the password is in no error and no log
+    // line of idgen's. (The statement's own text is PostgreSQL's to log: not logged here.)
+    su.batch_execute("SET log_min_error_statement = panic")
+        .unwrap();
+    let altered = su.batch_execute(
+        "ALTER SYSTEM SET idgen.registry = 'host=127.0.0.1 password=hunter3-xyz bogus_option=1'",
+    );
+    match altered {
+        Ok(()) => {
+            su.batch_execute("SELECT pg_reload_conf()").unwrap();
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        Err(e) => {
+            let text = match e.as_db_error() {
+                Some(d) => format!(
+                    "{} {} {}",
+                    d.message(),
+                    d.detail().unwrap_or(""),
+                    d.hint().unwrap_or("")
+                ),
+                None => e.to_string(),
+            };
+            if text.contains("hunter3-xyz") {
+                leaks.push(format!("password in ALTER SYSTEM's error: {text}"));
+            }
+        }
+    }
+    if let Some(line) = n.log().lines().find(|l| l.contains("hunter3-xyz")) {
+        leaks.push(format!(
+            "password in the server log after ALTER SYSTEM: {line}"
+        ));
+    }
+    if let Some(line) = n.log().lines().find(|l| l.contains("s3cr3t-pw")) {
+        leaks.push(format!("the registry's password in the server log: {line}"));
+    }
+    assert!(leaks.is_empty(), "{}", leaks.join("\n"));
+}
