@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 use idgen_cluster_tests::registry::{
     draw, held_worker, node, nothing_issued, refused, registry, registry_setting, status, FAST,
 };
-use idgen_cluster_tests::{column, db_error, sqlstate, twitter, wait_for, Cluster, One};
+use idgen_cluster_tests::{
+    column, db_error, sqlstate, twitter, wait_for, Cluster, One, STANDBY_NAME,
+};
 
 #[test]
 fn auto_nodes_get_distinct_ids_and_keep_them_across_a_clean_restart_and_a_crash() {
@@ -245,7 +247,17 @@ fn a_promoted_standby_takes_over_its_primarys_lease_at_once_starting_above_r() {
         ],
     );
     let w = held_worker(&primary, Duration::from_secs(20));
-    let standby = Cluster::standby_of(&primary, "standby", &[]);
+    // The standby streams as application_name = its node name: the primary names it in its
+    // renewals, which is what lets it succeed the primary before the lease expires.
+    let node_name = format!("idgen.node_name = '{STANDBY_NAME}'");
+    let standby = Cluster::standby_of(&primary, "standby", &[&node_name]);
+    let mut r = reg.connect("postgres");
+    wait_for("the primary to attest its standby", Duration::from_secs(20), || {
+        r.one::<bool>(&format!(
+            "SELECT '{STANDBY_NAME}' = ANY (attested_standbys) FROM idgen_registry_lease WHERE worker_id = {w}"
+        ))
+        .then_some(())
+    });
     let before = draw(&primary, 2000);
     primary.kill_postmaster();
     standby.promote();
@@ -271,7 +283,8 @@ fn the_1025th_holder_is_refused_and_a_node_of_another_layout_is_refused_naming_t
     let layout = "1704067200000, 10, 12, 1";
     for i in 0..1024 {
         r.batch_execute(&format!(
-            "SELECT * FROM idgen_registry_claim('sim{i}', 'inc{i}', 'sys', 1, NULL, {layout}, 600000, 10000, 0, 5432)"
+            "SELECT * FROM idgen_registry_claim('sim{i}', 'inc{i}', repeat('{:x}', 64), 'sys', 1, NULL, {layout}, 600000, 10000, 0, 5432, 0)",
+            i % 16
         ))
         .unwrap();
     }

@@ -473,3 +473,70 @@ fn the_registry_setting_is_hidden_from_plain_roles() {
     }
     assert!(leaks.is_empty(), "{}", leaks.join("\n"));
 }
+
+/// Issue 28, point 7: a base backup of a live node restored elsewhere and promoted (a later
+/// timeline of the same system, as on a staging host) does not take over the node's lease: it
+/// was never the node's attested standby, so the registry treats it as any other server. The
+/// original keeps its worker id and issues ids past several lease lengths. (On 0.4.0 the copy
+/// took the lease through the promotion path, and the original was fenced as `lost`.)
+#[test]
+fn a_restored_and_promoted_copy_of_a_node_does_not_take_its_lease() {
+    let reg = registry("reg_staging");
+    let prod = node(&reg, "prod", &["idgen.worker_id = auto", FAST[0], FAST[1]]);
+    let w = held_worker(&prod, Duration::from_secs(20));
+    let incarnation: String = reg.connect("postgres").one(&format!(
+        "SELECT incarnation FROM idgen_registry_lease WHERE worker_id = {w}"
+    ));
+    let before: Vec<i64> = column(
+        &mut prod.connect("postgres"),
+        "SELECT snowflake_nextval() FROM generate_series(1, 1000)",
+    );
+
+    // The copy: a base backup, restored with archive recovery (recovery.signal) so that it
+    // ends recovery on a new timeline, as a restore does.
+    let copy = Cluster::clone_of(
+        &prod,
+        "staging",
+        &["idgen.node_name = 'staging'", "restore_command = 'false'"],
+    );
+    let signal = copy.data().join("recovery.signal");
+    std::fs::write(&signal, "").unwrap();
+    let owned = std::process::Command::new("chown")
+        .args(["postgres:postgres", signal.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    copy.start_server();
+    let mut c = copy.connect("postgres");
+    wait_for("the copy to end recovery", Duration::from_secs(30), || {
+        (!c.one::<bool>("SELECT pg_is_in_recovery()")).then_some(())
+    });
+    let timeline = |client: &mut Client| {
+        client.one::<i32>("SELECT timeline_id FROM pg_control_checkpoint()")
+    };
+    wait_for("the copy's first checkpoint on its timeline", Duration::from_secs(30), || {
+        c.batch_execute("CHECKPOINT").unwrap();
+        (timeline(&mut c) > timeline(&mut prod.connect("postgres"))).then_some(())
+    });
+    // The copy's registry client claims: it gets another worker id (auto), never prod's.
+    let copy_worker = held_worker(&copy, Duration::from_secs(20));
+    assert_ne!(copy_worker, w, "the restored copy took the live node's worker id");
+
+    // Three lease lengths later prod still holds its lease, under the same incarnation.
+    std::thread::sleep(Duration::from_secs(6));
+    let (state, worker, error) = status(&mut prod.connect("postgres"));
+    assert_eq!(
+        (state.as_str(), worker),
+        ("held", Some(w)),
+        "prod lost its lease: {error:?}"
+    );
+    let holder: String = reg.connect("postgres").one(&format!(
+        "SELECT incarnation FROM idgen_registry_lease WHERE worker_id = {w}"
+    ));
+    assert_eq!(holder, incarnation);
+    let after: Vec<i64> = column(
+        &mut prod.connect("postgres"),
+        "SELECT snowflake_nextval() FROM generate_series(1, 1000)",
+    );
+    assert!(after.iter().min() > before.iter().max());
+}
