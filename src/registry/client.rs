@@ -132,6 +132,8 @@ struct Client {
     /// The last failure logged (its SQLSTATE and its message without digits), so that a
     /// failure is logged once per change of state, not at every retry with a new number.
     logged: Option<String>,
+    /// The registry's commits were found not synchronous, and that was logged.
+    warned_synchronous: bool,
 }
 
 impl Client {
@@ -155,6 +157,7 @@ impl Client {
             conn: None,
             grant,
             logged: None,
+            warned_synchronous: false,
         }
     }
 
@@ -277,11 +280,15 @@ impl Client {
     /// Claims a worker id: measures the clock offset first (refused beyond
     /// `idgen.registry_max_clock_offset_ms`), then calls `idgen_registry_claim`.
     fn claim(&mut self) -> Result<(), Box<Failure>> {
-        let (_, offset_us, bound_us) = self.call(
-            c"SELECT extract(epoch FROM registry_now) * 1000, version FROM idgen_registry_hello()",
+        let (hello, offset_us, bound_us) = self.call(
+            c"SELECT extract(epoch FROM registry_now) * 1000, version, \
+              pg_catalog.current_setting('synchronous_commit'), \
+              pg_catalog.current_setting('synchronous_standby_names') \
+              FROM idgen_registry_hello()",
             &[],
             Wait::Interruptible,
         )?;
+        self.warn_unless_synchronous(&hello);
         if let Some(max_ms) = guc::registry_max_clock_offset_ms() {
             let off_us = offset_us
                 .unsigned_abs()
@@ -367,6 +374,29 @@ impl Client {
             lease::head_start_ms(now_ms)
         );
         Ok(())
+    }
+
+    /// Warns (once per start) when the registry's commits are not synchronous: a registry that
+    /// can lose a commit (`synchronous_commit` off or local, or no synchronous standby to fail
+    /// over to) can rewind fences and marks; nodes detect it and stop (README "A registry that
+    /// lost commits"), which is an outage the operator avoids with synchronous replication.
+    fn warn_unless_synchronous(&mut self, hello: &[Option<String>]) {
+        if self.warned_synchronous {
+            return;
+        }
+        let setting = |i: usize| hello.get(i).cloned().flatten().unwrap_or_default();
+        let (commit, standbys) = (setting(2), setting(3));
+        let why = if matches!(commit.as_str(), "off" | "local") {
+            format!("its synchronous_commit is {commit}: a crash of the registry loses commits")
+        } else if standbys.trim().is_empty() {
+            "it has no synchronous standby (synchronous_standby_names is empty): a failover loses commits".to_owned()
+        } else {
+            return;
+        };
+        self.warned_synchronous = true;
+        pgrx::warning!(
+            "idgen registry client: the registry can lose commits: {why}; nodes then stop until an operator resolves it (README \"A registry that lost commits\")"
+        );
     }
 
     /// Renews the lease of `worker`: moves the fence up. Shows the registry the fence this
