@@ -186,7 +186,13 @@ fn redact(message: &str) -> String {
     message
         .split('"')
         .enumerate()
-        .map(|(i, part)| if i % 2 == 1 && part.chars().count() > 1 { "…" } else { part })
+        .map(|(i, part)| {
+            if i % 2 == 1 && part.chars().count() > 1 {
+                "…"
+            } else {
+                part
+            }
+        })
         .collect::<Vec<_>>()
         .join("\"")
 }
@@ -465,5 +471,48 @@ unsafe fn read_error(result: *const pq::PGresult, fallback: impl Fn() -> String)
         message: field(pq::PG_DIAG_MESSAGE_PRIMARY).unwrap_or_else(fallback),
         detail: field(pq::PG_DIAG_MESSAGE_DETAIL),
         hint: field(pq::PG_DIAG_MESSAGE_HINT),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse, redact};
+
+    #[test]
+    fn hosts_that_need_no_name_lookup_are_accepted_and_others_refused() {
+        for ok in [
+            "host=127.0.0.1 port=5432 dbname=ids",
+            "host=10.0.0.11,10.0.0.12 port=5432,5433",
+            "host=::1",
+            "host=/var/run/postgresql",
+            "host=localhost",
+            "host=registry.example hostaddr=10.0.0.11",
+            "postgresql://10.0.0.11:5432/ids",
+            "dbname=ids",
+        ] {
+            assert_eq!(parse(ok), Ok(()), "{ok}");
+        }
+        for refused in [
+            "host=registry.example",
+            "host=10.0.0.11,registry.example",
+            "postgresql://registry.example/ids",
+        ] {
+            let e = parse(refused).unwrap_err();
+            assert!(e.contains("hostaddr"), "{refused}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_refused_connection_string_is_never_repeated() {
+        let e = parse("host=127.0.0.1 password hunter2").unwrap_err();
+        assert!(!e.contains("hunter2"), "{e}");
+        assert!(!e.contains("password"), "{e}");
+        assert_eq!(
+            redact(r#"missing "=" after "hunter2" in connection info string"#),
+            r#"missing "=" after "…" in connection info string"#
+        );
+        // An unknown option's name is kept: it is what the operator has to fix.
+        let e = parse("host=127.0.0.1 bogus_option=1 password=hunter2").unwrap_err();
+        assert!(e.contains("bogus_option") && !e.contains("hunter2"), "{e}");
     }
 }

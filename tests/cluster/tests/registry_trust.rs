@@ -540,3 +540,17 @@ fn a_restored_and_promoted_copy_of_a_node_does_not_take_its_lease() {
     );
     assert!(after.iter().min() > before.iter().max());
 }
+
+/// Issue 28, point 4: a node warns when its registry can lose commits (here: no synchronous
+/// standby), once, at its claim.
+#[test]
+fn a_node_warns_once_when_the_registry_has_no_synchronous_standby() {
+    let reg = registry("reg_async");
+    let n = node(&reg, "warned", &["idgen.worker_id = auto", FAST[0], FAST[1]]);
+    held_worker(&n, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_secs(1));
+    let log = n.log();
+    let warnings = log.matches("the registry can lose commits").count();
+    assert_eq!(warnings, 1, "{log}");
+    assert!(log.contains("no synchronous standby"), "{log}");
+}
