@@ -38,6 +38,12 @@ COMMENT ON COLUMN idgen_registry_segment.taken_first IS
 COMMENT ON COLUMN idgen_registry_segment.taker IS
   'Incarnation of the node that took the range that set max_id (NULL after a give-back): only it may give numbers back.';
 
+-- A node's own rows: a global segment's max_id is now the least mark the node shows the
+-- registry when it takes a range (a registry below it has lost commits). 0.4.0 stored the
+-- caller's start there at segment_create, which may be above the registry's mark: forget it
+-- until the next range sets it (that one range is taken without the check).
+UPDATE idgen_segment SET max_id = -9223372036854775808 WHERE scope = 'global';
+
 -- What the nodes showed the registry to have lost: a fence or a mark below one a node had
 -- confirmed. While a row is open (resolved_at IS NULL) claims and takes are refused (55000).
 CREATE TABLE idgen_registry_regression (

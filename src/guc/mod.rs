@@ -113,7 +113,11 @@ pub(crate) fn init() {
     for (s, text) in TEXT_SETTINGS.iter().zip(text_texts) {
         let Some(text) = text else { continue };
         let applied = s.value.get().map(|c| c.to_string_lossy().into_owned());
-        let shown = if s.secret { "(not shown)" } else { text.as_str() };
+        let shown = if s.secret {
+            "(not shown)"
+        } else {
+            text.as_str()
+        };
         if let Err(detail) = (s.parse)(&text) {
             rejected(s.name, shown, &detail);
         }

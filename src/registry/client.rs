@@ -15,10 +15,10 @@ use pgrx::bgworkers::{
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::libpq::{self as conn, Conn, ConnError, Wait};
 use super::shared::{self, State};
 use crate::failure::{Failure, FixedText};
 use crate::guc;
+use crate::libpq::{self as conn, Conn, ConnError, Wait};
 use crate::snowflake::lease::{self, Grant};
 
 /// How long connecting, and each call, may take before the client gives up and tries again.

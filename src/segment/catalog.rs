@@ -190,22 +190,41 @@ pub(crate) fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
     .map_err(internal)
 }
 
+/// What [`give_back`] did to the local row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GivenBack {
+    /// Nothing: the mark moved (or the row is gone, or nothing is unused).
+    Nothing,
+    /// A local segment's mark was lowered: done.
+    Local,
+    /// A global segment's local copy of the mark was lowered to `new_mark`; the registry's
+    /// mark must be lowered from `mark` to `new_mark` next, after this transaction committed.
+    Global { mark: i64, new_mark: i64 },
+}
+
 /// Gives back the unused numbers of segment `name` (`work::give_back`): if its mark is still
-/// `mark`, lowers it to `new_mark`; true if it did. The row is locked without waiting (55P03 if
-/// someone holds it) and the commit is asynchronous (`synchronous_commit = off` for this
-/// transaction): a give-back is never needed for uniqueness, so nothing waits for it. A global
-/// segment's mark is the registry's: it is lowered there first (with `registry`; skipped
-/// without), and the local copy follows.
+/// `mark`, lowers it to `new_mark`. The row is locked without waiting (55P03 if someone holds
+/// it). A local segment's commit is asynchronous (`synchronous_commit = off` for this
+/// transaction): a give-back is never needed for uniqueness, so nothing waits for it.
+///
+/// A global segment gives back only numbers of its last range (from `taken_first` on, the
+/// range that set the mark): an earlier range's numbers above the last one taken may lie below
+/// another node's range (the mark moved past them before this node's last range), and a queued
+/// range counts as taken from its first number on. Its local row is the mark this node shows
+/// the registry as the least it may hold (`global::take`), so it is lowered first and durably
+/// on this server (`synchronous_commit = local`, never waiting for a standby); the caller then
+/// lowers the registry's mark ([`GivenBack::Global`]). If that fails, the local copy is merely
+/// lower than the registry's, which is safe; the other order, a registry lowered and a local
+/// commit lost in a crash, would show the registry a mark above its own and stop the fleet as
+/// a regression.
 pub(crate) fn give_back(
     name: &str,
     mark: i64,
     new_mark: i64,
     taken_first: i64,
-    registry: bool,
-) -> Result<bool, Error> {
+) -> Result<GivenBack, Error> {
     let table = table()?;
     let (t, scope) = (&table.name, table.scope());
-    Spi::run("SET LOCAL synchronous_commit = off").map_err(internal)?;
     let current = Spi::connect(|client| {
         let rows = client.select(
             &format!(
@@ -223,25 +242,24 @@ pub(crate) fn give_back(
     .map_err(internal)?;
     let global = match current {
         Some((Some(m), Some(global))) if m == mark => global,
-        _ => return Ok(false),
+        _ => return Ok(GivenBack::Nothing),
     };
-    // A global segment gives back only numbers of its last range, the one that set the mark:
-    // an earlier range's numbers above the last one taken may lie below another node's range
-    // (the mark moved past them before this node's last range), and a queued range counts as
-    // taken from the first number of its own range on.
     let new_mark = if global {
         new_mark.max(taken_first.saturating_sub(1))
     } else {
         new_mark
     };
     if new_mark >= mark {
-        return Ok(false);
+        return Ok(GivenBack::Nothing);
     }
-    if global && !(registry && super::global::give_back(name, mark, new_mark)?) {
-        return Ok(false);
-    }
+    let commit = if global { "local" } else { "off" };
+    Spi::run(&format!("SET LOCAL synchronous_commit = {commit}")).map_err(internal)?;
     set_max_id(name, new_mark)?;
-    Ok(true)
+    Ok(if global {
+        GivenBack::Global { mark, new_mark }
+    } else {
+        GivenBack::Local
+    })
 }
 
 /// Inserts a segment (`global`: its marks are in the registry); false if the name exists.

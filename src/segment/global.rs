@@ -13,9 +13,9 @@ use std::cell::RefCell;
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
-use crate::libpq::{self as conn, Conn, ConnError, Wait};
 use crate::error::Error;
 use crate::failure::Failure;
+use crate::libpq::{self as conn, Conn, ConnError, Wait};
 
 /// How long connecting, and each call, may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -176,12 +176,12 @@ fn call_within(
                 // Any error may leave the session unusable: the next call connects afresh.
                 *slot = None;
                 Err(Failure::new(
-                &r.sqlstate,
-                &format!("the registry refused: {}", r.message),
-                r.detail.as_deref(),
-                r.hint.as_deref(),
-            )
-            .to_error())
+                    &r.sqlstate,
+                    &format!("the registry refused: {}", r.message),
+                    r.detail.as_deref(),
+                    r.hint.as_deref(),
+                )
+                .to_error())
             }
             Err(e) => {
                 *slot = None;

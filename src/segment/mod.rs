@@ -11,15 +11,15 @@
 //! [`catalog`] (SPI on `idgen_segment`). PostgreSQL's commands: [`hooks`].
 
 mod allocator;
+mod allocators;
 mod args;
 mod buffer;
 mod call_site;
 mod catalog;
+mod global;
 mod hooks;
 mod queue;
 mod range;
-mod allocators;
-mod global;
 mod session;
 mod shared;
 mod slots;

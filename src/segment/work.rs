@@ -196,9 +196,7 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
         return Ok(i as i64);
     }
     let base_step = in_transaction(|| match catalog::step(name) {
-        Err(Error::UnknownSegment { .. }) if super::global::configured() => {
-            declare_global(name)
-        }
+        Err(Error::UnknownSegment { .. }) if super::global::configured() => declare_global(name),
         other => other,
     })?;
     let mut g = lock();
@@ -244,9 +242,19 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
         }
         let name = e.name.as_str();
         let done = with_interrupts_held(|| {
-            in_unconfirmed_transaction(|| {
-                catalog::give_back(name, mark, new_mark, e.taken_first, registry)
-            })
+            in_unconfirmed_transaction(|| catalog::give_back(name, mark, new_mark, e.taken_first))
+        })
+        .and_then(|local| match local {
+            catalog::GivenBack::Nothing => Ok(false),
+            catalog::GivenBack::Local => Ok(true),
+            // The local copy is lowered and committed; now the registry's mark.
+            catalog::GivenBack::Global { mark, new_mark } if registry => {
+                with_interrupts_held(|| {
+                    super::global::give_back(name, mark, new_mark)
+                        .map_err(|e| Failure::from_error(&e))
+                })
+            }
+            catalog::GivenBack::Global { .. } => Ok(false),
         });
         match done {
             Ok(true) => given += 1,

@@ -112,7 +112,6 @@ pub(crate) fn known_worker_id() -> Option<u64> {
     worker_id().ok()
 }
 
-
 /// What the registry granted: the worker id, the floor (the first tick this server may use:
 /// above the previous holder's R, or at its final reservation after a clean release), and
 /// the fence (R + 1).
