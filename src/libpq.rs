@@ -45,7 +45,7 @@ extern "C" fn on_sigterm(_signal: c_int, info: *mut libc::siginfo_t, _context: *
 
 /// Replaces the process's SIGTERM handler with one that also notes who sent it, so that the
 /// registry client tells a shutdown (the postmaster's SIGTERM: release the lease) from
-/// `pg_terminate_backend` (exit, be restarted, keep the lease).
+/// a `kill -TERM` of this process (exit, be restarted, keep the lease).
 pub(crate) fn install_sigterm_handler() {
     // SAFETY: a zeroed sigaction with a valid SA_SIGINFO handler and an empty mask, installed
     // for SIGTERM only, in the process's only thread.
@@ -63,7 +63,7 @@ pub(crate) fn terminating() -> bool {
     TERMINATING.load(Ordering::Relaxed)
 }
 
-/// Whether the SIGTERM came from the postmaster: a shutdown, not `pg_terminate_backend`.
+/// Whether the SIGTERM came from the postmaster: a shutdown, not a `kill -TERM` from elsewhere.
 pub(crate) fn terminated_by_postmaster() -> bool {
     // SAFETY: PostmasterPid is set before any child starts and never changes.
     terminating() && TERMINATED_BY.load(Ordering::Relaxed) == unsafe { pg_sys::PostmasterPid }

@@ -60,7 +60,8 @@ pub extern "C-unwind" fn idgen_registry_client_main(_arg: pg_sys::Datum) {
                 client.release();
                 return;
             }
-            // pg_terminate_backend (or anything but the postmaster): the server goes on, so
+            // A SIGTERM from anything but the postmaster (`kill -TERM` of this process; it has no
+            // database session, so pg_terminate_backend cannot reach it): the server goes on, so
             // the lease stays; exit with 1 so the postmaster starts the client again (a worker
             // that exits with 0 is never restarted) and the next one renews the same grant.
             pgrx::log!("idgen registry client: terminated; it restarts and keeps the lease");

@@ -252,12 +252,16 @@ fn a_promoted_standby_takes_over_its_primarys_lease_at_once_starting_above_r() {
     let node_name = format!("idgen.node_name = '{STANDBY_NAME}'");
     let standby = Cluster::standby_of(&primary, "standby", &[&node_name]);
     let mut r = reg.connect("postgres");
-    wait_for("the primary to attest its standby", Duration::from_secs(20), || {
-        r.one::<bool>(&format!(
+    wait_for(
+        "the primary to attest its standby",
+        Duration::from_secs(20),
+        || {
+            r.one::<bool>(&format!(
             "SELECT '{STANDBY_NAME}' = ANY (attested_standbys) FROM idgen_registry_lease WHERE worker_id = {w}"
         ))
         .then_some(())
-    });
+        },
+    );
     let before = draw(&primary, 2000);
     primary.kill_postmaster();
     standby.promote();

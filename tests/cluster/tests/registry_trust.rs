@@ -511,16 +511,22 @@ fn a_restored_and_promoted_copy_of_a_node_does_not_take_its_lease() {
     wait_for("the copy to end recovery", Duration::from_secs(30), || {
         (!c.one::<bool>("SELECT pg_is_in_recovery()")).then_some(())
     });
-    let timeline = |client: &mut Client| {
-        client.one::<i32>("SELECT timeline_id FROM pg_control_checkpoint()")
-    };
-    wait_for("the copy's first checkpoint on its timeline", Duration::from_secs(30), || {
-        c.batch_execute("CHECKPOINT").unwrap();
-        (timeline(&mut c) > timeline(&mut prod.connect("postgres"))).then_some(())
-    });
+    let timeline =
+        |client: &mut Client| client.one::<i32>("SELECT timeline_id FROM pg_control_checkpoint()");
+    wait_for(
+        "the copy's first checkpoint on its timeline",
+        Duration::from_secs(30),
+        || {
+            c.batch_execute("CHECKPOINT").unwrap();
+            (timeline(&mut c) > timeline(&mut prod.connect("postgres"))).then_some(())
+        },
+    );
     // The copy's registry client claims: it gets another worker id (auto), never prod's.
     let copy_worker = held_worker(&copy, Duration::from_secs(20));
-    assert_ne!(copy_worker, w, "the restored copy took the live node's worker id");
+    assert_ne!(
+        copy_worker, w,
+        "the restored copy took the live node's worker id"
+    );
 
     // Three lease lengths later prod still holds its lease, under the same incarnation.
     std::thread::sleep(Duration::from_secs(6));
@@ -546,7 +552,11 @@ fn a_restored_and_promoted_copy_of_a_node_does_not_take_its_lease() {
 #[test]
 fn a_node_warns_once_when_the_registry_has_no_synchronous_standby() {
     let reg = registry("reg_async");
-    let n = node(&reg, "warned", &["idgen.worker_id = auto", FAST[0], FAST[1]]);
+    let n = node(
+        &reg,
+        "warned",
+        &["idgen.worker_id = auto", FAST[0], FAST[1]],
+    );
     held_worker(&n, Duration::from_secs(20));
     std::thread::sleep(Duration::from_secs(1));
     let log = n.log();
