@@ -54,11 +54,83 @@ CREATE TABLE idgen_registry_regression (
     registry_value bigint      NOT NULL,
     node_value     bigint      NOT NULL,
     node_name      text,
+    incarnation    text,
+    reported_by    text        NOT NULL,
+    reporter_address text,
     resolved_at    timestamptz,
+    dismissed      boolean     NOT NULL DEFAULT false,
     CHECK ((worker_id IS NULL) <> (segment IS NULL))
 );
 COMMENT ON TABLE idgen_registry_regression IS
-  'Regressions of the registry seen by nodes (a fence or mark below what a node confirmed); open ones stop claims and takes until idgen_registry_resolve().';
+  'Regressions of the registry seen by nodes (a fence or mark below what a node confirmed), with who reported them; open ones stop claims and takes until idgen_registry_resolve().';
+
+-- Records what a node showed the registry to have lost, once per subject and reporting
+-- incarnation while it is open (a node retrying adds nothing), naming the reporter: any member
+-- of idgen_registry can report, so an operator reads who did before resolving.
+CREATE FUNCTION idgen_registry_report_regression(worker integer, seg text, registry_value bigint,
+                                                 node_value bigint, node text, incarnation_id text)
+RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  INSERT INTO @extschema@.idgen_registry_regression
+         (worker_id, segment, registry_value, node_value, node_name, incarnation, reported_by,
+          reporter_address)
+  SELECT worker, seg, registry_value, node_value, node, incarnation_id, session_user,
+         host(inet_client_addr())
+   WHERE NOT EXISTS (
+         SELECT FROM @extschema@.idgen_registry_regression g
+          WHERE g.resolved_at IS NULL AND g.worker_id IS NOT DISTINCT FROM worker
+            AND g.segment IS NOT DISTINCT FROM seg
+            AND g.incarnation IS NOT DISTINCT FROM incarnation_id)
+$$;
+
+-- Which server this registry is, and until when it is on probation. A registry that restarted,
+-- failed over or was restored (another postmaster start time or system identifier than the one
+-- recorded) may have lost commits that no node has shown it yet: for a while (the longest lease
+-- of its rows, at least twice the longest renewal interval, at least 20 s) it grants no worker
+-- id except to the incarnation that holds it, and hands out no range, so that every live
+-- holder renews (showing its fence) and every node reports its global segments' marks first.
+CREATE TABLE idgen_registry_server (
+    singleton        boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    server_identity  text        NOT NULL,
+    probation_until  timestamptz NOT NULL
+);
+COMMENT ON TABLE idgen_registry_server IS
+  'The registry server (system identifier and postmaster start) last seen, and the end of its probation after a change.';
+
+-- The end of the probation, starting one if this server is not the one recorded.
+CREATE FUNCTION idgen_registry_probation()
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    me     text;
+    r      @extschema@.idgen_registry_server;
+    length bigint;
+    used   boolean;
+    had_row boolean;
+BEGIN
+    SELECT format('%s@%s', s.system_identifier, extract(epoch FROM pg_catalog.pg_postmaster_start_time()))
+      INTO me FROM pg_catalog.pg_control_system() s;
+    SELECT * INTO r FROM @extschema@.idgen_registry_server;
+    had_row := FOUND;
+    IF had_row AND r.server_identity = me THEN
+        RETURN r.probation_until;
+    END IF;
+    SELECT greatest(coalesce(max(l.lease_ms), 0), 2 * coalesce(max(l.renew_interval_ms), 0), 20000)
+      INTO length FROM @extschema@.idgen_registry_lease l;
+    -- A registry that has never granted or handed out anything has nothing to lose.
+    used := had_row
+            OR EXISTS (SELECT FROM @extschema@.idgen_registry_lease)
+            OR EXISTS (SELECT FROM @extschema@.idgen_registry_segment WHERE ranges > 0);
+    INSERT INTO @extschema@.idgen_registry_server AS x VALUES (true, me,
+        CASE WHEN used THEN clock_timestamp() + make_interval(secs => length / 1000.0) ELSE '-infinity' END)
+    ON CONFLICT (singleton) DO UPDATE SET server_identity = excluded.server_identity,
+        probation_until = excluded.probation_until
+    RETURNING * INTO r;
+    RETURN r.probation_until;
+END
+$$;
 
 -- The hash the registry keeps of a holder's secret.
 CREATE FUNCTION idgen_registry_key(holder_secret text)
@@ -81,6 +153,28 @@ BEGIN
             DETAIL = format('%s open regression(s) in idgen_registry_regression: nodes had confirmed fences or marks above what the registry holds (a restore, a failover to an asynchronous standby, synchronous_commit off).', n),
             HINT = 'On the registry, as a superuser: SELECT * FROM idgen_registry_resolve(); (README "A registry that lost commits").';
     END IF;
+END
+$$;
+
+-- A node's global segments' marks (names[i] at marks[i]: the last number of its last range of
+-- each): a mark above the registry's is a range the registry lost; reported.
+CREATE FUNCTION idgen_registry_check_marks(segment_names text[], segment_marks bigint[], node text,
+                                           incarnation_id text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_lost text;
+    m record;
+BEGIN
+    FOR m IN SELECT s.name, s.max_id, k.mark
+               FROM unnest(segment_names, segment_marks) AS k(name, mark)
+               JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
+              WHERE k.mark > s.max_id LOOP
+        PERFORM @extschema@.idgen_registry_report_regression(NULL, m.name, m.max_id, m.mark, node, incarnation_id);
+        found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
+    END LOOP;
+    RETURN found_lost;
 END
 $$;
 
@@ -122,6 +216,8 @@ DECLARE
     key        text;
     diffs      text[] := '{}';
     found_row  boolean := false;
+    probation  timestamptz;
+    caller     text := coalesce(host(inet_client_addr()), 'local') || ':' || coalesce(node_port::text, '?');
 BEGIN
     IF node IS NULL OR octet_length(node) NOT BETWEEN 1 AND 63 OR node !~ '^[A-Za-z0-9._:-]+$' THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('invalid node name %L', node),
@@ -141,6 +237,7 @@ BEGIN
     -- most lock_timeout each.
     LOCK TABLE @extschema@.idgen_registry_lease IN SHARE ROW EXCLUSIVE MODE;
     PERFORM @extschema@.idgen_registry_check_regressions();
+    probation := @extschema@.idgen_registry_probation();
 
     SELECT * INTO f FROM @extschema@.idgen_registry_fleet;
     IF NOT FOUND THEN
@@ -173,19 +270,28 @@ BEGIN
             DETAIL = format('idgen.worker_bits = %s allows worker ids 0 to %s.', f.worker_bits, max_worker);
     END IF;
 
-    -- 1. This incarnation holds one already (a claim whose answer was lost, a restarted
-    --    client): only with the same secret.
+    -- The node's own reservation can say no more than a holder could have reached: a lease
+    -- ahead (a larger value would only burn the worker id).
+    known_tick := least(known_tick,
+        greatest(now_ms + 2 * lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms);
+
+    -- 1. This incarnation holds one already (a claim whose answer was lost, a client started
+    --    again): only with the same secret (a row of another secret under this incarnation is
+    --    someone else's, and not this node's to find).
     SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-     WHERE r.incarnation = incarnation_id AND r.released_tick IS NULL
+     WHERE r.incarnation = incarnation_id AND r.holder_key = key AND r.released_tick IS NULL
        AND (wanted_worker IS NULL OR r.worker_id = wanted_worker);
-    IF FOUND AND l.holder_key IS DISTINCT FROM key THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = format('worker id %s is leased to this incarnation under another secret', l.worker_id),
-            HINT = 'Only the server that claimed a lease can claim it again.';
-    END IF;
     IF FOUND THEN
         chosen := l.worker_id;
         start_at := l.start_tick;
+    ELSIF probation > now_ts THEN
+        -- A registry that restarted, failed over or was restored may have lost grants and
+        -- renewals no node has shown it yet: every other grant waits until the live holders
+        -- have renewed.
+        RAISE EXCEPTION USING ERRCODE = '55P03',
+            MESSAGE = format('the registry grants no worker id until %s', probation),
+            DETAIL = 'It restarted, failed over or was restored: its leases may lack commits, so live holders renew first.',
+            HINT = 'The claim is tried again; nothing to do.';
     ELSE
         -- 2. A promoted standby succeeds its primary: same system, a later timeline, and the
         --    primary has named it as its streaming standby in a renewal of the last lease
@@ -215,8 +321,11 @@ BEGIN
                 prev := format('%s (released)', l.node_name);
             ELSIF l.expires_at < now_ts THEN
                 prev := format('%s (lease expired at %s)', l.node_name, l.expires_at);
-            ELSIF l.node_name = node AND l.renewed_at < now_ts - make_interval(secs => 2 * l.renew_interval_ms / 1000.0) THEN
-                -- The same node name, silent for two renewal intervals: a restart after a crash.
+            ELSIF l.node_name = node AND l.system_identifier = system_id AND l.timeline = on_timeline
+                  AND l.address = caller
+                  AND l.renewed_at < now_ts - make_interval(secs => 2 * l.renew_interval_ms / 1000.0) THEN
+                -- The same node name, system, timeline and address, silent for two renewal
+                -- intervals: a restart after a crash (a copy elsewhere, or promoted, is not).
                 prev := format('%s (not renewed since %s)', l.node_name, l.renewed_at);
             ELSIF l.node_name = node THEN
                 RAISE EXCEPTION USING ERRCODE = '55006',
@@ -265,6 +374,10 @@ BEGIN
         IF found_row AND l.node_name = node AND l.worker_id = chosen THEN
             start_at := greatest(start_at, known_tick);
         END IF;
+        -- Never below the registry's clock: a lease that expired had its R below it, and one
+        -- that a registry lost (restored, failed over) had its R at most a lease past the last
+        -- renewal, which the probation has outlasted.
+        start_at := greatest(start_at, greatest(now_ms - f.epoch_unix_ms, 0) / f.time_unit_ms);
     END IF;
 
     bound := greatest(
@@ -306,7 +419,8 @@ $$;
 CREATE FUNCTION idgen_registry_renew(
     held_worker integer, incarnation_id text, holder_secret text, lease_length_ms integer,
     renew_every_ms integer, offset_ms double precision, known_fence bigint,
-    standbys text[] DEFAULT '{}')
+    standbys text[] DEFAULT '{}', segment_names text[] DEFAULT '{}',
+    segment_marks bigint[] DEFAULT '{}')
 RETURNS TABLE (fence_tick bigint, expires_at timestamptz, registry_now timestamptz, regression text)
 LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
@@ -326,6 +440,15 @@ BEGIN
        FOR UPDATE;
     IF NOT FOUND THEN
         SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = held_worker;
+        IF FOUND AND l.fence_tick < known_fence AND l.released_tick IS NULL THEN
+            -- This node was confirmed a fence the registry's row never reached: the registry
+            -- lost this node's claim or renewals. Reported, and answered (not raised, so that
+            -- the report commits) as a regression: the node extends nothing.
+            PERFORM @extschema@.idgen_registry_report_regression(held_worker, NULL, l.fence_tick, known_fence, l.node_name, incarnation_id);
+            RETURN QUERY SELECT NULL::bigint, NULL::timestamptz, now_ts,
+                format('worker id %s is leased to another server in the registry, whose fence (tick %s) is below tick %s that it confirmed to this node: the registry has lost commits', held_worker, l.fence_tick, known_fence);
+            RETURN;
+        END IF;
         RAISE EXCEPTION USING ERRCODE = '55006',
             MESSAGE = format('worker id %s is no longer leased to this server', held_worker),
             DETAIL = CASE WHEN NOT FOUND THEN 'The registry has no lease of it.'
@@ -337,12 +460,13 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '42501',
             MESSAGE = format('only the holder of worker id %s can renew its lease', held_worker);
     END IF;
+    PERFORM @extschema@.idgen_registry_probation();
+    lost := @extschema@.idgen_registry_check_marks(segment_names, segment_marks, l.node_name, incarnation_id);
     IF l.fence_tick < known_fence THEN
-        INSERT INTO @extschema@.idgen_registry_regression (worker_id, registry_value, node_value, node_name)
-        VALUES (held_worker, l.fence_tick, known_fence, l.node_name);
+        PERFORM @extschema@.idgen_registry_report_regression(held_worker, NULL, l.fence_tick, known_fence, l.node_name, incarnation_id);
         lost := format('the registry''s fence of worker id %s is tick %s, below tick %s that it confirmed to this node: the registry has lost commits',
                        held_worker, l.fence_tick, known_fence);
-    ELSIF EXISTS (SELECT FROM @extschema@.idgen_registry_regression g WHERE g.resolved_at IS NULL) THEN
+    ELSIF lost IS NULL AND EXISTS (SELECT FROM @extschema@.idgen_registry_regression g WHERE g.resolved_at IS NULL) THEN
         -- Another node found the registry behind: nothing it says is believed until resolved.
         lost := 'the registry has lost commits (an open regression in idgen_registry_regression)';
     END IF;
@@ -371,7 +495,8 @@ SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
 AS $$
 #variable_conflict use_column
 DECLARE
-    l @extschema@.idgen_registry_lease;
+    l   @extschema@.idgen_registry_lease;
+    cap bigint;
 BEGIN
     IF holder_secret IS NULL OR final_tick IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease release';
@@ -388,10 +513,13 @@ BEGIN
     END IF;
     -- Never below the start or the fence the registry holds: a final reservation above the
     -- fence (a registry that lost the renewals behind it) is believed, since it comes from
-    -- the holder itself.
+    -- the holder itself, up to a lease ahead of the clock (no holder reaches further).
+    SELECT greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+                    + 2 * l.lease_ms - f.epoch_unix_ms, 0) / f.time_unit_ms
+      INTO cap FROM @extschema@.idgen_registry_fleet f;
     UPDATE @extschema@.idgen_registry_lease r
-       SET released_tick = greatest(final_tick, r.start_tick),
-           fence_tick = greatest(r.fence_tick, final_tick - 1),
+       SET released_tick = greatest(least(final_tick, cap), r.start_tick),
+           fence_tick = greatest(r.fence_tick, least(final_tick, cap) - 1),
            expires_at = clock_timestamp()
      WHERE r.worker_id = held_worker;
     RETURN true;
@@ -425,12 +553,19 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
     END IF;
     IF s.max_id < known_mark THEN
-        INSERT INTO @extschema@.idgen_registry_regression (segment, registry_value, node_value)
-        VALUES (segment, s.max_id, known_mark);
+        PERFORM @extschema@.idgen_registry_report_regression(NULL, segment, s.max_id, known_mark, NULL, incarnation_id);
         RETURN QUERY SELECT NULL::bigint, NULL::bigint, s.step,
             format('global segment %L''s mark in the registry is %s, below %s that this node saw: the registry has lost commits',
                    segment, s.max_id, known_mark);
         RETURN;
+    END IF;
+    IF @extschema@.idgen_registry_probation() > clock_timestamp() THEN
+        -- After a restart, failover or restore the registry may have lost ranges whose takers
+        -- have not reported their marks yet: none is handed out until they have.
+        RAISE EXCEPTION USING ERRCODE = '55P03',
+            MESSAGE = format('the registry hands out no range until %s', @extschema@.idgen_registry_probation()),
+            DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.',
+            HINT = 'The refill is tried again; cached ranges serve meanwhile.';
     END IF;
     PERFORM @extschema@.idgen_registry_check_regressions();
     IF s.max_id = 9223372036854775807 THEN
@@ -493,15 +628,22 @@ END
 $$;
 
 -- Ends the open regressions (README "A registry that lost commits"), as a superuser on the
--- registry once every node has reported (each reports at its next renewal or range): raises
--- each lease's R and each global segment's mark to the highest value a node confirmed, so
--- that no holder or taker starts below what was handed out. Returns what it raised.
-CREATE FUNCTION idgen_registry_resolve()
+-- registry once every node has reported: raises each lease's R and each global segment's mark
+-- to the highest value a node reported, so that no holder or taker starts below what was
+-- handed out, and closes them. Reports listed in dismiss (their ids; read reported_by first:
+-- any member of idgen_registry can report) are closed without raising anything. Reports arriving
+-- meanwhile wait for it (the table is locked first), so none is closed unapplied. Returns what
+-- it raised.
+CREATE FUNCTION idgen_registry_resolve(dismiss bigint[] DEFAULT '{}')
 RETURNS TABLE (worker_id integer, segment text, raised_from bigint, raised_to bigint)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    LOCK TABLE @extschema@.idgen_registry_regression IN SHARE ROW EXCLUSIVE MODE;
+    UPDATE @extschema@.idgen_registry_regression g
+       SET resolved_at = clock_timestamp(), dismissed = true
+     WHERE g.resolved_at IS NULL AND g.id = ANY (coalesce(dismiss, '{}'));
     RETURN QUERY
     WITH worst AS (
         SELECT g.worker_id, max(g.node_value) AS v FROM @extschema@.idgen_registry_regression g
@@ -528,11 +670,27 @@ BEGIN
 END
 $$;
 
+-- A node without a worker id (it only draws global segments) reports its marks with this,
+-- every renewal interval, as renewals do. Returns the registry's clock and what it found lost.
+CREATE FUNCTION idgen_registry_report(node text, incarnation_id text, segment_names text[],
+                                      segment_marks bigint[])
+RETURNS TABLE (registry_now timestamptz, regression text)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+BEGIN
+    PERFORM @extschema@.idgen_registry_probation();
+    RETURN QUERY SELECT clock_timestamp(),
+        @extschema@.idgen_registry_check_marks(segment_names, segment_marks, node, incarnation_id);
+END
+$$;
+
 SELECT pg_catalog.pg_extension_config_dump('idgen_registry_regression', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_server', '');
 
 COMMENT ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) IS
   'Registry: claims a worker id for a node incarnation and its secret; returns the floor and fence ticks.';
-COMMENT ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[]) IS
+COMMENT ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) IS
   'Registry: renews a worker id lease for its holder (secret); returns the new fence tick, or the regression it detected.';
 COMMENT ON FUNCTION idgen_registry_release(integer, text, text, bigint) IS
   'Registry: releases a worker id lease at a clean shutdown (holder''s secret), recording the final reservation.';
@@ -540,8 +698,16 @@ COMMENT ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigin
   'Registry: the next range of a global segment, in one committed UPDATE, recording its taker.';
 COMMENT ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) IS
   'Registry: the taker of a global segment''s last range lowers the mark within that range (a node gives back its unused numbers).';
-COMMENT ON FUNCTION idgen_registry_resolve() IS
-  'Registry (superuser): raises fences and marks to what nodes confirmed and closes the open regressions.';
+COMMENT ON FUNCTION idgen_registry_resolve(bigint[]) IS
+  'Registry (superuser): raises fences and marks to what nodes reported (except the dismissed reports) and closes the open regressions.';
+COMMENT ON FUNCTION idgen_registry_report(text, text, text[], bigint[]) IS
+  'Registry: a node without a worker id reports its global segments'' marks.';
+COMMENT ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) IS
+  'Registry: records a regression a node found, once per subject and reporter while open.';
+COMMENT ON FUNCTION idgen_registry_probation() IS
+  'Registry: the end of its probation after a restart, failover or restore.';
+COMMENT ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) IS
+  'Registry: reports the global segment marks of a node that are above the registry''s.';
 COMMENT ON FUNCTION idgen_registry_key(text) IS 'Registry: the SHA-256 kept of a holder''s secret.';
 COMMENT ON FUNCTION idgen_registry_check_regressions() IS 'Registry: 55000 while a regression is open.';
 
@@ -549,14 +715,21 @@ REVOKE ALL ON TABLE idgen_registry_regression FROM PUBLIC;
 GRANT SELECT ON TABLE idgen_registry_regression TO pg_monitor;
 REVOKE EXECUTE ON FUNCTION idgen_registry_key(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_check_regressions() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_resolve() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_resolve(bigint[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_probation() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[]) TO idgen_registry;
+REVOKE ALL ON TABLE idgen_registry_server FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry_server TO pg_monitor;
 REVOKE EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_release(integer, text, text, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[]) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_release(integer, text, text, bigint) TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) TO idgen_registry;

@@ -133,7 +133,7 @@ impl Drop for Conn {
 pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
     let text = CString::new(conninfo).map_err(|_| "it contains a NUL byte".to_string())?;
     let mut errmsg: *mut c_char = std::ptr::null_mut();
-    let (mut host, mut hostaddr) = (None, None);
+    let (mut host, mut hostaddr, mut service) = (None, None, false);
     // SAFETY: a NUL-terminated string and a valid out pointer; the options array (terminated by
     // an entry without keyword) and the message are libpq's allocations, freed with its own
     // functions below.
@@ -154,15 +154,24 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
             match CStr::from_ptr((*o).keyword).to_bytes() {
                 b"host" => host = value,
                 b"hostaddr" => hostaddr = value,
+                b"service" if value.is_some() => service = true,
                 _ => {}
             }
             o = o.add(1);
         }
         pq::PQconninfoFree(options);
     }
-    if hostaddr.as_deref().is_some_and(|a| !a.is_empty()) {
+    // What the string leaves out, libpq takes from the environment of the postmaster (PGHOST,
+    // PGHOSTADDR) or from a service file: those count as if written here.
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if service {
+        return Err("a service (pg_service.conf) may name hosts that need a name lookup, which a background worker cannot interrupt: write host and hostaddr in idgen.registry".into());
+    }
+    let hostaddr = hostaddr.filter(|a| !a.is_empty()).or_else(|| env("PGHOSTADDR"));
+    if hostaddr.is_some() {
         return Ok(());
     }
+    let host = host.filter(|h| !h.is_empty()).or_else(|| env("PGHOST"));
     for h in host.as_deref().unwrap_or("").split(',') {
         let h = h.trim();
         if !(h.is_empty() || h.starts_with('/') || h.starts_with('@') || h == "localhost")
@@ -216,9 +225,14 @@ unsafe fn take_message(msg: *mut c_char) -> String {
 /// The registry session's limits: a statement ends by itself well before the client's own
 /// deadline (10 s a call), so a client that gives up never leaves one running; a lock is waited
 /// for 2 s at most (the registry's functions also say so themselves).
+/// Its commits are synchronous at least to its own disk and standbys (`on` unless the role or the
+/// connection string asked for `remote_write` or `remote_apply`, which are kept): a registry
+/// commit is a fence or a mark that ids rest on, and `off` or `local` could lose it.
 const SESSION_SETTINGS: &CStr = c"SELECT pg_catalog.set_config('statement_timeout', '5s', false), \
     pg_catalog.set_config('lock_timeout', '2s', false), \
-    pg_catalog.set_config('idle_in_transaction_session_timeout', '10s', false)";
+    pg_catalog.set_config('idle_in_transaction_session_timeout', '10s', false), \
+    CASE WHEN pg_catalog.current_setting('synchronous_commit') IN ('off', 'local') \
+         THEN pg_catalog.set_config('synchronous_commit', 'on', false) END";
 
 /// Connects to `conninfo` before `deadline`. `application_name` is "idgen registry client"
 /// unless the connection string sets one.

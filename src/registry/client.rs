@@ -167,8 +167,12 @@ impl Client {
     /// claimed.
     fn step(&mut self) -> Duration {
         if self.grant.is_none() && guc::worker_id_setting() == guc::WorkerIdSetting::Unset {
+            // No worker id to lease; the global segments' marks are still reported.
             shared::set_state(State::Unclaimed);
-            return Duration::from_secs(3600);
+            if let Err(f) = self.report() {
+                self.failed(*f);
+            }
+            return jittered(Duration::from_millis(guc::registry_renew_interval_ms()));
         }
         let result = match self.grant {
             None => self.claim(),
@@ -377,6 +381,29 @@ impl Client {
         Ok(())
     }
 
+    /// Without a worker id: shows the registry this server's global segments' marks, as a
+    /// renewal does.
+    fn report(&mut self) -> Result<(), Box<Failure>> {
+        let (names, marks) = global_marks();
+        let params = [
+            Some(self.identity.node_name.clone()),
+            Some(crate::identity::incarnation().to_owned()),
+            Some(names),
+            Some(marks),
+        ];
+        let (row, _, _) = self.call(
+            c"SELECT extract(epoch FROM registry_now) * 1000, regression \
+              FROM idgen_registry_report($1, $2, $3::text[], $4::bigint[])",
+            &params,
+            Wait::Interruptible,
+        )?;
+        if let Some(regression) = row.get(1).cloned().flatten() {
+            return Err(Failure::new("55000", &regression, None, Some(RESOLVE_HINT)).into());
+        }
+        self.logged = None;
+        Ok(())
+    }
+
     /// Warns (once per start) when the registry's commits are not synchronous: a registry that
     /// can lose a commit (`synchronous_commit` off or local, or no synchronous standby to fail
     /// over to) can rewind fences and marks; nodes detect it and stop (README "A registry that
@@ -411,6 +438,7 @@ impl Client {
         let confirmed = lease::fence_end().saturating_sub(1);
         // SAFETY: in the registry client, attached to shared memory, between calls.
         let standbys = unsafe { crate::pgver::streaming_standby_names() };
+        let (names, marks) = global_marks();
         let params = [
             Some(worker.to_string()),
             Some(crate::identity::incarnation().to_owned()),
@@ -426,10 +454,13 @@ impl Client {
             )),
             Some(confirmed.to_string()),
             Some(text_array(&standbys)),
+            Some(names),
+            Some(marks),
         ];
         let result = self.call(
             c"SELECT extract(epoch FROM registry_now) * 1000, fence_tick, extract(epoch FROM expires_at) * 1000, regression \
-              FROM idgen_registry_renew($1::integer, $2, $3, $4::integer, $5::integer, $6::float8, $7::bigint, $8::text[])",
+              FROM idgen_registry_renew($1::integer, $2, $3, $4::integer, $5::integer, $6::float8, $7::bigint, $8::text[], \
+              $9::text[], $10::bigint[])",
             &params,
             Wait::Interruptible,
         );
@@ -447,7 +478,7 @@ impl Client {
                 "55000",
                 &regression,
                 Some("Ids continue only below the fence this server had confirmed."),
-                Some("On the registry, as a superuser, once every node has renewed: SELECT * FROM idgen_registry_resolve(); (README \"A registry that lost commits\")."),
+                Some(RESOLVE_HINT),
             )
             .into());
         }
@@ -564,6 +595,24 @@ fn text_array(names: &[String]) -> String {
         .filter(|n| !n.is_empty() && n.len() <= guc::MAX_NODE_NAME && plain_name(n))
         .collect();
     format!("{{{}}}", kept.join(","))
+}
+
+/// What an operator does about a registry that lost commits.
+const RESOLVE_HINT: &str = "On the registry, as a superuser, once every node has renewed: SELECT * FROM idgen_registry_resolve(); (README \"A registry that lost commits\").";
+
+/// The global segments cached on this server and their marks, as two PostgreSQL array
+/// literals (names: `{"a","b"}`, marks: `{1,2}`).
+fn global_marks() -> (String, String) {
+    let marks = crate::segment::global_marks();
+    let names: Vec<String> = marks
+        .iter()
+        .map(|(n, _)| format!("\"{}\"", n.replace('\\', "\\\\").replace('"', "\\\"")))
+        .collect();
+    let values: Vec<String> = marks.iter().map(|(_, m)| m.to_string()).collect();
+    (
+        format!("{{{}}}", names.join(",")),
+        format!("{{{}}}", values.join(",")),
+    )
 }
 
 /// `d` give or take 20 %, so that many nodes started together do not renew in step.

@@ -9,7 +9,7 @@
 //! registry's synchronous standbys, if it has them); a lost answer skips the range's numbers,
 //! never reissues them.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,16 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 thread_local! {
     /// The allocator's connection to the registry.
     static CONN: RefCell<Option<Conn>> = const { RefCell::new(None) };
+    /// After the registry failed to answer: no call before this time, and how long the last
+    /// pause was. A registry that is reachable but silent would otherwise hold the database's
+    /// one allocator for a whole call timeout at every retry, and every other segment of the
+    /// database (local ones too) would wait behind it.
+    static BACKOFF: Cell<(Option<Instant>, Duration)> = const { Cell::new((None, Duration::ZERO)) };
 }
+
+/// The first pause after a failed call, and the longest.
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(16);
 
 /// Whether this server has a registry (`idgen.registry`).
 pub(crate) fn configured() -> bool {
@@ -146,10 +155,12 @@ pub(crate) fn give_back(name: &str, expected_mark: i64, new_mark: i64) -> Result
     Ok(row.first().cloned().flatten().as_deref() == Some("t"))
 }
 
-/// Whether `e` says the registry could not be reached (SQLSTATE class 08): the allocator tries
-/// the refill again later instead of failing its callers at once.
+/// Whether `f` says the registry could not serve the call now (SQLSTATE class 08: not reached;
+/// 55P03: a lock or the registry's probation after a restart; 57014: a statement timeout): the
+/// allocator tries the refill again later, its callers waiting, instead of failing them at once.
 pub(crate) fn unreachable(f: &Failure) -> bool {
-    f.sqlstate_text().starts_with("08")
+    let s = f.sqlstate_text();
+    s.starts_with("08") || s == "55P03" || s == "57014"
 }
 
 /// Runs `sql` on the registry; the first row, if any. Reconnects when there is no connection.
@@ -163,7 +174,14 @@ fn call_within(
     params: &[Option<String>],
     timeout: Duration,
 ) -> Result<Option<Vec<Option<String>>>, Error> {
-    CONN.with_borrow_mut(|slot| {
+    if let (Some(until), _) = BACKOFF.get() {
+        if Instant::now() < until {
+            return Err(lost(ConnError::Failed(
+                "it did not answer a moment ago; the next try is after a pause".into(),
+            )));
+        }
+    }
+    let result = CONN.with_borrow_mut(|slot| {
         let deadline = Instant::now() + timeout;
         if slot.is_none() {
             let conninfo = crate::guc::registry_conninfo().unwrap_or_default();
@@ -188,7 +206,16 @@ fn call_within(
                 Err(lost(e))
             }
         }
-    })
+    });
+    match &result {
+        Err(e) if Failure::from_error(e).sqlstate_text().starts_with("08") => {
+            let (_, last) = BACKOFF.get();
+            let pause = (last * 2).clamp(BACKOFF_MIN, BACKOFF_MAX);
+            BACKOFF.set((Some(Instant::now() + pause), pause));
+        }
+        _ => BACKOFF.set((None, Duration::ZERO)),
+    }
+    result
 }
 
 fn lost(e: ConnError) -> Error {

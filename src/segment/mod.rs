@@ -46,6 +46,14 @@ pub(crate) fn init() {
     hooks::install();
 }
 
+/// The global segments cached on this server, with the highest mark each committed (the last
+/// number of its last range from the registry): what the registry client shows the registry at
+/// every renewal, so that a registry that lost a range is found before it hands it out again
+/// (DESIGN.md §6).
+pub(crate) fn global_marks() -> Vec<(String, i64)> {
+    shared::lock().global_marks()
+}
+
 /// Runs an admin call through the allocator. Refused in a read-only transaction (25006), as
 /// PostgreSQL's `setval()` is: a server kept read-only must not move a high-water mark.
 fn admin(request: Request) -> i64 {

@@ -265,6 +265,7 @@ impl Guarded {
                     // Committed whether installed or not: what idgen_segment holds now.
                     m.mark = done.range.last;
                     m.taken_first = done.range.first;
+                    m.global = done.global;
                     m.marked = true;
                     m.retry_at = 0;
                 }
@@ -311,6 +312,24 @@ impl Guarded {
                     Some("The server log has the error."),
                 )
             })
+    }
+
+    /// The global segments cached on this server, each with the highest mark any database's
+    /// slot of it committed: what the registry client reports (DESIGN.md §6).
+    pub(crate) fn global_marks(&self) -> Vec<(String, i64)> {
+        let mut marks: Vec<(String, i64)> = Vec::new();
+        for i in 0..cache_size() {
+            let m = &self.metas[i];
+            if !in_use(i) || !m.global || !m.marked {
+                continue;
+            }
+            let name = m.name.as_str();
+            match marks.iter_mut().find(|(n, _)| n == name) {
+                Some((_, mark)) => *mark = (*mark).max(m.mark),
+                None => marks.push((name.to_owned(), m.mark)),
+            }
+        }
+        marks
     }
 
     /// Rows for `segment_status()`: the cached segments of database `db`.
@@ -438,4 +457,6 @@ pub(crate) struct Refilled {
     pub(crate) step: i64,
     /// Commit time (`TimestampTz`).
     pub(crate) at: i64,
+    /// Taken from the registry (a global segment).
+    pub(crate) global: bool,
 }

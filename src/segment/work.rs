@@ -167,6 +167,7 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
             base_step: row.step,
             step,
             at: 0,
+            global: false,
         })
     })?;
     done.at = now_timestamptz_us();
@@ -186,6 +187,7 @@ fn refill_global(name: &str, step: i64, known_mark: i64) -> Result<Refilled, Err
         base_step: taken.base_step.into(),
         step: taken.last - taken.first + 1,
         at: 0,
+        global: true,
     })
 }
 
@@ -278,11 +280,13 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
 /// A name this database does not know may be a global segment of the registry: declared here
 /// (a local row of scope global) when it is. Returns its step.
 fn declare_global(name: &str) -> Result<i64, Error> {
-    let Some((step, mark)) = super::global::find(name)? else {
+    let Some((step, _)) = super::global::find(name)? else {
         return Err(Error::UnknownSegment { name: name.into() });
     };
-    // The registry's mark now: the node's first range must start above it.
-    catalog::insert(name, mark, step, None, true)?;
+    // No mark seen yet: the registry's mark now may belong to another node's range, which
+    // that node may still give back below it; only this node's own ranges set what it shows
+    // the registry (`global::take`).
+    catalog::insert(name, i64::MIN, step, None, true)?;
     Ok(step.into())
 }
 
@@ -330,13 +334,11 @@ fn create(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
             Err(e) => return Err(e),
         }
         // A global segment: in the registry first (kept if it exists there), then declared here.
-        // A global one takes the registry's step and mark (the segment may exist there with
-        // another start): the local row never shows a mark above the registry's.
+        // A global one takes the registry's step (the segment may exist there with another
+        // start) and no mark: only this node's own ranges set the mark it shows the registry.
         let (step, max_id) = if r.global {
             let (_, step) = super::global::create(name, r.value, r.step, description)?;
-            let (_, mark) = super::global::find(name)?
-                .ok_or_else(|| Error::UnknownSegment { name: name.into() })?;
-            (step, mark)
+            (step, i64::MIN)
         } else {
             (r.step, max_id)
         };

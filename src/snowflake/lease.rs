@@ -220,10 +220,7 @@ pub(crate) fn release(floor_tick: u64) -> u64 {
     let reserved_end = shared.reserved_end.0.load(Ordering::Acquire);
     let stored_end = if reserved_end == 0 {
         // Nothing issued since start: the file's reservation (if any) still bounds the ids.
-        super::reservation::read(&super::reservation::path_in(&crate::backend::data_dir()))
-            .ok()
-            .flatten()
-            .map_or(0, |s| s.reserved_end)
+        own_reservation_end()
     } else {
         reserved_end
     };
@@ -235,10 +232,13 @@ pub(crate) fn release(floor_tick: u64) -> u64 {
 /// The first tick this server's own reservation file says it never reached (0 without one):
 /// a claim shows it to the registry, which never starts this node's next grant of the same
 /// worker id below it.
+/// A file written under another layout counts its ticks differently: it says nothing here (0),
+/// as the generator itself refuses it (`durable::extend`).
 pub(crate) fn own_reservation_end() -> u64 {
     super::reservation::read(&super::reservation::path_in(&crate::backend::data_dir()))
         .ok()
         .flatten()
+        .filter(|s| s.layout == *layout())
         .map_or(0, |s| s.reserved_end)
 }
 
