@@ -167,7 +167,9 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
     if service {
         return Err("a service (pg_service.conf) may name hosts that need a name lookup, which a background worker cannot interrupt: write host and hostaddr in idgen.registry".into());
     }
-    let hostaddr = hostaddr.filter(|a| !a.is_empty()).or_else(|| env("PGHOSTADDR"));
+    let hostaddr = hostaddr
+        .filter(|a| !a.is_empty())
+        .or_else(|| env("PGHOSTADDR"));
     if hostaddr.is_some() {
         return Ok(());
     }

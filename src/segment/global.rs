@@ -32,7 +32,7 @@ thread_local! {
 
 /// The first pause after a failed call, and the longest.
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
-const BACKOFF_MAX: Duration = Duration::from_secs(16);
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
 
 /// Whether this server has a registry (`idgen.registry`).
 pub(crate) fn configured() -> bool {

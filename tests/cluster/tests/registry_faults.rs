@@ -262,6 +262,15 @@ fn a_registry_restored_from_a_snapshot_is_detected_and_repeats_nothing() {
     for (n, w) in nodes.iter().zip(&workers) {
         assert_eq!(held_worker(n, Duration::from_secs(10)), *w);
     }
+    // The restored registry is on probation (it restarted): no range until it ends.
+    wait_for(
+        "the registry's probation to end",
+        Duration::from_secs(60),
+        || {
+            r.one::<bool>("SELECT probation_until <= clock_timestamp() FROM idgen_registry_server")
+                .then_some(())
+        },
+    );
     for n in nodes {
         ids.extend(draw(n, 1000));
         numbers.extend(draw_seg(n, "g", 300));
@@ -388,7 +397,7 @@ fn a_failing_global_refill_does_not_delay_local_segments() {
         &reg,
         "faults_refill",
         &[
-            "idgen.segment_wait_timeout = '30s'",
+            "idgen.segment_wait_timeout = '60s'",
             // No dynamic step: l keeps refilling every 10 numbers (about 200 refills).
             "idgen.segment_max_step = 10",
             "idgen.segment_worker_idle_timeout = '10min'",
@@ -411,7 +420,8 @@ fn a_failing_global_refill_does_not_delay_local_segments() {
     let (waiter_numbers, l_total, l_max, waiter_still_waiting) = thread::scope(|s| {
         let waiter = s.spawn(|| {
             // Draws g until its cached ranges run out; the draw after that waits for the
-            // registry (idgen.segment_wait_timeout = 30s) and returns once it is back.
+            // registry (idgen.segment_wait_timeout = 60s: the backoff and the registry's probation
+            // after its restart) and returns once it is back.
             let mut client = n.connect("postgres");
             let mut numbers = Vec::new();
             let mut waited = None;
@@ -423,7 +433,11 @@ fn a_failing_global_refill_does_not_delay_local_segments() {
                         g_drawn.fetch_add(1, Ordering::SeqCst);
                     }
                     Err(e) => {
-                        eprintln!("the g waiter failed: {e}");
+                        eprintln!(
+                            "the g waiter failed: {e} {:?}",
+                            e.as_db_error()
+                                .map(|d| (d.code().code().to_owned(), d.message().to_owned()))
+                        );
                         waiter_failed.store(true, Ordering::SeqCst);
                         break;
                     }
