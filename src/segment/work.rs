@@ -243,31 +243,28 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
             break;
         }
         let name = e.name.as_str();
-        let done = with_interrupts_held(|| {
+        let local = with_interrupts_held(|| {
             in_unconfirmed_transaction(|| catalog::give_back(name, mark, new_mark, e.taken_first))
-        })
-        .and_then(|local| match local {
-            catalog::GivenBack::Nothing => Ok(false),
-            catalog::GivenBack::Local => Ok(true),
-            // The local copy is lowered and committed; now the registry's mark.
-            catalog::GivenBack::Global { mark, new_mark } if registry => {
-                with_interrupts_held(|| {
-                    super::global::give_back(name, mark, new_mark)
-                        .map_err(|e| Failure::from_error(&e))
-                })
-            }
-            catalog::GivenBack::Global { .. } => Ok(false),
         });
-        match done {
-            Ok(true) => given += 1,
-            Ok(false) => {}
-            Err(f) if super::global::unreachable(&f) => {
-                registry = false;
-                warn(&format!(
-                    "idgen allocator: the unused numbers of global segment \"{name}\" are skipped: {}",
-                    f.to_error()
-                ))
+        match local {
+            Ok(catalog::GivenBack::Nothing) => {}
+            Ok(catalog::GivenBack::Local) => given += 1,
+            // The local copy is lowered and committed; now the registry's mark.
+            Ok(catalog::GivenBack::Global { mark, new_mark }) if registry => {
+                match with_interrupts_held(|| super::global::give_back(name, mark, new_mark)) {
+                    Ok(true) => given += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        // After one failure the others skip the registry: a shutdown must
+                        // not wait a second per segment.
+                        registry = !super::global::unreachable(&Failure::from_error(&e));
+                        warn(&format!(
+                            "idgen allocator: the unused numbers of global segment \"{name}\" are skipped: {e}"
+                        ))
+                    }
+                }
             }
+            Ok(catalog::GivenBack::Global { .. }) => {}
             Err(f) => warn(&format!(
                 "idgen allocator: the unused numbers of segment \"{name}\" are skipped: {}",
                 f.to_error()
