@@ -30,11 +30,15 @@ COMMENT ON COLUMN idgen_registry_lease.attested_standbys IS
 ALTER TABLE idgen_registry_segment
     ADD COLUMN taken_first bigint,
     ADD COLUMN taker text,
-    ADD COLUMN taker_key text;
+    ADD COLUMN taker_key text,
+    ADD COLUMN given_back_by text,
+    ADD COLUMN given_back_from bigint;
 COMMENT ON COLUMN idgen_registry_lease.holder_key IS
   'SHA-256 (hex) of the holder''s secret: renew, release and a re-claim by the same incarnation must show the secret.';
 COMMENT ON COLUMN idgen_registry_segment.taken_first IS
   'First number of the range that set max_id: a give-back never lowers the mark below taken_first - 1.';
+COMMENT ON COLUMN idgen_registry_segment.given_back_by IS
+  'Incarnation of the node that gave the last numbers back, and given_back_from the mark it lowered: its own reports of that mark are no regression.';
 COMMENT ON COLUMN idgen_registry_segment.taker IS
   'Incarnation of the node that took the range that set max_id (NULL after a give-back): only it may give numbers back.';
 
@@ -86,74 +90,79 @@ $$;
 
 -- Which server this registry is, and until when it is on probation. A registry that restarted,
 -- failed over or was restored (another postmaster start time or system identifier than the one
--- recorded) may have lost commits that no node has shown it yet: for a while (the longest lease
--- of its rows, at least twice the longest renewal interval, at least 20 s) it grants no worker
--- id except to the incarnation that holds it, and hands out no range, so that every live
--- holder renews (showing its fence) and every node reports its global segments' marks first.
+-- recorded) may have lost commits that no node has shown it yet. For a while it hands out no
+-- range (ranges_until: at least twice the longest renewal interval it has seen, at least 20 s)
+-- and grants no worker id except to the incarnation that holds it (claims_until: at least the
+-- longest lease it has seen, at least 60 s), so that every live holder renews (showing its
+-- fence) and every node reports its global segments' marks first; after it, a grant starts no
+-- lower than the registry's clock, past every R a lost renewal could have confirmed.
 CREATE TABLE idgen_registry_server (
-    singleton        boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
-    server_identity  text        NOT NULL,
-    probation_until  timestamptz NOT NULL
+    singleton       boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    server_identity text        NOT NULL,
+    ranges_until    timestamptz NOT NULL,
+    claims_until    timestamptz NOT NULL,
+    max_lease_ms    bigint      NOT NULL DEFAULT 0,
+    max_renew_ms    bigint      NOT NULL DEFAULT 0
 );
 COMMENT ON TABLE idgen_registry_server IS
-  'The registry server (system identifier and postmaster start) last seen, and the end of its probation after a change.';
+  'The registry server (system identifier and postmaster start) last seen, the ends of its probation after a change, and the longest lease and renewal interval seen.';
 
--- The end of the probation, starting one if this server is not the one recorded.
-CREATE FUNCTION idgen_registry_probation()
-RETURNS timestamptz
+-- The ends of the probation, starting one if this server is not the one recorded. Called by the
+-- nodes in a statement of its own (hello, and before a range), so that a refused claim or range
+-- does not roll the start of the probation back.
+CREATE FUNCTION idgen_registry_probation(OUT ranges_until timestamptz, OUT claims_until timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
-    me     text;
-    r      @extschema@.idgen_registry_server;
-    length bigint;
-    used   boolean;
+    me      text;
+    r       @extschema@.idgen_registry_server;
+    lease   bigint;
+    renew   bigint;
+    used    boolean;
     had_row boolean;
+    now_ts  timestamptz := clock_timestamp();
 BEGIN
     SELECT format('%s@%s', s.system_identifier, extract(epoch FROM pg_catalog.pg_postmaster_start_time()))
       INTO me FROM pg_catalog.pg_control_system() s;
     SELECT * INTO r FROM @extschema@.idgen_registry_server;
     had_row := FOUND;
     IF had_row AND r.server_identity = me THEN
-        RETURN r.probation_until;
+        ranges_until := r.ranges_until;
+        claims_until := r.claims_until;
+        RETURN;
     END IF;
-    SELECT greatest(coalesce(max(l.lease_ms), 0), 2 * coalesce(max(l.renew_interval_ms), 0), 20000)
-      INTO length FROM @extschema@.idgen_registry_lease l;
+    SELECT greatest(coalesce(max(l.lease_ms), 0), r.max_lease_ms, 60000),
+           greatest(2 * coalesce(max(l.renew_interval_ms), 0)::bigint, 2 * r.max_renew_ms, 20000)
+      INTO lease, renew FROM @extschema@.idgen_registry_lease l;
+    lease := coalesce(lease, 60000);
+    renew := coalesce(renew, 20000);
     -- A registry that has never granted or handed out anything has nothing to lose.
     used := had_row
             OR EXISTS (SELECT FROM @extschema@.idgen_registry_lease)
             OR EXISTS (SELECT FROM @extschema@.idgen_registry_segment WHERE ranges > 0);
-    INSERT INTO @extschema@.idgen_registry_server AS x VALUES (true, me,
-        CASE WHEN used THEN clock_timestamp() + make_interval(secs => length / 1000.0) ELSE '-infinity' END)
+    INSERT INTO @extschema@.idgen_registry_server AS x
+           (singleton, server_identity, ranges_until, claims_until, max_lease_ms, max_renew_ms)
+    VALUES (true, me,
+            CASE WHEN used THEN now_ts + make_interval(secs => renew / 1000.0) ELSE '-infinity' END,
+            CASE WHEN used THEN now_ts + make_interval(secs => lease / 1000.0) ELSE '-infinity' END,
+            coalesce(r.max_lease_ms, 0), coalesce(r.max_renew_ms, 0))
     ON CONFLICT (singleton) DO UPDATE SET server_identity = excluded.server_identity,
-        probation_until = excluded.probation_until
-    RETURNING * INTO r;
-    RETURN r.probation_until;
+        ranges_until = excluded.ranges_until, claims_until = excluded.claims_until
+    RETURNING x.ranges_until, x.claims_until INTO ranges_until, claims_until;
 END
 $$;
 
--- The hash the registry keeps of a holder's secret.
-CREATE FUNCTION idgen_registry_key(holder_secret text)
-RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(holder_secret, 'UTF8')), 'hex') $$;
-
--- Refuses (55000) while a regression is open.
-CREATE FUNCTION idgen_registry_check_regressions()
+-- Remembers the longest lease and renewal interval seen (for the next probation); writes only
+-- when one is longer than recorded, so renewals do not contend on the row.
+CREATE FUNCTION idgen_registry_note_lease(lease_length_ms integer, renew_every_ms integer)
 RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    n integer;
-BEGIN
-    SELECT count(*) INTO n FROM @extschema@.idgen_registry_regression WHERE resolved_at IS NULL;
-    IF n > 0 THEN
-        RAISE EXCEPTION USING ERRCODE = '55000',
-            MESSAGE = 'the registry has lost commits: no worker id is granted and no range taken until an operator resolves it',
-            DETAIL = format('%s open regression(s) in idgen_registry_regression: nodes had confirmed fences or marks above what the registry holds (a restore, a failover to an asynchronous standby, synchronous_commit off).', n),
-            HINT = 'On the registry, as a superuser: SELECT * FROM idgen_registry_resolve(); (README "A registry that lost commits").';
-    END IF;
-END
+  UPDATE @extschema@.idgen_registry_server
+     SET max_lease_ms = greatest(max_lease_ms, lease_length_ms),
+         max_renew_ms = greatest(max_renew_ms, renew_every_ms)
+   WHERE max_lease_ms < lease_length_ms OR max_renew_ms < renew_every_ms
 $$;
 
 -- A node's global segments' marks (names[i] at marks[i]: the last number of its last range of
@@ -170,7 +179,10 @@ BEGIN
     FOR m IN SELECT s.name, s.max_id, k.mark
                FROM unnest(segment_names, segment_marks) AS k(name, mark)
                JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
-              WHERE k.mark > s.max_id LOOP
+              WHERE k.mark > s.max_id
+                -- The last range this very node gave back: its report read the mark before
+                -- the give-back (nothing of the range above the new mark was handed out).
+                AND NOT (s.given_back_by = incarnation_id AND k.mark = s.given_back_from) LOOP
         PERFORM @extschema@.idgen_registry_report_regression(NULL, m.name, m.max_id, m.mark, node, incarnation_id);
         found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
     END LOOP;
@@ -237,7 +249,8 @@ BEGIN
     -- most lock_timeout each.
     LOCK TABLE @extschema@.idgen_registry_lease IN SHARE ROW EXCLUSIVE MODE;
     PERFORM @extschema@.idgen_registry_check_regressions();
-    probation := @extschema@.idgen_registry_probation();
+    probation := (@extschema@.idgen_registry_probation()).claims_until;
+    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
 
     SELECT * INTO f FROM @extschema@.idgen_registry_fleet;
     IF NOT FOUND THEN
@@ -273,7 +286,7 @@ BEGIN
     -- The node's own reservation can say no more than a holder could have reached: a lease
     -- ahead (a larger value would only burn the worker id).
     known_tick := least(known_tick,
-        greatest(now_ms + 2 * lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms);
+        greatest(now_ms + 2::bigint * lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms);
 
     -- 1. This incarnation holds one already (a claim whose answer was lost, a client started
     --    again): only with the same secret (a row of another secret under this incarnation is
@@ -323,21 +336,21 @@ BEGIN
                 prev := format('%s (lease expired at %s)', l.node_name, l.expires_at);
             ELSIF l.node_name = node AND l.system_identifier = system_id AND l.timeline = on_timeline
                   AND l.address = caller
-                  AND l.renewed_at < now_ts - make_interval(secs => 2 * l.renew_interval_ms / 1000.0) THEN
+                  AND l.renewed_at < now_ts - make_interval(secs => 2.0 * l.renew_interval_ms / 1000.0) THEN
                 -- The same node name, system, timeline and address, silent for two renewal
                 -- intervals: a restart after a crash (a copy elsewhere, or promoted, is not).
                 prev := format('%s (not renewed since %s)', l.node_name, l.renewed_at);
             ELSIF l.node_name = node THEN
                 RAISE EXCEPTION USING ERRCODE = '55006',
                     MESSAGE = format('node name %L holds worker id %s in another live server', node, l.worker_id),
-                    DETAIL = format('A server at %s renewed its lease %s s ago; a second server with the same node name is refused while the first renews.',
-                                    coalesce(l.address, 'an unknown address'), round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3)),
+                    DETAIL = format('It renewed its lease %s s ago; a second server with the same node name is refused while the first renews.',
+                                    round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3)),
                     HINT = 'Give each server its own idgen.node_name (or cluster_name): a base backup or a copied configuration carries the original''s.';
             ELSE
                 RAISE EXCEPTION USING ERRCODE = '55006',
                     MESSAGE = format('worker id %s is held by node %L', l.worker_id, l.node_name),
-                    DETAIL = format('The server at %s renewed its lease %s s ago; it expires at %s.',
-                                    coalesce(l.address, 'an unknown address'), round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3), l.expires_at),
+                    DETAIL = format('It renewed its lease %s s ago; it expires at %s.',
+                                    round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3), l.expires_at),
                     HINT = 'Choose another idgen.worker_id, or idgen.worker_id = auto.';
             END IF;
         END IF;
@@ -440,13 +453,16 @@ BEGIN
        FOR UPDATE;
     IF NOT FOUND THEN
         SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = held_worker;
-        IF FOUND AND l.fence_tick < known_fence AND l.released_tick IS NULL THEN
-            -- This node was confirmed a fence the registry's row never reached: the registry
-            -- lost this node's claim or renewals. Reported, and answered (not raised, so that
-            -- the report commits) as a regression: the node extends nothing.
-            PERFORM @extschema@.idgen_registry_report_regression(held_worker, NULL, l.fence_tick, known_fence, l.node_name, incarnation_id);
+        IF NOT FOUND OR coalesce(l.released_tick - 1, l.fence_tick) < known_fence THEN
+            -- This node was confirmed a fence the registry's row never reached (or there is
+            -- no row): the registry lost this node's claim or renewals. Reported (for the
+            -- operator; it raises nothing, the probation keeps others off the id), and answered
+            -- (not raised, so that the report commits) as a regression: the node extends
+            -- nothing.
+            PERFORM @extschema@.idgen_registry_report_regression(held_worker, NULL,
+                coalesce(l.released_tick - 1, l.fence_tick, -1), known_fence, NULL, incarnation_id);
             RETURN QUERY SELECT NULL::bigint, NULL::timestamptz, now_ts,
-                format('worker id %s is leased to another server in the registry, whose fence (tick %s) is below tick %s that it confirmed to this node: the registry has lost commits', held_worker, l.fence_tick, known_fence);
+                format('the registry has no lease of worker id %s up to tick %s that it confirmed to this node: the registry has lost commits', held_worker, known_fence);
             RETURN;
         END IF;
         RAISE EXCEPTION USING ERRCODE = '55006',
@@ -461,6 +477,7 @@ BEGIN
             MESSAGE = format('only the holder of worker id %s can renew its lease', held_worker);
     END IF;
     PERFORM @extschema@.idgen_registry_probation();
+    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
     lost := @extschema@.idgen_registry_check_marks(segment_names, segment_marks, l.node_name, incarnation_id);
     IF l.fence_tick < known_fence THEN
         PERFORM @extschema@.idgen_registry_report_regression(held_worker, NULL, l.fence_tick, known_fence, l.node_name, incarnation_id);
@@ -514,8 +531,12 @@ BEGIN
     -- Never below the start or the fence the registry holds: a final reservation above the
     -- fence (a registry that lost the renewals behind it) is believed, since it comes from
     -- the holder itself, up to a lease ahead of the clock (no holder reaches further).
-    SELECT greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-                    + 2 * l.lease_ms - f.epoch_unix_ms, 0) / f.time_unit_ms
+    -- A lease ahead of the clock, and never below the fence the registry itself granted (a
+    -- floor may be further ahead than twice this holder's own lease: a promotion from a
+    -- primary with a longer one).
+    SELECT greatest(greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+                    + 2::bigint * l.lease_ms - f.epoch_unix_ms, 0) / f.time_unit_ms,
+                    l.fence_tick + 1)
       INTO cap FROM @extschema@.idgen_registry_fleet f;
     UPDATE @extschema@.idgen_registry_lease r
        SET released_tick = greatest(least(final_tick, cap), r.start_tick),
@@ -552,18 +573,19 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
     END IF;
-    IF s.max_id < known_mark THEN
+    IF s.max_id < known_mark
+       AND NOT (s.given_back_by = incarnation_id AND known_mark = s.given_back_from) THEN
         PERFORM @extschema@.idgen_registry_report_regression(NULL, segment, s.max_id, known_mark, NULL, incarnation_id);
         RETURN QUERY SELECT NULL::bigint, NULL::bigint, s.step,
             format('global segment %L''s mark in the registry is %s, below %s that this node saw: the registry has lost commits',
                    segment, s.max_id, known_mark);
         RETURN;
     END IF;
-    IF @extschema@.idgen_registry_probation() > clock_timestamp() THEN
+    IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
         -- After a restart, failover or restore the registry may have lost ranges whose takers
         -- have not reported their marks yet: none is handed out until they have.
         RAISE EXCEPTION USING ERRCODE = '55P03',
-            MESSAGE = format('the registry hands out no range until %s', @extschema@.idgen_registry_probation()),
+            MESSAGE = format('the registry hands out no range until %s', (@extschema@.idgen_registry_probation()).ranges_until),
             DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.',
             HINT = 'The refill is tried again; cached ranges serve meanwhile.';
     END IF;
@@ -621,7 +643,8 @@ BEGIN
             MESSAGE = format('a give-back of global segment %L may return only numbers of its last range, %s to %s', segment, s.taken_first, s.max_id);
     END IF;
     UPDATE @extschema@.idgen_registry_segment r
-       SET max_id = new_mark, updated_at = clock_timestamp(), taker = NULL, taker_key = NULL
+       SET max_id = new_mark, updated_at = clock_timestamp(), taker = NULL, taker_key = NULL,
+           given_back_by = incarnation_id, given_back_from = expected_mark
      WHERE r.name = segment;
     RETURN true;
 END
@@ -644,16 +667,9 @@ BEGIN
     UPDATE @extschema@.idgen_registry_regression g
        SET resolved_at = clock_timestamp(), dismissed = true
      WHERE g.resolved_at IS NULL AND g.id = ANY (coalesce(dismiss, '{}'));
-    RETURN QUERY
-    WITH worst AS (
-        SELECT g.worker_id, max(g.node_value) AS v FROM @extschema@.idgen_registry_regression g
-         WHERE g.resolved_at IS NULL AND g.worker_id IS NOT NULL GROUP BY g.worker_id),
-    raised AS (
-        UPDATE @extschema@.idgen_registry_lease r SET fence_tick = w.v
-          FROM worst w, (SELECT worker_id, fence_tick FROM @extschema@.idgen_registry_lease) o
-         WHERE r.worker_id = w.worker_id AND o.worker_id = r.worker_id AND r.fence_tick < w.v
-        RETURNING r.worker_id, o.fence_tick AS before, r.fence_tick AS after)
-    SELECT raised.worker_id, NULL::text, raised.before, raised.after FROM raised;
+    -- A worker id's report raises nothing here: its holder's own renewal raised its R already
+    -- (only the holder can), and the probation kept everyone else off the id until every R a
+    -- lost renewal could have confirmed had passed. Such reports are only closed.
     RETURN QUERY
     WITH worst AS (
         SELECT g.segment, max(g.node_value) AS v FROM @extschema@.idgen_registry_regression g
@@ -705,7 +721,9 @@ COMMENT ON FUNCTION idgen_registry_report(text, text, text[], bigint[]) IS
 COMMENT ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) IS
   'Registry: records a regression a node found, once per subject and reporter while open.';
 COMMENT ON FUNCTION idgen_registry_probation() IS
-  'Registry: the end of its probation after a restart, failover or restore.';
+  'Registry: the ends of its probation (ranges, claims) after a restart, failover or restore.';
+COMMENT ON FUNCTION idgen_registry_note_lease(integer, integer) IS
+  'Registry: remembers the longest lease and renewal interval seen.';
 COMMENT ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) IS
   'Registry: reports the global segment marks of a node that are above the registry''s.';
 COMMENT ON FUNCTION idgen_registry_key(text) IS 'Registry: the SHA-256 kept of a holder''s secret.';
@@ -721,6 +739,8 @@ REVOKE EXECUTE ON FUNCTION idgen_registry_probation() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[]) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_probation() TO idgen_registry;
+REVOKE EXECUTE ON FUNCTION idgen_registry_note_lease(integer, integer) FROM PUBLIC;
 REVOKE ALL ON TABLE idgen_registry_server FROM PUBLIC;
 GRANT SELECT ON TABLE idgen_registry_server TO pg_monitor;
 REVOKE EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) FROM PUBLIC;

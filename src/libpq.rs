@@ -164,7 +164,7 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
     // What the string leaves out, libpq takes from the environment of the postmaster (PGHOST,
     // PGHOSTADDR) or from a service file: those count as if written here.
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    if service {
+    if service || env("PGSERVICE").is_some() {
         return Err("a service (pg_service.conf) may name hosts that need a name lookup, which a background worker cannot interrupt: write host and hostaddr in idgen.registry".into());
     }
     let hostaddr = hostaddr
@@ -225,12 +225,13 @@ unsafe fn take_message(msg: *mut c_char) -> String {
 }
 
 /// The registry session's limits: a statement ends by itself well before the client's own
-/// deadline (10 s a call), so a client that gives up never leaves one running; a lock is waited
+/// deadline (10 s a call for the registry client, 4 s for a segment allocator), so a client that
+/// gives up never leaves one running; a lock is waited
 /// for 2 s at most (the registry's functions also say so themselves).
 /// Its commits are synchronous at least to its own disk and standbys (`on` unless the role or the
 /// connection string asked for `remote_write` or `remote_apply`, which are kept): a registry
 /// commit is a fence or a mark that ids rest on, and `off` or `local` could lose it.
-const SESSION_SETTINGS: &CStr = c"SELECT pg_catalog.set_config('statement_timeout', '5s', false), \
+const SESSION_SETTINGS: &CStr = c"SELECT pg_catalog.set_config('statement_timeout', '3s', false), \
     pg_catalog.set_config('lock_timeout', '2s', false), \
     pg_catalog.set_config('idle_in_transaction_session_timeout', '10s', false), \
     CASE WHEN pg_catalog.current_setting('synchronous_commit') IN ('off', 'local') \

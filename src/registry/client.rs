@@ -187,6 +187,9 @@ impl Client {
                 self.failed(*failure);
                 let interval = Duration::from_millis(guc::registry_renew_interval_ms());
                 if self.grant.is_none() {
+                    // A node whose claim is refused still shows its global segments' marks
+                    // (its own failure is the one shown).
+                    let _ = self.report();
                     jittered(interval.min(CLAIM_RETRY))
                 } else {
                     jittered(interval)
@@ -288,7 +291,8 @@ impl Client {
         let (hello, offset_us, bound_us) = self.call(
             c"SELECT extract(epoch FROM registry_now) * 1000, version, \
               pg_catalog.current_setting('synchronous_commit'), \
-              pg_catalog.current_setting('synchronous_standby_names') \
+              pg_catalog.current_setting('synchronous_standby_names'), \
+              (SELECT claims_until FROM idgen_registry_probation()) \
               FROM idgen_registry_hello()",
             &[],
             Wait::Interruptible,

@@ -17,8 +17,10 @@ use crate::error::Error;
 use crate::failure::Failure;
 use crate::libpq::{self as conn, Conn, ConnError, Wait};
 
-/// How long connecting, and each call, may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting, and each call, may take: a little more than the registry session's
+/// statement_timeout (3 s), so that the registry ends a statement first; short, since the
+/// database's one allocator (local segments too) waits meanwhile.
+const CALL_TIMEOUT: Duration = Duration::from_secs(4);
 
 thread_local! {
     /// The allocator's connection to the registry.
@@ -89,6 +91,9 @@ pub(crate) fn find(name: &str) -> Result<Option<(i32, i64)>, Error> {
 /// regression found now, 08006 when it cannot be reached.
 pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Error> {
     let step = step.clamp(1, i64::from(i32::MAX));
+    // In a statement of its own: a registry that restarted starts its probation (committed),
+    // which the take then refuses within (55P03) without rolling its start back.
+    call(c"SELECT 1 FROM idgen_registry_probation()", &[])?;
     let row = call(
         c"SELECT first_id, last_id, base_step, regression \
           FROM idgen_registry_segment_take($1, $2::integer, $3, $4, $5::bigint)",

@@ -16,7 +16,8 @@ use pgrx::pg_sys;
 use super::buffer::BufferView;
 use super::range::Range;
 use super::shared::{
-    broadcast, cache_size, lock, slot, Guarded, NotedFailure, SlotKey, SlotMeta, NOTED_FAILURES,
+    broadcast, cache_size, lock, slot, GlobalMark, Guarded, NotedFailure, SlotKey, SlotMeta,
+    NOTED_FAILURES,
 };
 use crate::error::Error;
 use crate::failure::{Failure, FixedText};
@@ -268,6 +269,10 @@ impl Guarded {
                     m.global = done.global;
                     m.marked = true;
                     m.retry_at = 0;
+                    if done.global {
+                        let name = m.name;
+                        self.note_global_mark(name.as_str(), done.range.last, None);
+                    }
                 }
                 Err((failure, gone)) => {
                     m.failed = true;
@@ -314,22 +319,48 @@ impl Guarded {
             })
     }
 
-    /// The global segments cached on this server, each with the highest mark any database's
-    /// slot of it committed: what the registry client reports (DESIGN.md §6).
+    /// The global segments this server took ranges of since its start, cached or not, each
+    /// with its mark: what the registry client reports (DESIGN.md §6).
     pub(crate) fn global_marks(&self) -> Vec<(String, i64)> {
-        let mut marks: Vec<(String, i64)> = Vec::new();
-        for i in 0..cache_size() {
-            let m = &self.metas[i];
-            if !in_use(i) || !m.global || !m.marked {
-                continue;
+        self.global_marks
+            .iter()
+            .filter(|g| g.at != 0)
+            .map(|g| (g.name.as_str().to_owned(), g.mark))
+            .collect()
+    }
+
+    /// Notes global segment `name`'s mark: raised to `mark` after a range (`lowered_from`
+    /// `None`), or lowered to `mark` after a give-back from `lowered_from` (only if no range
+    /// raised it since: another database's slot may have taken one).
+    pub(crate) fn note_global_mark(&mut self, name: &str, mark: i64, lowered_from: Option<i64>) {
+        let at = crate::time::now_timestamptz_us().max(1);
+        if let Some(g) = self
+            .global_marks
+            .iter_mut()
+            .find(|g| g.at != 0 && g.name.as_str() == name)
+        {
+            match lowered_from {
+                None => g.mark = g.mark.max(mark),
+                Some(from) if g.mark == from => g.mark = mark,
+                Some(_) => return,
             }
-            let name = m.name.as_str();
-            match marks.iter_mut().find(|(n, _)| n == name) {
-                Some((_, mark)) => *mark = (*mark).max(m.mark),
-                None => marks.push((name.to_owned(), m.mark)),
-            }
+            g.at = at;
+            return;
         }
-        marks
+        if lowered_from.is_some() {
+            return;
+        }
+        // A free entry, else the one set longest ago.
+        let g = self
+            .global_marks
+            .iter_mut()
+            .min_by_key(|g| g.at)
+            .expect("MAX_GLOBAL_MARKS > 0");
+        *g = GlobalMark {
+            name: FixedText::new(name),
+            mark,
+            at,
+        };
     }
 
     /// Rows for `segment_status()`: the cached segments of database `db`.

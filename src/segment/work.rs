@@ -252,7 +252,10 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
             // The local copy is lowered and committed; now the registry's mark.
             Ok(catalog::GivenBack::Global { mark, new_mark }) if registry => {
                 match with_interrupts_held(|| super::global::give_back(name, mark, new_mark)) {
-                    Ok(true) => given += 1,
+                    Ok(true) => {
+                        lock().note_global_mark(name, new_mark, Some(mark));
+                        given += 1
+                    }
                     Ok(false) => {}
                     Err(e) => {
                         // After one failure the others skip the registry: a shutdown must
