@@ -165,6 +165,30 @@ AS $$
    WHERE max_lease_ms < lease_length_ms OR max_renew_ms < renew_every_ms
 $$;
 
+-- The hash the registry keeps of a holder's secret.
+CREATE FUNCTION idgen_registry_key(holder_secret text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(holder_secret, 'UTF8')), 'hex') $$;
+
+-- Refuses (55000) while a regression is open.
+CREATE FUNCTION idgen_registry_check_regressions()
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer;
+BEGIN
+    SELECT count(*) INTO n FROM @extschema@.idgen_registry_regression WHERE resolved_at IS NULL;
+    IF n > 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = 'the registry has lost commits: no worker id is granted and no range taken until an operator resolves it',
+            DETAIL = format('%s open regression(s) in idgen_registry_regression: nodes had confirmed fences or marks above what the registry holds (a restore, a failover to an asynchronous standby, synchronous_commit off).', n),
+            HINT = 'On the registry, as a superuser: SELECT * FROM idgen_registry_resolve(); (README "A registry that lost commits").';
+    END IF;
+END
+$$;
+
 -- A node's global segments' marks (names[i] at marks[i]: the last number of its last range of
 -- each): a mark above the registry's is a range the registry lost; reported.
 CREATE FUNCTION idgen_registry_check_marks(segment_names text[], segment_marks bigint[], node text,
@@ -182,7 +206,7 @@ BEGIN
               WHERE k.mark > s.max_id
                 -- The last range this very node gave back: its report read the mark before
                 -- the give-back (nothing of the range above the new mark was handed out).
-                AND NOT (s.given_back_by = incarnation_id AND k.mark = s.given_back_from) LOOP
+                AND NOT coalesce(s.given_back_by = incarnation_id AND k.mark = s.given_back_from, false) LOOP
         PERFORM @extschema@.idgen_registry_report_regression(NULL, m.name, m.max_id, m.mark, node, incarnation_id);
         found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
     END LOOP;
@@ -574,7 +598,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
     END IF;
     IF s.max_id < known_mark
-       AND NOT (s.given_back_by = incarnation_id AND known_mark = s.given_back_from) THEN
+       AND NOT coalesce(s.given_back_by = incarnation_id AND known_mark = s.given_back_from, false) THEN
         PERFORM @extschema@.idgen_registry_report_regression(NULL, segment, s.max_id, known_mark, NULL, incarnation_id);
         RETURN QUERY SELECT NULL::bigint, NULL::bigint, s.step,
             format('global segment %L''s mark in the registry is %s, below %s that this node saw: the registry has lost commits',

@@ -169,8 +169,9 @@ impl Client {
         if self.grant.is_none() && guc::worker_id_setting() == guc::WorkerIdSetting::Unset {
             // No worker id to lease; the global segments' marks are still reported.
             shared::set_state(State::Unclaimed);
-            if let Err(f) = self.report() {
-                self.failed(*f);
+            match self.report() {
+                Ok(()) => self.logged = None,
+                Err(f) => self.failed(*f),
             }
             return jittered(Duration::from_millis(guc::registry_renew_interval_ms()));
         }
@@ -404,7 +405,6 @@ impl Client {
         if let Some(regression) = row.get(1).cloned().flatten() {
             return Err(Failure::new("55000", &regression, None, Some(RESOLVE_HINT)).into());
         }
-        self.logged = None;
         Ok(())
     }
 

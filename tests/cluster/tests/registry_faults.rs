@@ -267,7 +267,7 @@ fn a_registry_restored_from_a_snapshot_is_detected_and_repeats_nothing() {
         "the registry's probation to end",
         Duration::from_secs(60),
         || {
-            r.one::<bool>("SELECT probation_until <= clock_timestamp() FROM idgen_registry_server")
+            r.one::<bool>("SELECT ranges_until <= clock_timestamp() FROM idgen_registry_server")
                 .then_some(())
         },
     );

@@ -564,3 +564,29 @@ fn a_node_warns_once_when_the_registry_has_no_synchronous_standby() {
     assert_eq!(warnings, 1, "{log}");
     assert!(log.contains("no synchronous standby"), "{log}");
 }
+
+/// Issue 28, point 8: the release at a shutdown uses the connection in hand and never opens a
+/// new one: with the registry gone (the client's connection dropped after a failed renewal) a
+/// fast shutdown says the lease was not released and does not try to connect. (0.4.0 connected
+/// again for the release, through DNS and a connection attempt a shutdown must not wait for.)
+#[test]
+fn the_release_at_shutdown_never_connects_again() {
+    let reg = registry("reg_gone");
+    let n = node(&reg, "gone", &["idgen.worker_id = auto", FAST[0], FAST[1]]);
+    let w = held_worker(&n, Duration::from_secs(20));
+    reg.stop("immediate");
+    let mut c = n.connect("postgres");
+    wait_for("a failed renewal", Duration::from_secs(10), || {
+        (status(&mut c).0 == "renewing").then_some(())
+    });
+    drop(c);
+    n.stop("fast");
+    let log = n.log();
+    assert!(
+        log.contains(&format!(
+            "worker id {w} not released (no connection to the registry)"
+        )),
+        "{log}"
+    );
+    assert!(!log.contains("could not release"), "{log}");
+}
