@@ -96,6 +96,14 @@ $$;
 -- longest lease it has seen, at least 60 s), so that every live holder renews (showing its
 -- fence) and every node reports its global segments' marks first; after it, a grant starts no
 -- lower than the registry's clock, past every R a lost renewal could have confirmed.
+-- A random token made when the extension is created here (not dumped): a dump reloaded into
+-- the same running server makes a new one, so it counts as another server too.
+CREATE TABLE idgen_registry_install (token text NOT NULL);
+INSERT INTO idgen_registry_install VALUES (pg_catalog.gen_random_uuid()::text);
+REVOKE ALL ON TABLE idgen_registry_install FROM PUBLIC;
+COMMENT ON TABLE idgen_registry_install IS
+  'A token made at CREATE EXTENSION (not dumped): part of the registry server''s identity.';
+
 CREATE TABLE idgen_registry_server (
     singleton       boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
     server_identity text        NOT NULL,
@@ -123,7 +131,9 @@ DECLARE
     had_row boolean;
     now_ts  timestamptz := clock_timestamp();
 BEGIN
-    SELECT format('%s@%s', s.system_identifier, extract(epoch FROM pg_catalog.pg_postmaster_start_time()))
+    SELECT format('%s@%s@%s', s.system_identifier,
+                  extract(epoch FROM pg_catalog.pg_postmaster_start_time()),
+                  (SELECT i.token FROM @extschema@.idgen_registry_install i LIMIT 1))
       INTO me FROM pg_catalog.pg_control_system() s;
     SELECT * INTO r FROM @extschema@.idgen_registry_server;
     had_row := FOUND;
@@ -338,7 +348,7 @@ BEGIN
         SELECT * INTO l FROM @extschema@.idgen_registry_lease r
          WHERE r.system_identifier = system_id AND r.timeline < on_timeline
            AND r.released_tick IS NULL AND r.expires_at >= now_ts
-           AND node = ANY (r.attested_standbys)
+           AND node = ANY (r.attested_standbys) AND node <> r.node_name
            AND (wanted_worker IS NULL OR r.worker_id = wanted_worker)
          ORDER BY r.timeline DESC, r.renewed_at DESC LIMIT 1;
         found_row := FOUND;
@@ -483,11 +493,17 @@ BEGIN
             -- operator; it raises nothing, the probation keeps others off the id), and answered
             -- (not raised, so that the report commits) as a regression: the node extends
             -- nothing.
-            PERFORM @extschema@.idgen_registry_report_regression(held_worker, NULL,
-                coalesce(l.released_tick - 1, l.fence_tick, -1), known_fence, NULL, incarnation_id);
-            RETURN QUERY SELECT NULL::bigint, NULL::timestamptz, now_ts,
-                format('the registry has no lease of worker id %s up to tick %s that it confirmed to this node: the registry has lost commits', held_worker, known_fence);
-            RETURN;
+            IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_regression g
+                            WHERE g.worker_id = held_worker AND g.incarnation = incarnation_id
+                              AND g.resolved_at IS NOT NULL) THEN
+                PERFORM @extschema@.idgen_registry_report_regression(held_worker, NULL,
+                    coalesce(l.released_tick - 1, l.fence_tick, -1), known_fence, NULL, incarnation_id);
+                RETURN QUERY SELECT NULL::bigint, NULL::timestamptz, now_ts,
+                    format('the registry has no lease of worker id %s up to tick %s that it confirmed to this node: the registry has lost commits', held_worker, known_fence);
+                RETURN;
+            END IF;
+            -- Reported and resolved: the lease is gone from the registry; this server stays
+            -- below its fence until a restart claims anew (55006 below).
         END IF;
         RAISE EXCEPTION USING ERRCODE = '55006',
             MESSAGE = format('worker id %s is no longer leased to this server', held_worker),
@@ -500,8 +516,6 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '42501',
             MESSAGE = format('only the holder of worker id %s can renew its lease', held_worker);
     END IF;
-    PERFORM @extschema@.idgen_registry_probation();
-    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
     lost := @extschema@.idgen_registry_check_marks(segment_names, segment_marks, l.node_name, incarnation_id);
     IF l.fence_tick < known_fence THEN
         PERFORM @extschema@.idgen_registry_report_regression(held_worker, NULL, l.fence_tick, known_fence, l.node_name, incarnation_id);
@@ -522,6 +536,9 @@ BEGIN
       FROM @extschema@.idgen_registry_fleet f
      WHERE r.worker_id = held_worker
     RETURNING r.* INTO l;
+    -- After the lease row (a claim holds the lease table and then writes the server row).
+    PERFORM @extschema@.idgen_registry_probation();
+    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
     RETURN QUERY SELECT l.fence_tick, l.expires_at, now_ts, lost;
 END
 $$;
@@ -691,9 +708,11 @@ BEGIN
     UPDATE @extschema@.idgen_registry_regression g
        SET resolved_at = clock_timestamp(), dismissed = true
      WHERE g.resolved_at IS NULL AND g.id = ANY (coalesce(dismiss, '{}'));
-    -- A worker id's report raises nothing here: its holder's own renewal raised its R already
-    -- (only the holder can), and the probation kept everyone else off the id until every R a
-    -- lost renewal could have confirmed had passed. Such reports are only closed.
+    -- A worker id's report raises nothing here: a holder whose row survived raised its R with
+    -- its own renewal (only the holder can); one whose row was lost is told so at its next
+    -- renewal (55006: it stays below its fence until a restart claims anew); and the probation
+    -- kept everyone else off the id until every R a lost renewal could have confirmed had
+    -- passed (with one lease length for the whole fleet). Such reports are only closed.
     RETURN QUERY
     WITH worst AS (
         SELECT g.segment, max(g.node_value) AS v FROM @extschema@.idgen_registry_regression g
@@ -713,13 +732,16 @@ $$;
 -- A node without a worker id (it only draws global segments) reports its marks with this,
 -- every renewal interval, as renewals do. Returns the registry's clock and what it found lost.
 CREATE FUNCTION idgen_registry_report(node text, incarnation_id text, segment_names text[],
-                                      segment_marks bigint[])
+                                      segment_marks bigint[], renew_every_ms integer)
 RETURNS TABLE (registry_now timestamptz, regression text)
 LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
 AS $$
 BEGIN
     PERFORM @extschema@.idgen_registry_probation();
+    IF renew_every_ms > 0 THEN
+        PERFORM @extschema@.idgen_registry_note_lease(0, renew_every_ms);
+    END IF;
     RETURN QUERY SELECT clock_timestamp(),
         @extschema@.idgen_registry_check_marks(segment_names, segment_marks, node, incarnation_id);
 END
@@ -740,7 +762,7 @@ COMMENT ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, b
   'Registry: the taker of a global segment''s last range lowers the mark within that range (a node gives back its unused numbers).';
 COMMENT ON FUNCTION idgen_registry_resolve(bigint[]) IS
   'Registry (superuser): raises fences and marks to what nodes reported (except the dismissed reports) and closes the open regressions.';
-COMMENT ON FUNCTION idgen_registry_report(text, text, text[], bigint[]) IS
+COMMENT ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) IS
   'Registry: a node without a worker id reports its global segments'' marks.';
 COMMENT ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) IS
   'Registry: records a regression a node found, once per subject and reporter while open.';
@@ -761,8 +783,8 @@ REVOKE EXECUTE ON FUNCTION idgen_registry_resolve(bigint[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_probation() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[]) TO idgen_registry;
+REVOKE EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_probation() TO idgen_registry;
 REVOKE EXECUTE ON FUNCTION idgen_registry_note_lease(integer, integer) FROM PUBLIC;
 REVOKE ALL ON TABLE idgen_registry_server FROM PUBLIC;

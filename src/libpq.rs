@@ -10,7 +10,8 @@
 //! What libpq would do without a deadline is kept out: host names that need DNS are refused by
 //! [`parse`] (`getaddrinfo` cannot be interrupted; give `hostaddr`), GSSAPI encryption is off
 //! unless the connection string asks for it (its negotiation can wait on a KDC), a multi-host
-//! string goes on to a host that accepts writes (`target_session_attrs=read-write`), and every
+//! string goes on to a host that accepts writes (`target_session_attrs=read-write`) and passes
+//! over a host that does not answer within 2 s (`connect_timeout=2`), and every
 //! session runs with `statement_timeout` and `lock_timeout` shorter than the client's own
 //! deadline, so the registry ends a statement the client stopped waiting for by itself, on the
 //! same connection.
@@ -246,13 +247,17 @@ pub(crate) fn connect(conninfo: &str, deadline: Instant, wait: Wait) -> Result<C
         c"application_name".as_ptr(),
         c"target_session_attrs".as_ptr(),
         c"gssencmode".as_ptr(),
+        c"connect_timeout".as_ptr(),
         c"dbname".as_ptr(),
         std::ptr::null(),
     ];
+    // connect_timeout: per host, so that a host that does not answer (down, or a postmaster
+    // that accepts but never replies) is passed over for the next one within the deadline.
     let values = [
         c"idgen registry client".as_ptr(),
         c"read-write".as_ptr(),
         c"disable".as_ptr(),
+        c"2".as_ptr(),
         conninfo.as_ptr(),
         std::ptr::null(),
     ];

@@ -395,10 +395,11 @@ impl Client {
             Some(crate::identity::incarnation().to_owned()),
             Some(names),
             Some(marks),
+            Some(guc::registry_renew_interval_ms().to_string()),
         ];
         let (row, _, _) = self.call(
             c"SELECT extract(epoch FROM registry_now) * 1000, regression \
-              FROM idgen_registry_report($1, $2, $3::text[], $4::bigint[])",
+              FROM idgen_registry_report($1, $2, $3::text[], $4::bigint[], $5::integer)",
             &params,
             Wait::Interruptible,
         )?;
@@ -441,7 +442,10 @@ impl Client {
     fn renew(&mut self, worker: u64) -> Result<(), Box<Failure>> {
         let confirmed = lease::fence_end().saturating_sub(1);
         // SAFETY: in the registry client, attached to shared memory, between calls.
-        let standbys = unsafe { crate::pgver::streaming_standby_names() };
+        let mut standbys = unsafe { crate::pgver::streaming_standby_names() };
+        // A standby streaming under this server's own name (a copied cluster_name) is not
+        // vouched for: a restored copy of this server would carry the same name.
+        standbys.retain(|n| *n != self.identity.node_name);
         let (names, marks) = global_marks();
         let params = [
             Some(worker.to_string()),

@@ -251,11 +251,12 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
             Ok(catalog::GivenBack::Local) => given += 1,
             // The local copy is lowered and committed; now the registry's mark.
             Ok(catalog::GivenBack::Global { mark, new_mark }) if registry => {
+                // What this server reports is lowered first too: a report lower than the
+                // registry's mark is harmless, a higher one (the registry's answer lost after
+                // its commit) would be taken for a regression.
+                lock().note_global_mark(name, new_mark, Some(mark));
                 match with_interrupts_held(|| super::global::give_back(name, mark, new_mark)) {
-                    Ok(true) => {
-                        lock().note_global_mark(name, new_mark, Some(mark));
-                        given += 1
-                    }
+                    Ok(true) => given += 1,
                     Ok(false) => {}
                     Err(e) => {
                         // After one failure the others skip the registry: a shutdown must
