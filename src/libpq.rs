@@ -10,8 +10,9 @@
 //! What libpq would do without a deadline is kept out: host names that need DNS are refused by
 //! [`parse`] (`getaddrinfo` cannot be interrupted; give `hostaddr`), GSSAPI encryption is off
 //! unless the connection string asks for it (its negotiation can wait on a KDC), a multi-host
-//! string goes on to a host that accepts writes (`target_session_attrs=read-write`) and passes
-//! over a host that does not answer within 2 s (`connect_timeout=2`), and every
+//! string goes on to a host that accepts writes (`target_session_attrs=read-write`), its hosts
+//! are tried one at a time for 2 s each (libpq's `connect_timeout` does not apply to
+//! `PQconnectPoll`), and every
 //! session runs with `statement_timeout` and `lock_timeout` shorter than the client's own
 //! deadline, so the registry ends a statement the client stopped waiting for by itself, on the
 //! same connection.
@@ -238,32 +239,130 @@ const SESSION_SETTINGS: &CStr = c"SELECT pg_catalog.set_config('statement_timeou
     CASE WHEN pg_catalog.current_setting('synchronous_commit') IN ('off', 'local') \
          THEN pg_catalog.set_config('synchronous_commit', 'on', false) END";
 
+/// How long one host of a multi-host connection string may take before the next is tried.
+const PER_HOST: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Connects to `conninfo` before `deadline`. `application_name` is "idgen registry client"
-/// unless the connection string sets one.
+/// unless the connection string sets one. With several hosts, each is tried in turn for at
+/// most 2 s (libpq's own `connect_timeout` does not apply to `PQconnectPoll`, so a host that
+/// accepts and never answers would otherwise hold every attempt); the last failure is returned.
 pub(crate) fn connect(conninfo: &str, deadline: Instant, wait: Wait) -> Result<Conn, ConnError> {
+    let hosts = host_list(conninfo);
+    if hosts.len() <= 1 {
+        return connect_one(conninfo, None, deadline, wait);
+    }
+    let mut last = ConnError::TimedOut;
+    for host in &hosts {
+        let until = deadline.min(Instant::now() + PER_HOST);
+        match connect_one(conninfo, Some(host), until, wait) {
+            Ok(conn) => return Ok(conn),
+            Err(ConnError::Terminated) => return Err(ConnError::Terminated),
+            Err(e) => last = e,
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    Err(last)
+}
+
+/// One host of a multi-host string: its `host`, `hostaddr` and `port` entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Host {
+    host: String,
+    hostaddr: String,
+    port: String,
+}
+
+/// The hosts of `conninfo` with their addresses and ports (one port or hostaddr for all if one
+/// is given); empty if it cannot be parsed (the connection then reports why).
+fn host_list(conninfo: &str) -> Vec<Host> {
+    let Ok(text) = CString::new(conninfo) else {
+        return Vec::new();
+    };
+    let mut errmsg: *mut c_char = std::ptr::null_mut();
+    let (mut host, mut hostaddr, mut port) = (String::new(), String::new(), String::new());
+    // SAFETY: as in `parse`: a NUL-terminated string, libpq's options array walked up to its
+    // terminating entry and freed with libpq's own functions.
+    unsafe {
+        let options = pq::PQconninfoParse(text.as_ptr(), &mut errmsg);
+        if options.is_null() {
+            take_message(errmsg);
+            return Vec::new();
+        }
+        let mut o = options;
+        while !(*o).keyword.is_null() {
+            if !(*o).val.is_null() {
+                let value = CStr::from_ptr((*o).val).to_string_lossy().into_owned();
+                match CStr::from_ptr((*o).keyword).to_bytes() {
+                    b"host" => host = value,
+                    b"hostaddr" => hostaddr = value,
+                    b"port" => port = value,
+                    _ => {}
+                }
+            }
+            o = o.add(1);
+        }
+        pq::PQconninfoFree(options);
+    }
+    let split = |v: &str| -> Vec<String> { v.split(',').map(|x| x.trim().to_owned()).collect() };
+    let (hosts, addrs, ports) = (split(&host), split(&hostaddr), split(&port));
+    let n = hosts.len().max(addrs.len());
+    let pick = |list: &[String], i: usize| {
+        if list.len() == 1 {
+            list[0].clone()
+        } else {
+            list.get(i).cloned().unwrap_or_default()
+        }
+    };
+    (0..n)
+        .map(|i| Host {
+            host: pick(&hosts, i),
+            hostaddr: pick(&addrs, i),
+            port: pick(&ports, i),
+        })
+        .collect()
+}
+
+/// Connects to `conninfo` (to `only` of its hosts, if given) before `deadline`.
+fn connect_one(
+    conninfo: &str,
+    only: Option<&Host>,
+    deadline: Instant,
+    wait: Wait,
+) -> Result<Conn, ConnError> {
     let conninfo =
         CString::new(conninfo).map_err(|_| ConnError::Failed("NUL byte in conninfo".into()))?;
-    let keywords = [
+    let nul =
+        |t: &str| CString::new(t).map_err(|_| ConnError::Failed("NUL byte in conninfo".into()));
+    let chosen = match only {
+        Some(h) => Some((nul(&h.host)?, nul(&h.hostaddr)?, nul(&h.port)?)),
+        None => None,
+    };
+    let mut keywords = vec![
         c"application_name".as_ptr(),
         c"target_session_attrs".as_ptr(),
         c"gssencmode".as_ptr(),
         c"connect_timeout".as_ptr(),
         c"dbname".as_ptr(),
-        std::ptr::null(),
     ];
-    // connect_timeout: per host, so that a host that does not answer (down, or a postmaster
-    // that accepts but never replies) is passed over for the next one within the deadline.
-    let values = [
+    let mut values = vec![
         c"idgen registry client".as_ptr(),
         c"read-write".as_ptr(),
         c"disable".as_ptr(),
         c"2".as_ptr(),
         conninfo.as_ptr(),
-        std::ptr::null(),
     ];
+    // After dbname, so that they override the string's lists: one host at a time.
+    if let Some((host, hostaddr, port)) = &chosen {
+        keywords.extend([c"host".as_ptr(), c"hostaddr".as_ptr(), c"port".as_ptr()]);
+        values.extend([host.as_ptr(), hostaddr.as_ptr(), port.as_ptr()]);
+    }
+    keywords.push(std::ptr::null());
+    values.push(std::ptr::null());
     // SAFETY: NULL-terminated arrays of NUL-terminated strings that outlive the call;
     // expand_dbname = 1 reads the dbname value as a whole connection string, whose settings
-    // override the defaults before it.
+    // override the defaults before it, and the keywords after it override its own.
     let raw = unsafe { pq::PQconnectStartParams(keywords.as_ptr(), values.as_ptr(), 1) };
     if raw.is_null() {
         return Err(ConnError::Failed("out of memory".into()));
@@ -536,5 +635,34 @@ mod tests {
         // An unknown option's name is kept: it is what the operator has to fix.
         let e = parse("host=127.0.0.1 bogus_option=1 password=hunter2").unwrap_err();
         assert!(e.contains("bogus_option") && !e.contains("hunter2"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::{host_list, Host};
+
+    fn h(host: &str, hostaddr: &str, port: &str) -> Host {
+        Host {
+            host: host.into(),
+            hostaddr: hostaddr.into(),
+            port: port.into(),
+        }
+    }
+
+    #[test]
+    fn a_multi_host_string_is_split_into_its_hosts() {
+        assert_eq!(
+            host_list("host=10.0.0.1,10.0.0.2 port=5432,5433 dbname=ids"),
+            [h("10.0.0.1", "", "5432"), h("10.0.0.2", "", "5433")]
+        );
+        // One port for every host; addresses without names.
+        assert_eq!(
+            host_list("hostaddr=10.0.0.1,10.0.0.2 port=6000"),
+            [h("", "10.0.0.1", "6000"), h("", "10.0.0.2", "6000")]
+        );
+        assert_eq!(host_list("host=127.0.0.1 port=5432").len(), 1);
+        assert_eq!(host_list("dbname=ids").len(), 1);
+        assert!(host_list("host=").len() <= 1);
     }
 }

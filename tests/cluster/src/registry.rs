@@ -1,7 +1,9 @@
 //! Helpers of the registry tests (`tests/registry*.rs`): a registry server, nodes of it, and
 //! what a node's `idgen_registry_status` says.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use postgres::Client;
 
@@ -77,4 +79,194 @@ pub fn draw(node: &Cluster, n: i32) -> Vec<i64> {
 pub fn nothing_issued(node: &Cluster) -> bool {
     node.connect("postgres")
         .one::<bool>("SELECT last_id IS NULL FROM snowflake_status()")
+}
+
+/// Settings of a node with `idgen.worker_id = auto` and the quick lease of [`FAST`], `extra`
+/// appended.
+pub fn auto_fast<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut s = vec!["idgen.worker_id = auto"];
+    s.extend(FAST);
+    s.extend_from_slice(extra);
+    s
+}
+
+/// A node's state, worker id and last error ([`status`] on a new connection).
+pub fn state_of(node: &Cluster) -> (String, Option<i32>, Option<String>) {
+    status(&mut node.connect("postgres"))
+}
+
+/// `n` numbers of segment `name` drawn on `node` in one statement, in order.
+pub fn draw_segment(node: &Cluster, name: &str, n: i32) -> Vec<i64> {
+    column(
+        &mut node.connect("postgres"),
+        &format!("SELECT segment_nextval('{name}') FROM generate_series(1, {n})"),
+    )
+}
+
+/// Draws numbers of segment `name` on `node`, one a statement, at most `max`, until one fails;
+/// returns the numbers and the failure ([`failure_text`]).
+pub fn segment_until_failure(node: &Cluster, name: &str, max: usize) -> (Vec<i64>, Option<String>) {
+    let mut client = node.connect("postgres");
+    let sql = format!("SELECT segment_nextval('{name}')");
+    let mut numbers = Vec::new();
+    for _ in 0..max {
+        match client.query_one(&sql, &[]) {
+            Ok(row) => numbers.push(row.get::<_, i64>(0)),
+            Err(e) => return (numbers, Some(failure_text(&e))),
+        }
+    }
+    (numbers, None)
+}
+
+/// Draws Snowflake ids on `node` (100 a statement, `pause` between statements) until a draw
+/// fails or `limit` passes; returns the ids and the failure as `describe` writes it (None if
+/// none failed within `limit`).
+pub fn snowflake_until_failure(
+    node: &Cluster,
+    limit: Duration,
+    pause: Duration,
+    describe: fn(&postgres::Error) -> String,
+) -> (Vec<i64>, Option<String>) {
+    let mut client = node.connect("postgres");
+    let deadline = Instant::now() + limit;
+    let mut ids = Vec::new();
+    while Instant::now() < deadline {
+        match client.query(
+            "SELECT snowflake_nextval() FROM generate_series(1, 100)",
+            &[],
+        ) {
+            Ok(rows) => ids.extend(rows.iter().map(|r| r.get::<_, i64>(0))),
+            Err(e) => return (ids, Some(describe(&e))),
+        }
+        std::thread::sleep(pause);
+    }
+    (ids, None)
+}
+
+/// The registry's mark (`max_id`) of global segment `name`, on whatever server listens on
+/// `reg`'s port (after [`restore`], the restored registry).
+pub fn segment_mark(reg: &Cluster, name: &str) -> i64 {
+    reg.connect("postgres").one(&format!(
+        "SELECT max_id FROM idgen_registry_segment WHERE name = '{name}'"
+    ))
+}
+
+/// Every number present more than once in `numbers`, ascending.
+pub fn repeated(numbers: &[i64]) -> Vec<i64> {
+    let mut seen: HashMap<i64, usize> = HashMap::new();
+    for &n in numbers {
+        *seen.entry(n).or_default() += 1;
+    }
+    let mut twice: Vec<i64> = seen
+        .into_iter()
+        .filter(|&(_, times)| times > 1)
+        .map(|(n, _)| n)
+        .collect();
+    twice.sort();
+    twice
+}
+
+/// A failed statement's SQLSTATE, message and detail (`SQLSTATE: message (detail ...)`), or
+/// the client's error text when the server raised none.
+pub fn failure_text(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => format!(
+            "{}: {} (detail {:?})",
+            d.code().code(),
+            d.message(),
+            d.detail()
+        ),
+        None => e.to_string(),
+    }
+}
+
+/// A snapshot of the registry: a base backup of the running server `reg`, not started.
+pub fn snapshot(reg: &Cluster, tag: &str) -> Cluster {
+    Cluster::clone_of(reg, tag, &[])
+}
+
+/// Replaces the registry by `snapshot` ([`snapshot`]), on the registry's port: `reg` is
+/// stopped and the snapshot started, so that `reg.connect` then reaches the restored registry.
+pub fn restore(reg: &Cluster, snapshot: &Cluster) {
+    reg.stop("fast");
+    snapshot.append_settings(&[&format!("port = {}", reg.port())]);
+    snapshot.start_server();
+}
+
+/// Creates the role `intruder` (LOGIN, a member of `idgen_registry`) on the registry and
+/// returns a connection to its `postgres` database as that role: a second member of
+/// `idgen_registry` that knows nothing of the nodes' secrets.
+pub fn intruder(reg: &Cluster) -> Client {
+    reg.connect("postgres")
+        .batch_execute("CREATE ROLE intruder LOGIN IN ROLE idgen_registry")
+        .unwrap();
+    reg.connect_as("postgres", "intruder")
+}
+
+/// A direct call of `idgen_registry_claim` with a 2 s lease and a 200 ms renewal interval.
+/// Parameters: `$1` node name, `$2` incarnation, `$3` secret, `$4` system identifier (all
+/// text), `$5` timeline, `$6` worker id (integer, NULL for any), `$7` the layout's epoch
+/// (bigint, Unix ms), `$8` worker bits, `$9` sequence bits, `$10` tick length in ms (integer).
+pub const DIRECT_CLAIM: &str = "SELECT * FROM idgen_registry_claim($1::text, $2::text, \
+    $3::text, $4::text, $5::integer, $6::integer, $7::bigint, $8::integer, $9::integer, \
+    $10::integer, 2000, 200, 0::double precision, 5432, 0::bigint)";
+
+/// The registry client's process id on `node`, if one runs: a child of the postmaster whose
+/// title is `postgres: idgen registry client`. (It is not in `pg_stat_activity`: it never
+/// connects to a database, so it has no entry there nor in the proc array.) Panics if two run.
+pub fn client_pid(node: &Cluster) -> Option<i32> {
+    let postmaster = node.postmaster_pid().to_string();
+    let mut found = None;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let (Ok(stat), Ok(cmdline)) = (
+            std::fs::read_to_string(entry.path().join("stat")),
+            std::fs::read(entry.path().join("cmdline")),
+        ) else {
+            continue;
+        };
+        // The parent's pid is the 2nd field after the parenthesized command name.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1).map(str::to_owned));
+        if parent.as_deref() == Some(postmaster.as_str())
+            && String::from_utf8_lossy(&cmdline).contains("idgen registry client")
+        {
+            assert!(found.is_none(), "two registry clients");
+            found = Some(pid);
+        }
+    }
+    found
+}
+
+/// `kill <sig> <pid>` (`sig` as kill takes it: `-TERM`, `-STOP`, `-9`, ...); panics if kill
+/// fails.
+pub fn signal(pid: i32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "kill {sig} {pid}");
+}
+
+/// A process (a registry client, from [`client_pid`]) stopped with SIGSTOP; continued
+/// (SIGCONT) when dropped, also on a panic, so that the server can be stopped.
+pub struct Stopped(i32);
+
+impl Stopped {
+    /// Stops process `pid` until the value is dropped.
+    pub fn new(pid: i32) -> Self {
+        signal(pid, "-STOP");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
 }

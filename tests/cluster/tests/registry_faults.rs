@@ -4,42 +4,15 @@
 //! terminated registry client, repeated failures in the log, a host name that needs DNS, and a
 //! read-only host first in a multi-host connection string.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::registry::{draw, held_worker, node, refused, registry, status, FAST};
-use idgen_cluster_tests::{column, twitter, wait_for, Cluster, One};
-
-/// `n` numbers of segment `name` drawn on `node` in one statement, in order.
-fn draw_seg(node: &Cluster, name: &str, n: i32) -> Vec<i64> {
-    column(
-        &mut node.connect("postgres"),
-        &format!("SELECT segment_nextval('{name}') FROM generate_series(1, {n})"),
-    )
-}
-
-/// The registry's mark of global segment `g` (on whatever server listens on `reg`'s port).
-fn registry_mark(reg: &Cluster) -> i64 {
-    reg.connect("postgres")
-        .one("SELECT max_id FROM idgen_registry_segment WHERE name = 'g'")
-}
-
-/// Every number present more than once, ascending.
-fn repeated(numbers: &[i64]) -> Vec<i64> {
-    let mut seen: HashMap<i64, usize> = HashMap::new();
-    for &n in numbers {
-        *seen.entry(n).or_default() += 1;
-    }
-    let mut twice: Vec<i64> = seen
-        .into_iter()
-        .filter(|&(_, times)| times > 1)
-        .map(|(n, _)| n)
-        .collect();
-    twice.sort();
-    twice
-}
+use idgen_cluster_tests::registry::{
+    auto_fast, client_pid, draw, draw_segment, held_worker, node, refused, registry, repeated,
+    restore, segment_mark, signal, snapshot, snowflake_until_failure, status,
+};
+use idgen_cluster_tests::{twitter, wait_for, Cluster, One};
 
 fn assert_no_repeats(what: &str, numbers: &[i64]) {
     let twice = repeated(numbers);
@@ -58,40 +31,12 @@ fn log_since(node: &Cluster, from: usize) -> String {
     log.get(from..).unwrap_or("").to_owned()
 }
 
-/// Settings of a node with `idgen.worker_id = auto` and the quick lease of [`FAST`], `extra`
-/// appended.
-fn auto_fast<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-    let mut s = vec!["idgen.worker_id = auto"];
-    s.extend(FAST);
-    s.extend_from_slice(extra);
-    s
-}
-
 /// A failed statement's SQLSTATE and message.
 fn failure_text(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(d) => format!("{}: {}", d.code().code(), d.message()),
         None => e.to_string(),
     }
-}
-
-/// Draws Snowflake ids on `node` (100 a statement) until a draw fails or `limit` passes; returns
-/// the ids and the SQLSTATE of the failure (None if none failed within `limit`).
-fn snowflake_until_failure(node: &Cluster, limit: Duration) -> (Vec<i64>, Option<String>) {
-    let mut client = node.connect("postgres");
-    let deadline = Instant::now() + limit;
-    let mut ids = Vec::new();
-    while Instant::now() < deadline {
-        match client.query(
-            "SELECT snowflake_nextval() FROM generate_series(1, 100)",
-            &[],
-        ) {
-            Ok(rows) => ids.extend(rows.iter().map(|r| r.get::<_, i64>(0))),
-            Err(e) => return (ids, Some(failure_text(&e))),
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    (ids, None)
 }
 
 /// Draws numbers of global segment `g` on `node`, one a statement, until a draw fails (at most
@@ -141,36 +86,34 @@ fn a_registry_restored_from_a_snapshot_is_detected_and_repeats_nothing() {
     let (mut ids, mut numbers) = (Vec::new(), Vec::new());
     for n in nodes {
         ids.extend(draw(n, 1000));
-        numbers.extend(draw_seg(n, "g", 150));
+        numbers.extend(draw_segment(n, "g", 150));
     }
 
     // The snapshot: a base backup of the running registry (not started).
-    let snapshot = Cluster::clone_of(&reg, "faults_snap_copy", &[]);
-    let mark_at_snapshot = registry_mark(&reg);
+    let snapshot = snapshot(&reg, "faults_snap_copy");
+    let mark_at_snapshot = segment_mark(&reg, "g");
 
     // After the snapshot both nodes take several ranges and renew their leases many times.
     for n in nodes {
         ids.extend(draw(n, 1000));
-        numbers.extend(draw_seg(n, "g", 500));
+        numbers.extend(draw_segment(n, "g", 500));
     }
     thread::sleep(Duration::from_secs(3));
     for n in nodes {
         ids.extend(draw(n, 1000));
-        numbers.extend(draw_seg(n, "g", 50));
+        numbers.extend(draw_segment(n, "g", 50));
     }
-    let mark_before_restore = registry_mark(&reg);
+    let mark_before_restore = segment_mark(&reg, "g");
     assert!(
         mark_before_restore >= mark_at_snapshot + 1000,
         "ranges taken after the snapshot: mark {mark_at_snapshot} -> {mark_before_restore}"
     );
 
     // The restore: the registry is replaced by the snapshot, on the same port.
-    reg.stop("fast");
-    snapshot.append_settings(&[&format!("port = {}", reg.port())]);
-    snapshot.start_server();
+    restore(&reg, &snapshot);
     // `reg.connect` now reaches the restored registry (same port).
     assert_eq!(
-        registry_mark(&reg),
+        segment_mark(&reg, "g"),
         mark_at_snapshot,
         "the restored registry has the snapshot's mark"
     );
@@ -183,7 +126,12 @@ fn a_registry_restored_from_a_snapshot_is_detected_and_repeats_nothing() {
             .iter()
             .map(|&n| {
                 s.spawn(move || {
-                    let snow = snowflake_until_failure(n, Duration::from_secs(20));
+                    let snow = snowflake_until_failure(
+                        n,
+                        Duration::from_secs(20),
+                        Duration::from_millis(20),
+                        failure_text,
+                    );
                     let g = g_until_failure(n, 1000);
                     (snow, g)
                 })
@@ -273,12 +221,12 @@ fn a_registry_restored_from_a_snapshot_is_detected_and_repeats_nothing() {
     );
     for n in nodes {
         ids.extend(draw(n, 1000));
-        numbers.extend(draw_seg(n, "g", 300));
+        numbers.extend(draw_segment(n, "g", 300));
     }
     assert_no_repeats("Snowflake ids", &ids);
     assert_no_repeats("numbers of g", &numbers);
     assert!(
-        registry_mark(&reg) >= *numbers.iter().max().unwrap(),
+        segment_mark(&reg, "g") >= *numbers.iter().max().unwrap(),
         "the registry's mark is below a number drawn"
     );
 }
@@ -408,11 +356,11 @@ fn a_failing_global_refill_does_not_delay_local_segments() {
     n.connect("postgres")
         .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
         .unwrap();
-    let mut g_numbers = draw_seg(&n, "g", 1);
+    let mut g_numbers = draw_segment(&n, "g", 1);
     n.connect("postgres")
         .batch_execute("SELECT segment_create('l', step => 10)")
         .unwrap();
-    let mut l_numbers = draw_seg(&n, "l", 1);
+    let mut l_numbers = draw_segment(&n, "l", 1);
 
     reg.stop("fast");
     let waiter_failed = AtomicBool::new(false);
@@ -529,36 +477,6 @@ fn a_failing_global_refill_does_not_delay_local_segments() {
     assert_eq!(l_numbers.len(), 2001);
 }
 
-/// The registry client's process id on `node`, if one runs: a child of the postmaster whose
-/// title is `postgres: idgen registry client`. (It is not in `pg_stat_activity`: it never
-/// connects to a database, so it has no entry there nor in the proc array.)
-fn client_pid(node: &Cluster) -> Option<i32> {
-    let postmaster = node.postmaster_pid().to_string();
-    let mut found = None;
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let (Ok(stat), Ok(cmdline)) = (
-            std::fs::read_to_string(entry.path().join("stat")),
-            std::fs::read(entry.path().join("cmdline")),
-        ) else {
-            continue;
-        };
-        // The parent's pid is the 2nd field after the parenthesized command name.
-        let parent = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1).map(str::to_owned));
-        if parent.as_deref() == Some(postmaster.as_str())
-            && String::from_utf8_lossy(&cmdline).contains("idgen registry client")
-        {
-            assert!(found.is_none(), "two registry clients");
-            found = Some(pid);
-        }
-    }
-    found
-}
-
 /// Point 8. A SIGTERM of the registry client from a process other than the postmaster (what
 /// `pg_terminate_backend` sends; the client has no entry in `pg_stat_activity`, so `kill` sends
 /// it here): within 5 s another client process runs and renews; the registry's lease keeps the
@@ -589,11 +507,7 @@ fn a_terminated_registry_client_is_restarted_and_keeps_its_lease() {
     // pg_terminate_backend cannot reach the client (it is in no database, so not in the proc
     // array: pg_terminate_backend(pid) returns false with "PID ... is not a PostgreSQL backend
     // process"): the same SIGTERM from a process other than the postmaster, as kill sends it.
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &old_pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    signal(old_pid, "-TERM");
     let new_pid = wait_for("a new registry client", Duration::from_secs(5), || {
         client_pid(&n).filter(|&p| p != old_pid)
     });

@@ -4,152 +4,16 @@
 //! reports, an incarnation reused by another member of `idgen_registry`, a copy with the same
 //! node name, and a registry host name that comes from the environment.
 
-use std::collections::HashMap;
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::registry::{held_worker, node, registry, status, FAST};
+use idgen_cluster_tests::registry::{
+    auto_fast, client_pid, draw_segment, failure_text, held_worker, intruder, node, registry,
+    repeated, restore, segment_mark, segment_until_failure, signal, snapshot,
+    snowflake_until_failure, state_of, status, Stopped,
+};
 use idgen_cluster_tests::{column, twitter, wait_for, Cluster, One};
 use postgres::Client;
-
-/// Settings of a node with `idgen.worker_id = auto` and the quick lease of [`FAST`], `extra`
-/// appended.
-fn auto_fast<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-    let mut s = vec!["idgen.worker_id = auto"];
-    s.extend(FAST);
-    s.extend_from_slice(extra);
-    s
-}
-
-/// The registry's mark of global segment `g` (on whatever server listens on `reg`'s port).
-fn registry_mark(reg: &Cluster) -> i64 {
-    reg.connect("postgres")
-        .one("SELECT max_id FROM idgen_registry_segment WHERE name = 'g'")
-}
-
-/// `n` numbers of global segment `g` drawn on `node` in one statement.
-fn draw_g(node: &Cluster, n: i32) -> Vec<i64> {
-    column(
-        &mut node.connect("postgres"),
-        &format!("SELECT segment_nextval('g') FROM generate_series(1, {n})"),
-    )
-}
-
-/// Draws numbers of `g` on `node`, one a statement, at most `max`, until one fails; returns
-/// the numbers and the failure (SQLSTATE: message).
-fn g_until_failure(node: &Cluster, max: usize) -> (Vec<i64>, Option<String>) {
-    let mut client = node.connect("postgres");
-    let mut numbers = Vec::new();
-    for _ in 0..max {
-        match client.query_one("SELECT segment_nextval('g')", &[]) {
-            Ok(row) => numbers.push(row.get::<_, i64>(0)),
-            Err(e) => return (numbers, Some(failure_text(&e))),
-        }
-    }
-    (numbers, None)
-}
-
-/// A failed statement's SQLSTATE and message.
-fn failure_text(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(d) => format!(
-            "{}: {} (detail {:?})",
-            d.code().code(),
-            d.message(),
-            d.detail()
-        ),
-        None => e.to_string(),
-    }
-}
-
-/// Every number present more than once, ascending.
-fn repeated(numbers: &[i64]) -> Vec<i64> {
-    let mut seen: HashMap<i64, usize> = HashMap::new();
-    for &n in numbers {
-        *seen.entry(n).or_default() += 1;
-    }
-    let mut twice: Vec<i64> = seen
-        .into_iter()
-        .filter(|&(_, times)| times > 1)
-        .map(|(n, _)| n)
-        .collect();
-    twice.sort();
-    twice
-}
-
-/// The registry client's process id on `node`, if one runs: a child of the postmaster whose
-/// title is `postgres: idgen registry client` (it has no entry in `pg_stat_activity`).
-fn client_pid(node: &Cluster) -> Option<i32> {
-    let postmaster = node.postmaster_pid().to_string();
-    let mut found = None;
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let (Ok(stat), Ok(cmdline)) = (
-            std::fs::read_to_string(entry.path().join("stat")),
-            std::fs::read(entry.path().join("cmdline")),
-        ) else {
-            continue;
-        };
-        let parent = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1).map(str::to_owned));
-        if parent.as_deref() == Some(postmaster.as_str())
-            && String::from_utf8_lossy(&cmdline).contains("idgen registry client")
-        {
-            assert!(found.is_none(), "two registry clients");
-            found = Some(pid);
-        }
-    }
-    found
-}
-
-fn signal(pid: i32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(ok.success(), "kill {sig} {pid}");
-}
-
-/// A registry client stopped with SIGSTOP; continued (SIGCONT) when dropped, also on a panic,
-/// so that the server can be stopped.
-struct Stopped(i32);
-
-impl Stopped {
-    fn new(pid: i32) -> Self {
-        signal(pid, "-STOP");
-        Stopped(pid)
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-CONT", &self.0.to_string()])
-            .status();
-    }
-}
-
-/// A snapshot of the registry: a base backup of the running server, not started.
-fn snapshot(reg: &Cluster, tag: &str) -> Cluster {
-    Cluster::clone_of(reg, tag, &[])
-}
-
-/// Replaces the registry by `snapshot`, on the registry's port (`reg.connect` then reaches
-/// the restored registry).
-fn restore(reg: &Cluster, snapshot: &Cluster) {
-    reg.stop("fast");
-    snapshot.append_settings(&[&format!("port = {}", reg.port())]);
-    snapshot.start_server();
-}
-
-/// A node's state, worker id and last error.
-fn state_of(node: &Cluster) -> (String, Option<i32>, Option<String>) {
-    status(&mut node.connect("postgres"))
-}
 
 /// Review finding #3. A global segment declared on node C (`segment_create` of an existing
 /// global segment) while node A holds its only range; A's idle give-back then lowers the
@@ -170,7 +34,7 @@ fn declaring_a_global_segment_after_another_nodes_give_back_is_no_regression() {
     a.connect("postgres")
         .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
         .unwrap();
-    assert_eq!(draw_g(&a, 1), [1]);
+    assert_eq!(draw_segment(&a, "g", 1), [1]);
     c.connect("postgres")
         .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
         .unwrap();
@@ -178,7 +42,7 @@ fn declaring_a_global_segment_after_another_nodes_give_back_is_no_regression() {
     wait_for(
         "A's idle give-back to lower the registry's mark to 1",
         Duration::from_secs(30),
-        || (registry_mark(&reg) == 1).then_some(()),
+        || (segment_mark(&reg, "g") == 1).then_some(()),
     );
 
     let drawn = c
@@ -206,25 +70,6 @@ fn declaring_a_global_segment_after_another_nodes_give_back_is_no_regression() {
     a.connect("postgres")
         .query_one("SELECT snowflake_nextval()", &[])
         .unwrap_or_else(|e| panic!("A's Snowflake id 3 s later: {}", failure_text(&e)));
-}
-
-/// Draws Snowflake ids on `node` (100 a statement) for `limit` or until a draw fails; returns
-/// the ids and the failure.
-fn snowflake_for(node: &Cluster, limit: Duration) -> (Vec<i64>, Option<String>) {
-    let mut client = node.connect("postgres");
-    let deadline = Instant::now() + limit;
-    let mut ids = Vec::new();
-    while Instant::now() < deadline {
-        match client.query(
-            "SELECT snowflake_nextval() FROM generate_series(1, 100)",
-            &[],
-        ) {
-            Ok(rows) => ids.extend(rows.iter().map(|r| r.get::<_, i64>(0))),
-            Err(e) => return (ids, Some(failure_text(&e))),
-        }
-        thread::sleep(Duration::from_millis(2));
-    }
-    (ids, None)
 }
 
 /// Review finding #1. A registry restored from a snapshot in which node A's lease looks
@@ -274,8 +119,22 @@ fn a_restored_registry_never_lets_another_node_issue_a_live_nodes_ids() {
     drop(paused);
 
     let ((a_more, a_failure), (c_ids, c_failure)) = thread::scope(|s| {
-        let on_a = s.spawn(|| snowflake_for(&a, Duration::from_secs(5)));
-        let on_c = s.spawn(|| snowflake_for(&c, Duration::from_secs(5)));
+        let on_a = s.spawn(|| {
+            snowflake_until_failure(
+                &a,
+                Duration::from_secs(5),
+                Duration::from_millis(2),
+                failure_text,
+            )
+        });
+        let on_c = s.spawn(|| {
+            snowflake_until_failure(
+                &c,
+                Duration::from_secs(5),
+                Duration::from_millis(2),
+                failure_text,
+            )
+        });
         (on_a.join().unwrap(), on_c.join().unwrap())
     });
     eprintln!(
@@ -322,29 +181,29 @@ fn a_restored_registry_never_hands_out_another_nodes_cached_range_again() {
     a.connect("postgres")
         .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
         .unwrap();
-    let mut a_numbers = draw_g(&a, 1);
+    let mut a_numbers = draw_segment(&a, "g", 1);
     assert_eq!(a_numbers, [1]);
     // A holds 1..100 and nothing more (no prefetch pending).
     wait_for("A's range of g to settle", Duration::from_secs(10), || {
         let next: Option<i64> = a
             .connect("postgres")
             .one("SELECT next_first FROM segment_status() WHERE name = 'g'");
-        (next.is_none() && registry_mark(&reg) == 100).then_some(())
+        (next.is_none() && segment_mark(&reg, "g") == 100).then_some(())
     });
     let snap = snapshot(&reg, "review_range_snap");
-    let mut b_numbers = draw_g(&b, 1);
-    let mark = registry_mark(&reg);
+    let mut b_numbers = draw_segment(&b, "g", 1);
+    let mark = segment_mark(&reg, "g");
     eprintln!("B drew {b_numbers:?}; the registry's mark is {mark}");
     restore(&reg, &snap);
-    assert_eq!(registry_mark(&reg), 100, "the restored registry's mark");
+    assert_eq!(segment_mark(&reg, "g"), 100, "the restored registry's mark");
 
-    let (a_more, a_failure) = g_until_failure(&a, 400);
+    let (a_more, a_failure) = segment_until_failure(&a, "g", 400);
     eprintln!(
         "A drew {} numbers after the restore, then {a_failure:?}",
         a_more.len()
     );
     a_numbers.extend(a_more);
-    b_numbers.extend(draw_g(&b, 99));
+    b_numbers.extend(draw_segment(&b, "g", 99));
     let mut all = a_numbers.clone();
     all.extend(&b_numbers);
     let twice = repeated(&all);
@@ -373,12 +232,10 @@ fn a_forged_regression_report_names_its_reporter_and_can_be_dismissed() {
     a.connect("postgres")
         .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
         .unwrap();
-    let mut drawn = draw_g(&a, 1);
-    let mark = registry_mark(&reg);
+    let mut drawn = draw_segment(&a, "g", 1);
+    let mark = segment_mark(&reg, "g");
     let mut r = reg.connect("postgres");
-    r.batch_execute("CREATE ROLE intruder LOGIN IN ROLE idgen_registry")
-        .unwrap();
-    let mut intruder = reg.connect_as("postgres", "intruder");
+    let mut intruder = intruder(&reg);
     let mut refusals = Vec::new();
     for _ in 0..50 {
         if let Err(e) = intruder.query(
@@ -431,12 +288,12 @@ fn a_forged_regression_report_names_its_reporter_and_can_be_dismissed() {
         assert_eq!(still, 0, "open regressions after the dismissal");
     }
     assert_eq!(
-        registry_mark(&reg),
+        segment_mark(&reg, "g"),
         mark,
         "g's mark after the forged reports"
     );
     // Past A's cached range: A takes new ranges.
-    let (more, failure) = g_until_failure(&a, 150);
+    let (more, failure) = segment_until_failure(&a, "g", 150);
     assert!(
         failure.is_none(),
         "A's draws of g after the forged report failed after {} numbers: {failure:?}",
@@ -469,9 +326,7 @@ fn a_member_reusing_a_nodes_incarnation_does_not_block_its_reclaim() {
         (row.get(0), row.get(1), row.get(2));
     let (epoch, worker_bits, sequence_bits, tick_ms): (i64, i32, i32, i32) =
         (row.get(3), row.get(4), row.get(5), row.get(6));
-    r.batch_execute("CREATE ROLE intruder LOGIN IN ROLE idgen_registry")
-        .unwrap();
-    let mut intruder = reg.connect_as("postgres", "intruder");
+    let mut intruder = intruder(&reg);
     let free = w + 5;
     let secret = "0123456789abcdef".repeat(4);
     let claimed = intruder.query(

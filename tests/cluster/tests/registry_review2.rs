@@ -5,11 +5,13 @@
 //! unauthenticated renewal raising a fence, and a long lease overflowing the registry's
 //! arithmetic.
 
-use std::collections::HashMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::registry::{held_worker, node, registry, status, FAST};
+use idgen_cluster_tests::registry::{
+    auto_fast, draw_segment, failure_text, held_worker, intruder, node, registry, repeated,
+    restore, segment_mark, segment_until_failure, snapshot, state_of, status, FAST,
+};
 use idgen_cluster_tests::{column, wait_for, Cluster, One};
 use postgres::Client;
 
@@ -17,92 +19,9 @@ use postgres::Client;
 /// 12 sequence bits, 1 ms ticks.
 const LAYOUT: &str = "1704067200000, 10, 12, 1";
 
-/// Settings of a node with `idgen.worker_id = auto` and the quick lease of [`FAST`], `extra`
-/// appended.
-fn auto_fast<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-    let mut s = vec!["idgen.worker_id = auto"];
-    s.extend(FAST);
-    s.extend_from_slice(extra);
-    s
-}
-
-/// The registry's mark of global segment `g` (on whatever server listens on `reg`'s port).
-fn registry_mark(reg: &Cluster) -> i64 {
-    reg.connect("postgres")
-        .one("SELECT max_id FROM idgen_registry_segment WHERE name = 'g'")
-}
-
-/// `n` numbers of global segment `g` drawn on `node` in one statement.
-fn draw_g(node: &Cluster, n: i32) -> Vec<i64> {
-    column(
-        &mut node.connect("postgres"),
-        &format!("SELECT segment_nextval('g') FROM generate_series(1, {n})"),
-    )
-}
-
-/// Draws numbers of `g` on `node`, one a statement, at most `max`, until one fails; returns
-/// the numbers and the failure (SQLSTATE: message).
-fn g_until_failure(node: &Cluster, max: usize) -> (Vec<i64>, Option<String>) {
-    let mut client = node.connect("postgres");
-    let mut numbers = Vec::new();
-    for _ in 0..max {
-        match client.query_one("SELECT segment_nextval('g')", &[]) {
-            Ok(row) => numbers.push(row.get::<_, i64>(0)),
-            Err(e) => return (numbers, Some(failure_text(&e))),
-        }
-    }
-    (numbers, None)
-}
-
-/// A failed statement's SQLSTATE and message.
-fn failure_text(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(d) => format!(
-            "{}: {} (detail {:?})",
-            d.code().code(),
-            d.message(),
-            d.detail()
-        ),
-        None => e.to_string(),
-    }
-}
-
 /// A failed statement's SQLSTATE, if the server raised it.
 fn code_of(e: &postgres::Error) -> Option<String> {
     e.code().map(|c| c.code().to_owned())
-}
-
-/// Every number present more than once, ascending.
-fn repeated(numbers: &[i64]) -> Vec<i64> {
-    let mut seen: HashMap<i64, usize> = HashMap::new();
-    for &n in numbers {
-        *seen.entry(n).or_default() += 1;
-    }
-    let mut twice: Vec<i64> = seen
-        .into_iter()
-        .filter(|&(_, times)| times > 1)
-        .map(|(n, _)| n)
-        .collect();
-    twice.sort();
-    twice
-}
-
-/// A snapshot of the registry: a base backup of the running server, not started.
-fn snapshot(reg: &Cluster, tag: &str) -> Cluster {
-    Cluster::clone_of(reg, tag, &[])
-}
-
-/// Replaces the registry by `snapshot`, on the registry's port (`reg.connect` then reaches
-/// the restored registry).
-fn restore(reg: &Cluster, snapshot: &Cluster) {
-    reg.stop("fast");
-    snapshot.append_settings(&[&format!("port = {}", reg.port())]);
-    snapshot.start_server();
-}
-
-/// A node's state, worker id and last error.
-fn state_of(node: &Cluster) -> (String, Option<i32>, Option<String>) {
-    status(&mut node.connect("postgres"))
 }
 
 /// The registry's recorded server identity (`idgen_registry_server`), if it has one.
@@ -197,20 +116,20 @@ fn an_idle_evicted_global_segment_still_has_its_mark_checked_after_a_registry_re
         .unwrap();
     // Both nodes report (no worker id: idgen_registry_report) at least once before the snapshot.
     thread::sleep(Duration::from_secs(1));
-    assert_eq!(registry_mark(&reg), 0, "g's mark before any range");
+    assert_eq!(segment_mark(&reg, "g"), 0, "g's mark before any range");
     let snap = snapshot(&reg, "review2_evict_snap");
 
-    let mut numbers = draw_g(&a, 10);
+    let mut numbers = draw_segment(&a, "g", 10);
     assert_eq!(numbers, (1..=10).collect::<Vec<i64>>(), "A's first numbers");
     assert_eq!(
-        registry_mark(&reg),
+        segment_mark(&reg, "g"),
         100,
         "the registry's mark after A's range"
     );
     wait_for(
         "A's idle give-back to lower the registry's mark to 10",
         Duration::from_secs(30),
-        || (registry_mark(&reg) == 10).then_some(()),
+        || (segment_mark(&reg, "g") == 10).then_some(()),
     );
     let cached: i64 = a
         .connect("postgres")
@@ -219,7 +138,7 @@ fn an_idle_evicted_global_segment_still_has_its_mark_checked_after_a_registry_re
 
     let identity = server_identity(&reg);
     restore(&reg, &snap);
-    assert_eq!(registry_mark(&reg), 0, "the restored registry's mark");
+    assert_eq!(segment_mark(&reg, "g"), 0, "the restored registry's mark");
     // The restored registry is a new server: its probation starts at the first call (the
     // nodes' reports) and lasts about 20 s.
     let mut r = reg.connect("postgres");
@@ -241,8 +160,8 @@ fn an_idle_evicted_global_segment_still_has_its_mark_checked_after_a_registry_re
     }
     eprintln!("waited {:?} for the probation", waited.elapsed());
 
-    let (b_numbers, b_failure) = g_until_failure(&b, 100);
-    let (a_numbers, a_failure) = g_until_failure(&a, 50);
+    let (b_numbers, b_failure) = segment_until_failure(&b, "g", 100);
+    let (a_numbers, a_failure) = segment_until_failure(&a, "g", 50);
     let regressions: i64 = r.one("SELECT count(*) FROM idgen_registry_regression");
     eprintln!(
         "B drew {} numbers then {b_failure:?}; A drew {} then {a_failure:?}; {regressions} regression rows",
@@ -291,9 +210,9 @@ fn a_give_back_racing_a_renewal_is_no_regression() {
         // A takes a range of g and caches it; its renewals report g's mark from now on. The
         // idle give-back comes about 2 s later (the first idle pass only clears the
         // segment's usage bit).
-        drawn.extend(draw_g(&a, 1));
+        drawn.extend(draw_segment(&a, "g", 1));
         let drawn_at = Instant::now();
-        let mark = registry_mark(&reg);
+        let mark = segment_mark(&reg, "g");
         thread::sleep(Duration::from_millis(900));
         // Hold A's lease row for at most 1.8 s (A's renewal waits up to 2 s for it): the
         // renewal that blocks on it read g's mark before the give-back.
@@ -329,7 +248,7 @@ fn a_give_back_racing_a_renewal_is_no_regression() {
             hits += 1;
         }
         wait_for("A's idle give-back", Duration::from_secs(20), || {
-            (registry_mark(&reg) < mark).then_some(())
+            (segment_mark(&reg, "g") < mark).then_some(())
         });
         thread::sleep(Duration::from_millis(700));
         let regressions: i64 = r.one("SELECT count(*) FROM idgen_registry_regression");
@@ -513,9 +432,7 @@ fn an_unauthenticated_renewal_cannot_raise_another_nodes_fence() {
     let a = node(&reg, "review2_fence_a", &auto_fast(&[]));
     let w = held_worker(&a, Duration::from_secs(20));
     let mut r = reg.connect("postgres");
-    r.batch_execute("CREATE ROLE intruder LOGIN IN ROLE idgen_registry")
-        .unwrap();
-    let mut intruder = reg.connect_as("postgres", "intruder");
+    let mut intruder = intruder(&reg);
     let forged = intruder.query(
         "SELECT * FROM idgen_registry_renew($1::integer, 'whatever', repeat('ab', 32), 2000, 200, \
          0::double precision, 9000000000000000000::bigint)",

@@ -14,27 +14,15 @@
 //!   `SHOW`, `current_setting` and `pg_settings`, and a refused value's password appears in no
 //!   log line and no error.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use idgen_cluster_tests::registry::{held_worker, node, registry, status, FAST};
+use idgen_cluster_tests::registry::{
+    draw_segment, held_worker, intruder, node, registry, repeated, segment_mark, status,
+    DIRECT_CLAIM, FAST,
+};
 use idgen_cluster_tests::{column, wait_for, Cluster, One};
 use postgres::types::ToSql;
 use postgres::Client;
-
-/// `n` numbers of global segment `g` drawn on `node`, in order.
-fn draw_g(node: &Cluster, n: i32) -> Vec<i64> {
-    column(
-        &mut node.connect("postgres"),
-        &format!("SELECT segment_nextval('g') FROM generate_series(1, {n})"),
-    )
-}
-
-/// The registry's mark of global segment `g`.
-fn registry_mark(reg: &Cluster) -> i64 {
-    reg.connect("postgres")
-        .one("SELECT max_id FROM idgen_registry_segment WHERE name = 'g'")
-}
 
 /// The current range of segment `g` that `node` has cached, from `segment_status()`.
 fn current_range(node: &Cluster) -> (i64, i64) {
@@ -52,21 +40,6 @@ fn current_range(node: &Cluster) -> (i64, i64) {
     )
 }
 
-/// Every number drawn more than once, ascending.
-fn repeated(numbers: &[i64]) -> Vec<i64> {
-    let mut seen: HashMap<i64, usize> = HashMap::new();
-    for &n in numbers {
-        *seen.entry(n).or_default() += 1;
-    }
-    let mut twice: Vec<i64> = seen
-        .into_iter()
-        .filter(|&(_, times)| times > 1)
-        .map(|(n, _)| n)
-        .collect();
-    twice.sort();
-    twice
-}
-
 /// The interleaving of the issue, up to A's give-back: a registry, nodes A and B, global
 /// segment `g` (step 100); A draws 1 (A holds 1..100), B draws 1 (B holds the range above), A
 /// draws 30 more, which prefetches A's next range above B's. Returns the registry, A, B, every
@@ -81,22 +54,22 @@ fn interleave(
     a.connect("postgres")
         .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
         .unwrap();
-    let mut drawn = draw_g(&a, 1);
+    let mut drawn = draw_segment(&a, "g", 1);
     assert_eq!(drawn, [1], "A's first number");
-    drawn.extend(draw_g(&b, 1));
+    drawn.extend(draw_segment(&b, "g", 1));
     let b_range = current_range(&b);
     assert!(
         b_range.0 > 100 && drawn[1] == b_range.0,
         "B's range {b_range:?} lies above A's first one (B drew {})",
         drawn[1]
     );
-    drawn.extend(draw_g(&a, 30));
+    drawn.extend(draw_segment(&a, "g", 30));
     // Past 10% of its range A asked for the next one, which lies above B's.
     let before = wait_for("A's prefetched next range", Duration::from_secs(20), || {
         let next: Option<i64> = a
             .connect("postgres")
             .one("SELECT next_first FROM segment_status() WHERE name = 'g'");
-        let mark = registry_mark(&reg);
+        let mark = segment_mark(&reg, "g");
         (next.is_some() && mark > b_range.1).then_some(mark)
     });
     (reg, a, b, drawn, b_range, before)
@@ -113,8 +86,8 @@ fn assert_no_number_twice(
     before: i64,
     after: i64,
 ) {
-    drawn.extend(draw_g(a, 150));
-    drawn.extend(draw_g(b, 60));
+    drawn.extend(draw_segment(a, "g", 150));
+    drawn.extend(draw_segment(b, "g", 60));
     let twice = repeated(&drawn);
     assert!(
         twice.is_empty(),
@@ -129,7 +102,7 @@ fn assert_no_number_twice(
          {b_range:?}"
     );
     assert!(
-        registry_mark(reg) >= *drawn.iter().max().unwrap(),
+        segment_mark(reg, "g") >= *drawn.iter().max().unwrap(),
         "the registry's mark is below a number drawn"
     );
 }
@@ -142,7 +115,7 @@ fn a_global_give_back_never_returns_a_number_another_node_holds() {
     let (reg, a, b, drawn, b_range, before) = interleave("trust_gb", &[]);
     // A clean stop gives A's unused numbers back.
     a.stop("fast");
-    let after = registry_mark(&reg);
+    let after = segment_mark(&reg, "g");
     a.start_server();
     assert_no_number_twice(&reg, &a, &b, drawn, b_range, before, after);
 }
@@ -160,7 +133,7 @@ fn a_global_give_back_never_returns_a_number_another_node_holds_after_idle_evict
             .one("SELECT count(*) FROM segment_cache_status() WHERE name = 'g'");
         (cached == 0).then_some(())
     });
-    let after = registry_mark(&reg);
+    let after = segment_mark(&reg, "g");
     assert_no_number_twice(&reg, &a, &b, drawn, b_range, before, after);
 }
 
@@ -233,12 +206,12 @@ fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
     a.connect("postgres")
         .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
         .unwrap();
-    let drawn = draw_g(&a, 5);
+    let drawn = draw_segment(&a, "g", 5);
     assert_eq!(drawn, [1, 2, 3, 4, 5]);
 
     let (lease, fence_before) = lease_of(&reg, worker);
     assert_eq!(lease.released_tick, None);
-    let mark = registry_mark(&reg);
+    let mark = segment_mark(&reg, "g");
     let mut r = reg.connect("postgres");
     let layout = r
         .query_one(
@@ -248,20 +221,15 @@ fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
         .unwrap();
     let (epoch, worker_bits, sequence_bits, tick_ms): (i64, i32, i32, i32) =
         (layout.get(0), layout.get(1), layout.get(2), layout.get(3));
-    r.batch_execute("CREATE ROLE intruder LOGIN IN ROLE idgen_registry")
-        .unwrap();
-
     // The intruder knows A's incarnation (leaked somehow) but not its secret.
-    let mut intruder = reg.connect_as("postgres", "intruder");
+    let mut intruder = intruder(&reg);
     // A guess of the right shape (64 hex digits, as a node's secret), so that only its value
     // is wrong.
     let guess = "0123456789abcdef".repeat(4);
     let guess = guess.as_str();
     let later_timeline = lease.timeline + 1;
     let other_system = format!("{}9", lease.system_identifier);
-    let claim = "SELECT * FROM idgen_registry_claim($1::text, $2::text, $3::text, $4::text, \
-                 $5::integer, $6::integer, $7::bigint, $8::integer, $9::integer, $10::integer, \
-                 2000, 200, 0::double precision, 5432, 0::bigint)";
+    let claim = DIRECT_CLAIM;
     let attempts: Vec<(&str, &str, Vec<&(dyn ToSql + Sync)>)> = vec![
         (
             "renew of A's lease with a guessed secret",
@@ -363,7 +331,7 @@ fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
     let (after, fence_after) = lease_of(&reg, worker);
     assert_eq!(after, lease, "A's lease changed");
     assert!(fence_after >= fence_before, "A's fence went back");
-    assert_eq!(registry_mark(&reg), mark, "the segment's mark changed");
+    assert_eq!(segment_mark(&reg, "g"), mark, "the segment's mark changed");
     let mut ac = a.connect("postgres");
     let (state, held, last_error) = status(&mut ac);
     assert_eq!(
@@ -376,7 +344,7 @@ fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
         idgen_cluster_tests::twitter::worker_of(id),
         i64::from(worker)
     );
-    assert_eq!(draw_g(&a, 1), [6], "A's range of g is intact");
+    assert_eq!(draw_segment(&a, "g", 1), [6], "A's range of g is intact");
 }
 
 /// `idgen.registry` with a password: a role with only LOGIN sees it in neither `SHOW`,
