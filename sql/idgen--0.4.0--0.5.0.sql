@@ -86,6 +86,11 @@ AS $$
           WHERE g.resolved_at IS NULL AND g.worker_id IS NOT DISTINCT FROM worker
             AND g.segment IS NOT DISTINCT FROM seg
             AND g.incarnation IS NOT DISTINCT FROM incarnation_id)
+     -- Still true now: the caller compared with a mark read before it waited here (on
+     -- idgen_registry_resolve(), which locks this table), and resolve may have raised it since.
+     AND (seg IS NULL OR EXISTS (
+         SELECT FROM @extschema@.idgen_registry_segment s
+          WHERE s.name = seg AND s.max_id < node_value))
 $$;
 
 -- Which server this registry is, and until when it is on probation. A registry that restarted,

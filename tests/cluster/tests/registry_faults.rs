@@ -208,7 +208,7 @@ fn a_registry_restored_from_a_snapshot_is_detected_and_repeats_nothing() {
         r.one("SELECT count(*) FROM idgen_registry_regression WHERE resolved_at IS NULL");
     assert_eq!(open, 0);
     for (n, w) in nodes.iter().zip(&workers) {
-        assert_eq!(held_worker(n, Duration::from_secs(10)), *w);
+        assert_eq!(held_worker(n, Duration::from_secs(30)), *w);
     }
     // The restored registry is on probation (it restarted): no range until it ends.
     wait_for(
