@@ -291,7 +291,7 @@ impl Client {
     fn claim(&mut self) -> Result<(), Box<Failure>> {
         let (hello, offset_us, bound_us) = self.call(
             c"SELECT extract(epoch FROM registry_now) * 1000, version, \
-              pg_catalog.current_setting('synchronous_commit'), \
+              NULL, \
               pg_catalog.current_setting('synchronous_standby_names'), \
               (SELECT claims_until FROM idgen_registry_probation()) \
               FROM idgen_registry_hello()",
@@ -417,18 +417,14 @@ impl Client {
         if self.warned_synchronous {
             return;
         }
-        let setting = |i: usize| hello.get(i).cloned().flatten().unwrap_or_default();
-        let (commit, standbys) = (setting(2), setting(3));
-        let why = if matches!(commit.as_str(), "off" | "local") {
-            format!("its synchronous_commit is {commit}: a crash of the registry loses commits")
-        } else if standbys.trim().is_empty() {
-            "it has no synchronous standby (synchronous_standby_names is empty): a failover loses commits".to_owned()
-        } else {
+        // (Its synchronous_commit is at least `on` in idgen's sessions: `libpq::connect`.)
+        let standbys = hello.get(3).cloned().flatten().unwrap_or_default();
+        if !standbys.trim().is_empty() {
             return;
-        };
+        }
         self.warned_synchronous = true;
         pgrx::warning!(
-            "idgen registry client: the registry can lose commits: {why}; nodes then stop until an operator resolves it (README \"A registry that lost commits\")"
+            "idgen registry client: the registry can lose commits: it has no synchronous standby (synchronous_standby_names is empty): a failover loses commits; nodes then stop until an operator resolves it (README \"A registry that lost commits\")"
         );
     }
 

@@ -70,8 +70,6 @@ pub(crate) struct SlotMeta {
     pub(crate) mark: i64,
     /// A refill committed since the slot was loaded, so [`SlotMeta::mark`] is known.
     pub(crate) marked: bool,
-    /// The last refill came from the registry (a global segment).
-    pub(crate) global: bool,
     /// The first number of the range the last refill committed (valid with `marked`): a
     /// global segment gives back only numbers of that range (DESIGN.md §6).
     pub(crate) taken_first: i64,

@@ -266,7 +266,6 @@ impl Guarded {
                     // Committed whether installed or not: what idgen_segment holds now.
                     m.mark = done.range.last;
                     m.taken_first = done.range.first;
-                    m.global = done.global;
                     m.marked = true;
                     m.retry_at = 0;
                     if done.global {

@@ -331,6 +331,18 @@ impl Cluster {
         as_postgres_from(&self.bin, program)
     }
 
+    /// Creates the empty file `name` (`recovery.signal`, `standby.signal`) in the data
+    /// directory of a server not started yet, owned by `postgres`.
+    pub fn write_signal(&self, name: &str) {
+        let path = self.data().join(name);
+        fs::write(&path, "").unwrap();
+        let owned = Command::new("chown")
+            .args(["postgres:postgres", path.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(owned.success(), "chown {path:?}");
+    }
+
     /// `pg_ctl promote -w`: the standby becomes a primary.
     pub fn promote(&self) {
         let mut cmd = self.program("pg_ctl");

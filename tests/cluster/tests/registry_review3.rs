@@ -127,13 +127,7 @@ fn a_primary_never_vouches_for_a_standby_under_its_own_name() {
             primary.port()
         )],
     );
-    let signal = standby.data().join("standby.signal");
-    std::fs::write(&signal, "").unwrap();
-    let owned = std::process::Command::new("chown")
-        .args(["postgres:postgres", signal.to_str().unwrap()])
-        .status()
-        .unwrap();
-    assert!(owned.success());
+    standby.write_signal("standby.signal");
     standby.start_server();
     let mut p = primary.connect("postgres");
     wait_for("the standby to stream", Duration::from_secs(30), || {

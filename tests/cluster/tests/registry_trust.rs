@@ -467,13 +467,7 @@ fn a_restored_and_promoted_copy_of_a_node_does_not_take_its_lease() {
         "staging",
         &["idgen.node_name = 'staging'", "restore_command = 'false'"],
     );
-    let signal = copy.data().join("recovery.signal");
-    std::fs::write(&signal, "").unwrap();
-    let owned = std::process::Command::new("chown")
-        .args(["postgres:postgres", signal.to_str().unwrap()])
-        .status()
-        .unwrap();
-    assert!(owned.success());
+    copy.write_signal("recovery.signal");
     copy.start_server();
     let mut c = copy.connect("postgres");
     wait_for("the copy to end recovery", Duration::from_secs(30), || {
