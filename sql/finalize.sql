@@ -51,9 +51,11 @@ GRANT EXECUTE ON FUNCTION segment_setval(text, bigint) TO idgen_admin;
 REVOKE EXECUTE ON FUNCTION segment_interleave_ready(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION segment_interleave_ready(bigint) TO idgen_admin;
 -- Serials (sql/idgen--0.3.0--0.4.0.sql grants them when idgen_admin exists already).
-GRANT EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text, text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION serial_alter(text, text, text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION serial_drop(text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION serial_grant(text, text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION serial_revoke(text, text) TO idgen_admin;
 
 CREATE FUNCTION segment_status()
 RETURNS TABLE (

@@ -65,6 +65,25 @@ pub(crate) enum Error {
     /// A format with `{worker}` on a server without a fitting worker id (55000).
     #[error("serial format shows {{worker}}, and this server's worker id cannot fill it")]
     SerialWorker { detail: String },
+    /// No serial of that name, or none this transaction can see (42704).
+    #[error("serial \"{name}\" does not exist")]
+    UnknownSerial { name: String },
+    /// `serial_create` of a name that exists (42710).
+    #[error("serial \"{name}\" already exists")]
+    SerialExists { name: String },
+    /// A draw from a serial the role has no USAGE on (42501), as sequences' "permission denied".
+    #[error("permission denied for serial \"{name}\"")]
+    SerialPermissionDenied { name: String },
+    /// A serial time zone that is not an IANA zone name (22023).
+    #[error("time zone \"{zone}\" is not an IANA time zone name")]
+    InvalidSerialTimeZone { zone: String },
+    /// Another refused argument of a serial function (22023).
+    #[error("{why}")]
+    InvalidSerialArgument { why: String },
+    /// A local serial showing `{worker}` on a server whose worker id comes from the registry
+    /// (55000): the id can move to another server within a period, whose counter would repeat.
+    #[error("a local serial cannot show {{worker}} on a server whose worker id comes from the registry")]
+    SerialWorkerMoves,
     /// A text that is not the text form of a Snowflake id (`snowflake_parse`, 22P02).
     #[error("invalid text form of a snowflake id: {why}")]
     InvalidSnowflakeText { why: String },
@@ -258,7 +277,15 @@ impl Error {
             Error::InvalidSnowflakeText { .. } => ERRCODE_INVALID_TEXT_REPRESENTATION,
             Error::InvalidSerialFormat { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
             Error::SerialExhausted { .. } => ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            Error::SerialWorker { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            Error::SerialWorker { .. } | Error::SerialWorkerMoves => {
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+            }
+            Error::UnknownSerial { .. } => ERRCODE_UNDEFINED_OBJECT,
+            Error::SerialExists { .. } => ERRCODE_DUPLICATE_OBJECT,
+            Error::SerialPermissionDenied { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
+            Error::InvalidSerialTimeZone { .. } | Error::InvalidSerialArgument { .. } => {
+                ERRCODE_INVALID_PARAMETER_VALUE
+            }
             Error::TimeExhausted { .. } | Error::SegmentExhausted { .. } => {
                 ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED
             }
@@ -366,6 +393,17 @@ impl Error {
     /// The HINT line, where the fix is known.
     pub(crate) fn hint(&self) -> Option<String> {
         match self {
+            Error::UnknownSerial { .. } => Some("Create it with serial_create(name, format, reset => ...).".into()),
+            Error::SerialPermissionDenied { name } => Some(format!(
+                "An idgen_admin member grants it: SELECT serial_grant('{}', 'role');",
+                name.replace('\'', "''")
+            )),
+            Error::InvalidSerialTimeZone { .. } => Some(
+                "Use a name listed in pg_timezone_names, such as 'Europe/Paris' or 'UTC': an abbreviation or a POSIX offset (sign inverted) is read differently by each session's settings.".into(),
+            ),
+            Error::SerialWorkerMoves => Some(
+                "Use scope => 'global' (counters from the registry, unique on every server), or a format without {worker}.".into(),
+            ),
             Error::SerialExhausted { .. } => Some(
                 "Widen the counter of the format (serial_alter(name, format => ...) with a wider {seq:0N}), or wait for the next period."
                     .into(),

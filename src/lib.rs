@@ -56,6 +56,7 @@ pub extern "C-unwind" fn _PG_init() {
     guc::init();
     snowflake::init();
     segment::init();
+    serial::init();
     registry::init();
     shmem::init();
 }

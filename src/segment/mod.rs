@@ -36,6 +36,20 @@ use args::{description_arg, name_arg, step_arg};
 use call_site::{entry_at_call_site, NameDatum};
 use shared::{DescriptionChange, Request, RequestKind};
 
+/// The lock-free double buffer and its ranges, also the cache of serial counters
+/// (`serial::shared`).
+pub(crate) use buffer::DoubleBuffer;
+pub(crate) use range::Range;
+
+/// Runs `sql` on the registry from this database's allocator (the serials' global counters,
+/// `serial::shared`); the first row, if any. Errors: 08006 unreachable, the registry's own.
+pub(crate) fn registry_call(
+    sql: &std::ffi::CStr,
+    params: &[Option<String>],
+) -> Result<Option<Vec<Option<String>>>, Error> {
+    global::call(sql, params)
+}
+
 /// Most numbers one `segment_nextvals` call returns (the result is materialized).
 const MAX_BATCH: i32 = 1_000_000;
 
@@ -54,6 +68,35 @@ pub(crate) fn global_marks() -> Vec<(String, i64)> {
     shared::lock().global_marks()
 }
 
+/// A job another subsystem has the allocator run (serial counters: `serial::shared`): called
+/// in the allocator of the caller's database, in a transaction of its own that commits (with
+/// the synchronous standbys) before the caller sees the result, so that what it writes is not
+/// undone by the caller's ROLLBACK, like `nextval`. `name` and `args` are the caller's.
+pub(crate) type Job = fn(name: &str, args: [i64; 4]) -> Result<i64, Error>;
+
+/// The handler of [`RequestKind::Job`], set once by `_PG_init` (in the postmaster, so that every
+/// process it starts has it).
+static JOB: std::sync::OnceLock<Job> = std::sync::OnceLock::new();
+
+/// Registers the allocator's job handler. Called once, from `_PG_init`.
+pub(crate) fn register_job(job: Job) {
+    let _ = JOB.set(job);
+}
+
+/// The registered job handler.
+pub(crate) fn job_handler() -> Option<Job> {
+    JOB.get().copied()
+}
+
+/// Has this database's allocator run the registered job with `name` and `args`, and waits for
+/// its result at most `idgen.segment_wait_timeout` (55P03). Errors: the job's own, relayed;
+/// 25006 on a standby; 53400 no allocator could be started.
+pub(crate) fn run_job(name: &str, args: [i64; 4]) -> Result<i64, Error> {
+    let mut r = Request::new(RequestKind::Job, name);
+    r.args = args;
+    queue::submit(r, true)
+}
+
 /// Runs an admin call through the allocator. Refused in a read-only transaction (25006), as
 /// PostgreSQL's `setval()` is: a server kept read-only must not move a high-water mark.
 fn admin(request: Request) -> i64 {
@@ -62,7 +105,7 @@ fn admin(request: Request) -> i64 {
         RequestKind::Alter => Some("segment_alter()"),
         RequestKind::Drop => Some("segment_drop()"),
         RequestKind::Setval => Some("segment_setval()"),
-        RequestKind::Load | RequestKind::InterleaveReady => None,
+        RequestKind::Load | RequestKind::InterleaveReady | RequestKind::Job => None,
     };
     if let Some(function) = function {
         if crate::recovery::read_only_transaction() && !crate::recovery::in_progress() {

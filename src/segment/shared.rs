@@ -134,6 +134,10 @@ pub(crate) enum RequestKind {
     /// checks its `idgen.segment_interleave_until` and every mark against it; the result is the
     /// highest mark.
     InterleaveReady,
+    /// Another subsystem's job ([`super::Job`]), with [`Request::args`] and the name: the
+    /// allocator runs the handler registered by [`super::register_job`] in a transaction of
+    /// its own; the result is the handler's.
+    Job,
 }
 
 /// What a request does to the description.
@@ -184,6 +188,8 @@ pub(crate) struct Request {
     pub(crate) description: FixedText<1024>,
     /// Create: a global segment, whose mark is in the registry (DESIGN.md §6).
     pub(crate) global: bool,
+    /// Job: its arguments.
+    pub(crate) args: [i64; 4],
     /// Outcome: the result (load: slot index; setval: the value).
     pub(crate) result: i64,
     /// Outcome: failed with `failure`.

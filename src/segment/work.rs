@@ -32,10 +32,6 @@ pub(crate) enum Work {
     },
 }
 
-/// Names of the segments that count a serial's numbers (`serial:<name>:<period>`, made by
-/// `serial_nextval`): their step stays fixed.
-const SERIAL_COUNTER_PREFIX: &str = "serial:";
-
 /// The interleave now in force: `idgen.segment_node_count` and `idgen.segment_node_index`.
 ///
 /// Errors: 22023 when the index is not below the count (checked at start too; a reload can
@@ -84,6 +80,7 @@ pub(crate) fn run(db: pg_sys::Oid, work: Work) {
                 RequestKind::Drop => drop_segment(db, &request),
                 RequestKind::Setval => setval(db, &request),
                 RequestKind::InterleaveReady => interleave_ready(&request),
+                RequestKind::Job => job(&request),
             };
             lock().finish_request(index, outcome);
         }
@@ -146,10 +143,8 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
             return refill_global(name, dynamic(row.step), row.max_id);
         }
         // Interleaved servers take one own block of the segment's step per refill: blocks must
-        // be the same size on every server, so the dynamic step does not apply. Nor to a
-        // serial's counter: a crash skips up to two ranges, which must stay small next to the
-        // numbers its {seq:0N} can show in a period.
-        let step = if nodes.interleaved() || name.starts_with(SERIAL_COUNTER_PREFIX) {
+        // be the same size on every server, so the dynamic step does not apply.
+        let step = if nodes.interleaved() {
             row.step
         } else {
             dynamic(row.step)
@@ -416,6 +411,14 @@ fn setval(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
         catalog::set_max_id(name, value)?;
         Ok(value)
     })
+}
+
+/// Another subsystem's job (`super::register_job`), in a transaction of its own.
+fn job(r: &Request) -> Result<i64, Failure> {
+    let Some(handler) = super::job_handler() else {
+        return Err(Failure::from_error(&Error::ExtensionNotVisible));
+    };
+    in_transaction(|| handler(r.name.as_str(), r.args)).map_err(Failure::from)
 }
 
 /// The check of the fence when growing from N to M servers: after a configuration reload (so

@@ -1,0 +1,562 @@
+-- idgen 0.5.0 -> 0.6.0: serial numbers rebuilt in Rust (issue 29; README "Serial numbers").
+-- Also part of every fresh CREATE EXTENSION idgen (src/serial/mod.rs includes this file, after
+-- 0.5.0's), so a fresh install and an upgraded one have the same objects.
+--
+-- idgen 0.4.0's serials were SECURITY DEFINER PL/pgSQL: a database owner could run code as the
+-- superuser through an overload of segment_create, their counters were segments found by name
+-- prefix, and a drop was not transactional. Now:
+--   * idgen_serial has an id (never reused) and an ACL (USAGE per serial, serial_grant);
+--   * idgen_serial_counter holds every counter, fast and gapless, keyed by (serial id, period):
+--     a gapless counter's last committed number, a fast counter's high-water mark (moved up by
+--     the segment allocator in transactions of its own, its ranges cached in shared memory);
+--   * the functions are C (Rust), not SECURITY DEFINER: they check the caller's rights, then
+--     read and write these tables as their owner with a pinned search_path.
+
+\echo Use "ALTER EXTENSION idgen UPDATE TO '0.6.0'" to load this file. \quit
+
+DROP VIEW idgen_serials;
+DROP FUNCTION serial_nextval(text);
+DROP FUNCTION serial_create(text, text, text, text, boolean, text);
+DROP FUNCTION serial_alter(text, text, text);
+DROP FUNCTION serial_drop(text);
+
+-- Serials get an id, a scope and an ACL.
+CREATE SEQUENCE idgen_serial_id_seq AS bigint;
+SELECT pg_catalog.pg_extension_config_dump('idgen_serial_id_seq', '');
+ALTER TABLE idgen_serial
+    ADD COLUMN id bigint,
+    ADD COLUMN scope text NOT NULL DEFAULT 'local' CHECK (scope IN ('local', 'global')),
+    ADD COLUMN acl aclitem[];
+UPDATE idgen_serial SET id = nextval('idgen_serial_id_seq');
+ALTER TABLE idgen_serial
+    ALTER COLUMN id SET DEFAULT nextval('idgen_serial_id_seq'),
+    ALTER COLUMN id SET NOT NULL,
+    ADD CONSTRAINT idgen_serial_id_key UNIQUE (id),
+    ADD CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless);
+ALTER SEQUENCE idgen_serial_id_seq OWNED BY idgen_serial.id;
+-- Every role could draw from every serial in 0.4.0: existing serials keep that (PUBLIC).
+UPDATE idgen_serial s
+   SET acl = ARRAY[pg_catalog.makeaclitem(0, c.relowner, 'USAGE', false)]
+  FROM pg_catalog.pg_class c
+ WHERE c.oid = 'idgen_serial'::regclass;
+
+-- Counters by serial id. The gapless counters move over as they are; each fast serial's
+-- counter segments ('serial:<name>:<period>', exact names only) become counters whose mark is
+-- the segment's (every number up to it may have been handed out) and are removed. DELETE ...
+-- RETURNING waits for a refill in progress and reads the mark it committed; a draw through
+-- the old function waiting on that refill then finds no segment (42704), never a number the new
+-- counter hands out again.
+ALTER TABLE idgen_serial_counter RENAME TO idgen_serial_counter_0_4;
+CREATE TABLE idgen_serial_counter (
+    serial bigint NOT NULL,
+    period text   NOT NULL CHECK (period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'),
+    value  bigint NOT NULL CHECK (value > 0),
+    PRIMARY KEY (serial, period)
+);
+INSERT INTO idgen_serial_counter (serial, period, value)
+SELECT s.id, c.period, c.value
+  FROM idgen_serial_counter_0_4 c JOIN idgen_serial s ON s.name = c.serial;
+DROP TABLE idgen_serial_counter_0_4;
+WITH moved AS (
+    DELETE FROM idgen_segment g
+     USING idgen_serial s
+     WHERE NOT s.gapless
+       AND left(g.name, length('serial:' || s.name || ':')) = 'serial:' || s.name || ':'
+       AND substr(g.name, length('serial:' || s.name || ':') + 1)
+           ~ CASE s.reset WHEN 'day' THEN '^[0-9]{8}$' WHEN 'month' THEN '^[0-9]{6}$'
+                          WHEN 'year' THEN '^[0-9]{4}$' ELSE '^$' END
+    RETURNING s.id, substr(g.name, length('serial:' || s.name || ':') + 1) AS period, g.max_id)
+INSERT INTO idgen_serial_counter (serial, period, value)
+SELECT id, period, max_id FROM moved WHERE max_id > 0;
+SELECT pg_catalog.pg_extension_config_dump('idgen_serial_counter', '');
+
+-- Only through idgen_serials (which shows a role the serials it may use) and the functions.
+REVOKE ALL ON TABLE idgen_serial, idgen_serial_counter FROM PUBLIC;
+REVOKE ALL ON SEQUENCE idgen_serial_id_seq FROM PUBLIC;
+COMMENT ON TABLE idgen_serial IS
+  'Serial number definitions: id, format, reset period, time zone, mode, scope, who may draw (acl: USAGE). Changed by serial_create/alter/drop/grant/revoke.';
+COMMENT ON TABLE idgen_serial_counter IS
+  'Counters of serials, per serial id and period: the last number committed (gapless) or the high-water mark (fast: numbers up to it may have been handed out).';
+
+DROP FUNCTION idgen_serial_render(text, text, timestamp, bigint);
+DROP FUNCTION idgen_serial_check(text, text);
+
+CREATE FUNCTION serial_create(
+    name text, format text, reset text DEFAULT 'never', time_zone text DEFAULT 'UTC',
+    gapless boolean DEFAULT false, description text DEFAULT NULL, scope text DEFAULT 'local')
+RETURNS void VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'serial_create_wrapper';
+CREATE FUNCTION serial_alter(name text, format text DEFAULT NULL, description text DEFAULT NULL)
+RETURNS void VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'serial_alter_wrapper';
+CREATE FUNCTION serial_drop(name text)
+RETURNS void VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'serial_drop_wrapper';
+CREATE FUNCTION serial_grant(name text, role text)
+RETURNS void VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'serial_grant_wrapper';
+CREATE FUNCTION serial_revoke(name text, role text)
+RETURNS void VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'serial_revoke_wrapper';
+CREATE FUNCTION serial_nextval(name text)
+RETURNS text VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'serial_nextval_wrapper';
+CREATE FUNCTION idgen_serial_period(reset text, time_zone text)
+RETURNS text VOLATILE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'idgen_serial_period_wrapper';
+
+CREATE VIEW idgen_serials WITH (security_barrier) AS
+SELECT s.name, s.format, s.reset, s.time_zone, s.gapless, s.scope, s.description,
+       p.period AS current_period,
+       (SELECT c.value FROM idgen_serial_counter c
+         WHERE c.serial = s.id AND c.period = p.period) AS current_mark,
+       s.created_at, s.updated_at
+  FROM idgen_serial s
+ CROSS JOIN LATERAL (SELECT idgen_serial_period(s.reset, s.time_zone) AS period) p
+ WHERE (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)
+    OR EXISTS (SELECT FROM pg_catalog.aclexplode(s.acl) e
+                WHERE e.privilege_type = 'USAGE'
+                  AND (e.grantee = 0 OR pg_catalog.pg_has_role(e.grantee, 'USAGE')));
+GRANT SELECT ON idgen_serials TO PUBLIC;
+COMMENT ON VIEW idgen_serials IS
+  'The serials the current role may draw from, with the current period and its counter: the last number committed (gapless) or the high-water mark (fast).';
+
+-- Drawing is checked per serial (USAGE, serial_grant); changing serials is for idgen_admin.
+REVOKE EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION serial_alter(text, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION serial_drop(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION serial_grant(text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION serial_revoke(text, text) FROM PUBLIC;
+DO $$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_admin') THEN
+    GRANT EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text, text) TO idgen_admin;
+    GRANT EXECUTE ON FUNCTION serial_alter(text, text, text) TO idgen_admin;
+    GRANT EXECUTE ON FUNCTION serial_drop(text) TO idgen_admin;
+    GRANT EXECUTE ON FUNCTION serial_grant(text, text) TO idgen_admin;
+    GRANT EXECUTE ON FUNCTION serial_revoke(text, text) TO idgen_admin;
+  END IF;
+END
+$$;
+COMMENT ON FUNCTION serial_create(text, text, text, text, boolean, text, text) IS
+  'Creates a serial number: format like ''INV-{YYYY}{MM}{DD}-{seq:06}'', counter reset every day, month, year or never in an IANA time_zone; gapless => true counts in the caller''s transaction; scope => ''global'' takes counter ranges from the registry.';
+COMMENT ON FUNCTION serial_alter(text, text, text) IS
+  'Changes a serial''s format (e.g. a wider {seq:0N}) and description.';
+COMMENT ON FUNCTION serial_drop(text) IS
+  'Drops a serial (transactional); its name may be used again by a new serial, counting from 1.';
+COMMENT ON FUNCTION serial_grant(text, text) IS
+  'Lets a role (or PUBLIC) draw from a serial.';
+COMMENT ON FUNCTION serial_revoke(text, text) IS
+  'Takes back a role''s (or PUBLIC''s) grant on a serial.';
+COMMENT ON FUNCTION serial_nextval(text) IS
+  'Next number of a serial, as text, in the period of the draw''s local time; needs USAGE on the serial.';
+COMMENT ON FUNCTION idgen_serial_period(text, text) IS
+  'Internal: the current period of a reset in a time zone, as idgen_serial_counter names it.';
+
+-- The registry's side of global serials: one counter per (serial name, period), whose mark a
+-- node moves up by a step at a time (like a global segment's), after the registry's probation.
+CREATE TABLE idgen_registry_serial_counter (
+    serial     text        NOT NULL CHECK (octet_length(serial) BETWEEN 1 AND 40),
+    period     text        NOT NULL CHECK (period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'),
+    max_id     bigint      NOT NULL,
+    taker      text,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (serial, period)
+);
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_serial_counter', '');
+REVOKE ALL ON TABLE idgen_registry_serial_counter FROM PUBLIC;
+COMMENT ON TABLE idgen_registry_serial_counter IS
+  'Registry: marks of global serials'' counters, per serial name and period; numbers up to max_id may have been handed out by some node.';
+
+-- Registry: moves the mark of global serial `serial`'s counter for `period` up by step_size and
+-- returns the new mark (the node uses max_id - step + 1 .. max_id). Errors: 22023 bad
+-- arguments; 55P03 the registry's probation (after a restart, failover or restore) or a lock
+-- not granted within 2 s; 55000 an open regression; 22003 the counter is out of numbers.
+CREATE FUNCTION idgen_registry_serial_take(serial text, period text, step_size bigint,
+                                           incarnation_id text, holder_secret text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+DECLARE
+    mark bigint;
+BEGIN
+    IF serial IS NULL OR octet_length(serial) NOT BETWEEN 1 AND 40 OR period IS NULL
+       OR period !~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'
+       OR step_size IS NULL OR step_size < 1 OR step_size > 1000000
+       OR incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid serial counter request';
+    END IF;
+    IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
+        RAISE EXCEPTION USING ERRCODE = '55P03',
+            MESSAGE = format('the registry hands out no range until %s', (@extschema@.idgen_registry_probation()).ranges_until),
+            DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.';
+    END IF;
+    PERFORM @extschema@.idgen_registry_check_regressions();
+    INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id, taker)
+    VALUES (serial, period, step_size, incarnation_id)
+    ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
+       SET max_id = c.max_id OPERATOR(pg_catalog.+) excluded.max_id, taker = excluded.taker,
+           updated_at = clock_timestamp()
+    RETURNING c.max_id INTO mark;
+    RETURN mark;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text) TO idgen_registry;
+COMMENT ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text) IS
+  'Registry: moves a global serial''s counter for a period up by step_size; returns the new mark.';
+
+-- Adopting a column (issue 29, point 7): the segment always continues above the column and the
+-- sequence, its cached numbers dropped; refused under REPEATABLE READ / SERIALIZABLE.
+--
+-- Switches a bigint column fed by a sequence (serial, bigserial, an identity column, or any
+-- DEFAULT nextval(...)) to an idgen generator, in the caller's transaction, as pgEdge
+-- snowflake's convert_sequence_to_snowflake does. Returns one row per step: what it does (or,
+-- with dry_run, would do) and the statement that undoes it.
+--
+-- Order: every check first (nothing is changed by a refused call); then the table is locked
+-- ACCESS EXCLUSIVE (concurrent inserts wait for the caller's COMMIT, then use the new default;
+-- none fails); then the floor is read under the lock: the larger of max(column) and the
+-- sequence's last value (a value nextval handed out but not yet inserted is covered).
+--
+-- The floor is read by a statement that starts after the lock, so it sees every row committed
+-- before the lock: true in READ COMMITTED only. REPEATABLE READ and SERIALIZABLE read through
+-- the transaction's snapshot, taken before the lock (at the latest by the statement calling
+-- this function), and would miss rows committed in between: refused with 25001 (class 25, the
+-- transaction's state; the code PostgreSQL gives "SET TRANSACTION ISOLATION LEVEL must be
+-- called before any query"), since the same call in a READ COMMITTED transaction works. A dry
+-- run (it locks and changes nothing) and a column already on idgen are answered at any level.
+--
+-- A new segment starts above the floor. An existing one (a rerun after a ROLLBACK: the segment
+-- step is not undone; a segment shared with another column) is always moved with setval
+-- semantics: segment_setval(segment, greatest(floor, mark)), which discards the numbers cached
+-- in shared memory, so the next number is above both the floor and every number the segment
+-- may have handed out. A mark at or above the floor says nothing about the cached numbers below
+-- it: 0.5.0 skipped the setval then and handed out numbers the column held (issue 29). The mark
+-- and not the floor alone: segment_setval refuses (22003) a value below a number this server
+-- handed out, and below the stored mark when the segment is not cached; the numbers between the
+-- floor and the mark are skipped, as a sequence's cached values are after a crash. A refill by
+-- another session between the read of the mark and the setval raises the mark (22003): read it
+-- again and retry. A global segment's mark lives in the registry and a node cannot move it:
+-- refused (0A000, as segment_setval refuses it) before anything changes.
+--
+-- Snowflake ids need no floor, but it must lie below the ids of a clock a day behind. Then the
+-- identity is dropped, or the sequence detached (and dropped with drop_sequence), and the
+-- default set.
+--
+-- The default segment name: <table>_<column> for a table in schema public (the name every
+-- adopt gave before 0.6.0: reruns, README, existing defaults), <schema>.<table>_<column> in any
+-- other schema, so that same-named tables in two schemas (a schema per tenant) get a segment
+-- each instead of sharing one. Not "qualified when the table is not in the search path": this
+-- function runs with its own search_path, and a name that depended on the caller's would let
+-- two sessions pick two segments for one column. Compatibility: where <schema>.<table>_<column>
+-- does not exist but <table>_<column> does and no other table's default draws from it, that is
+-- the segment an earlier version's adopt of this table created and left behind at a ROLLBACK,
+-- and it is reused. Either way uniqueness does not rest on the name: an existing segment is
+-- always moved above the floor, so a shared segment hands each table numbers none holds.
+--
+-- Safety: search_path is pg_catalog, pg_temp, and every call of an idgen function names
+-- @extschema@ and passes arguments of its parameters' exact types, so that an overload created
+-- in the extension's schema cannot take the call.
+--
+-- The segment step is not undone by ROLLBACK (segments are changed by the allocator in
+-- transactions of its own, like nextval); a rerun finds the segment and moves it.
+--
+-- Errors: 22004 a NULL argument; 22023 an unknown generator, a segment name with generator
+-- snowflake, or a segment name of 0 or more than 63 bytes; 42703 no such column; 42809 not a
+-- table, a partition (adopt its partitioned table), or a generated column; 42804 not bigint
+-- (integer: ALTER COLUMN ... TYPE bigint first); 55000 existing values at or above the
+-- Snowflake ids of a clock a day behind; 42501 the caller does not own the table, or may not
+-- create segments (idgen_admin); 25001 a REPEATABLE READ or SERIALIZABLE transaction; 0A000 a
+-- global segment.
+CREATE OR REPLACE FUNCTION idgen_adopt_column(
+    table_name regclass,
+    column_name name,
+    generator text DEFAULT 'snowflake',
+    segment text DEFAULT NULL,
+    drop_sequence boolean DEFAULT false,
+    dry_run boolean DEFAULT false)
+RETURNS TABLE (step integer, action text, statement text, undo text)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 10
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    rel       record;
+    col       record;
+    seq       regclass;
+    owned     boolean;
+    seq_last  bigint;
+    floor_id  bigint;
+    has_max   bigint;
+    seg_mark  bigint;
+    target    bigint;
+    legacy    text;
+    named     boolean := segment IS NOT NULL;
+    created   boolean;
+    moved     boolean;
+    tries     integer := 0;
+    new_default text;
+    qualified text;
+    n         integer := 0;
+BEGIN
+    IF table_name IS NULL OR column_name IS NULL OR generator IS NULL
+       OR drop_sequence IS NULL OR dry_run IS NULL THEN
+        RAISE EXCEPTION 'idgen_adopt_column: % must not be NULL',
+            CASE WHEN table_name IS NULL THEN 'table_name'
+                 WHEN column_name IS NULL THEN 'column_name'
+                 WHEN generator IS NULL THEN 'generator'
+                 WHEN drop_sequence IS NULL THEN 'drop_sequence'
+                 ELSE 'dry_run' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF generator NOT IN ('snowflake', 'segment') THEN
+        RAISE EXCEPTION 'idgen_adopt_column: generator must be ''snowflake'' or ''segment'', not %',
+            quote_literal(left(generator, 40))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF generator = 'snowflake' AND segment IS NOT NULL THEN
+        RAISE EXCEPTION 'idgen_adopt_column: segment is only for generator => ''segment'''
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    SELECT c.oid, c.relkind, c.relispartition, c.relowner, c.relname, n.nspname
+      INTO rel
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = table_name;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION 'idgen_adopt_column: % is not a table', table_name
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF rel.relispartition THEN
+        RAISE EXCEPTION 'idgen_adopt_column: % is a partition', table_name
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Adopt the column of its partitioned table: its default applies to every partition.';
+    END IF;
+    SELECT a.attnum, a.atttypid, a.attidentity, a.attgenerated,
+           pg_get_expr(d.adbin, d.adrelid) AS default_expr
+      INTO col
+      FROM pg_attribute a
+      LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+     WHERE a.attrelid = table_name AND a.attname = column_name
+       AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'idgen_adopt_column: column % of % does not exist', quote_ident(column_name), table_name
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    IF col.attgenerated <> '' THEN
+        RAISE EXCEPTION 'idgen_adopt_column: column % of % is a generated column', quote_ident(column_name), table_name
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF col.atttypid <> 'bigint'::regtype THEN
+        RAISE EXCEPTION 'idgen_adopt_column: column % of % is %, not bigint',
+            quote_ident(column_name), table_name, format_type(col.atttypid, NULL)
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = CASE WHEN col.atttypid IN ('integer'::regtype, 'smallint'::regtype)
+                         THEN format('Widen it first: ALTER TABLE %s ALTER COLUMN %I TYPE bigint;', table_name, column_name)
+                         ELSE 'idgen generates bigint values.' END;
+    END IF;
+    IF NOT pg_has_role(current_user, rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'idgen_adopt_column: must be owner of table %', table_name
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF generator = 'segment'
+       AND NOT has_function_privilege('@extschema@.segment_create(text, bigint, integer, text, text)', 'EXECUTE') THEN
+        RAISE EXCEPTION 'idgen_adopt_column: permission denied to create segments'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'GRANT idgen_admin TO the caller.';
+    END IF;
+    IF generator = 'segment' THEN
+        IF NOT named THEN
+            -- The default name (see the comment above the function).
+            segment := rel.relname || '_' || column_name;
+            IF rel.nspname <> 'public' THEN
+                legacy := segment;
+                segment := rel.nspname || '.' || legacy;
+                IF NOT EXISTS (SELECT FROM @extschema@.idgen_segment s WHERE s.name = segment)
+                   AND EXISTS (SELECT FROM @extschema@.idgen_segment s WHERE s.name = legacy)
+                   AND NOT EXISTS (
+                       SELECT FROM pg_attrdef ad
+                         JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+                        WHERE d.refclassid = 'pg_proc'::regclass
+                          AND d.refobjid = '@extschema@.segment_nextval(text)'::regprocedure
+                          AND ad.adrelid <> table_name
+                          AND strpos(pg_get_expr(ad.adbin, ad.adrelid),
+                                     format('segment_nextval(%L::text)', legacy)) > 0) THEN
+                    segment := legacy;
+                END IF;
+            END IF;
+        END IF;
+        IF octet_length(segment) NOT BETWEEN 1 AND 63 AND named THEN
+            RAISE EXCEPTION 'idgen_adopt_column: segment name must be 1 to 63 bytes'
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF octet_length(segment) > 63 THEN
+            RAISE EXCEPTION 'idgen_adopt_column: segment name must be 1 to 63 bytes'
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = format('The default name %s is too long: name the segment (segment => ...).',
+                                    quote_literal(segment));
+        END IF;
+        new_default := format('@extschema@.segment_nextval(%L::text)', segment);
+    ELSE
+        new_default := '@extschema@.snowflake_nextval()';
+    END IF;
+    IF EXISTS (SELECT FROM pg_attrdef ad
+                 JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+                WHERE ad.adrelid = table_name AND ad.adnum = col.attnum
+                  AND d.refclassid = 'pg_proc'::regclass
+                  AND d.refobjid IN ('@extschema@.snowflake_nextval()'::regprocedure,
+                                     '@extschema@.segment_nextval(text)'::regprocedure)) THEN
+        RETURN QUERY SELECT 0, 'nothing to do: the column already draws from idgen'::text,
+                            NULL::text, NULL::text;
+        RETURN;
+    END IF;
+    IF NOT dry_run AND current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
+        RAISE EXCEPTION 'idgen_adopt_column: cannot adopt % in a % transaction',
+            table_name, upper(current_setting('transaction_isolation'))
+            USING ERRCODE = 'active_sql_transaction',
+                  DETAIL = 'The transaction''s snapshot is older than the table lock: rows committed in between would be missed when the floor is read.',
+                  HINT = 'Run it in a READ COMMITTED transaction (BEGIN ISOLATION LEVEL READ COMMITTED).';
+    END IF;
+    IF generator = 'segment'
+       AND EXISTS (SELECT FROM @extschema@.idgen_segment s WHERE s.name = segment AND s.scope = 'global') THEN
+        RAISE EXCEPTION 'idgen_adopt_column: segment % is global: this server cannot move it above the values of %',
+            quote_literal(segment), table_name
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Adopt the column with a local segment (segment => another name).';
+    END IF;
+    qualified := format('%I.%I', rel.nspname, rel.relname);
+    -- The sequence feeding the column: owned by it (serial, identity), or named by its default.
+    seq := pg_get_serial_sequence(qualified, column_name)::regclass;
+    owned := seq IS NOT NULL;
+    IF seq IS NULL THEN
+        SELECT d.refobjid::regclass INTO seq
+          FROM pg_attrdef ad
+          JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+          JOIN pg_class s ON s.oid = d.refobjid AND s.relkind = 'S'
+         WHERE ad.adrelid = table_name AND ad.adnum = col.attnum AND d.refclassid = 'pg_class'::regclass
+         LIMIT 1;
+    END IF;
+
+    -- Checks done: from here on the call changes things (unless dry_run).
+    IF NOT dry_run THEN
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', qualified);
+    END IF;
+    n := n + 1;
+    RETURN QUERY SELECT n, 'lock the table; inserts wait for this transaction'::text,
+                        format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', qualified), NULL::text;
+
+    -- A statement of its own after the lock: in READ COMMITTED, a snapshot that sees every row
+    -- committed before the lock was granted.
+    EXECUTE format('SELECT max(%I) FROM %s', column_name, qualified) INTO has_max;
+    floor_id := coalesce(has_max, 0);
+    IF seq IS NOT NULL THEN
+        EXECUTE format('SELECT last_value FROM %s', seq) INTO seq_last;
+        floor_id := greatest(floor_id, seq_last);
+    END IF;
+
+    IF generator = 'snowflake' THEN
+        IF floor_id >= @extschema@.snowflake_compose((clock_timestamp() - interval '1 day')::timestamptz,
+                                                     0::integer, 0::integer) THEN
+            RAISE EXCEPTION 'idgen_adopt_column: % already holds values up to %, which Snowflake ids may reach',
+                qualified || '.' || quote_ident(column_name), floor_id
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Use generator => ''segment'', which starts above them.';
+        END IF;
+        n := n + 1;
+        RETURN QUERY SELECT n, format('Snowflake ids are above every existing value (up to %s)', floor_id),
+                            NULL::text, NULL::text;
+    ELSE
+        n := n + 1;
+        LOOP
+            tries := tries + 1;
+            created := false;
+            moved := false;
+            SELECT s.max_id INTO seg_mark FROM @extschema@.idgen_segment s WHERE s.name = segment;
+            IF NOT FOUND THEN
+                IF dry_run THEN
+                    created := true;
+                ELSE
+                    BEGIN
+                        PERFORM @extschema@.segment_create(name => segment::text, start => (floor_id + 1)::bigint);
+                        created := true;
+                    EXCEPTION WHEN duplicate_object THEN
+                        IF tries >= 5 THEN
+                            RAISE;
+                        END IF; -- created by another session since the read: move it instead
+                    END;
+                END IF;
+            ELSE
+                -- Forward only, and every cached number is dropped: later numbers are above
+                -- target, which is at or above both the floor and the mark.
+                target := greatest(floor_id, seg_mark);
+                IF dry_run THEN
+                    moved := true;
+                ELSE
+                    BEGIN
+                        PERFORM @extschema@.segment_setval(segment::text, target::bigint);
+                        moved := true;
+                    EXCEPTION WHEN numeric_value_out_of_range THEN
+                        IF tries >= 5 THEN
+                            RAISE;
+                        END IF; -- a refill raised the mark since it was read: read it again
+                    END;
+                END IF;
+            END IF;
+            EXIT WHEN created OR moved;
+        END LOOP;
+        IF created THEN
+            RETURN QUERY SELECT n, format('create segment %s starting above %s', quote_literal(segment), floor_id),
+                                format('SELECT @extschema@.segment_create(%L, start => %s)', segment, floor_id + 1),
+                                format('SELECT @extschema@.segment_drop(%L)', segment);
+        ELSE
+            RETURN QUERY SELECT n, format('move segment %s above %s and drop its cached numbers',
+                                          quote_literal(segment), target),
+                                format('SELECT @extschema@.segment_setval(%L, %s)', segment, target),
+                                NULL::text;
+        END IF;
+    END IF;
+
+    IF col.attidentity <> '' THEN
+        n := n + 1;
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', qualified, column_name);
+        END IF;
+        RETURN QUERY SELECT n, 'drop the identity (and its sequence)'::text,
+                            format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', qualified, column_name),
+                            format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT, ALTER COLUMN %I ADD GENERATED BY DEFAULT AS IDENTITY; SELECT setval(pg_get_serial_sequence(%L, %L), (SELECT max(%I) FROM %s))',
+                                   qualified, column_name, column_name, qualified, column_name, column_name, qualified);
+    ELSIF owned THEN
+        n := n + 1;
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', seq);
+        END IF;
+        RETURN QUERY SELECT n, 'detach the sequence from the column'::text,
+                            format('ALTER SEQUENCE %s OWNED BY NONE', seq),
+                            format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, qualified, column_name);
+    END IF;
+
+    n := n + 1;
+    IF NOT dry_run THEN
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, new_default);
+    END IF;
+    RETURN QUERY SELECT n, 'draw the column''s values from idgen'::text,
+                        format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, new_default),
+                        CASE WHEN col.attidentity <> '' THEN NULL
+                             WHEN col.default_expr IS NULL THEN format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', qualified, column_name)
+                             WHEN seq IS NULL THEN format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, col.default_expr)
+                             ELSE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s; SELECT setval(%L, (SELECT max(%I) FROM %s))',
+                                         qualified, column_name, col.default_expr, seq, column_name, qualified) END;
+
+    IF owned AND col.attidentity = '' AND drop_sequence THEN
+        n := n + 1;
+        IF NOT dry_run THEN
+            EXECUTE format('DROP SEQUENCE %s', seq);
+        END IF;
+        RETURN QUERY SELECT n, 'drop the detached sequence'::text, format('DROP SEQUENCE %s', seq),
+                            'CREATE SEQUENCE again (its old values are in the column)'::text;
+    END IF;
+END
+$fn$;
+
+COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, boolean) IS
+  'Switches a bigint serial / identity column to snowflake_nextval() or segment_nextval(segment), in the caller''s READ COMMITTED transaction; an existing segment is moved above the column''s values. Returns each step and its undo. dry_run => true changes nothing.';

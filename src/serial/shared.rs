@@ -1,0 +1,291 @@
+//! The counters of fast serials in shared memory (`idgen_serial_cache`): one slot per
+//! (database, serial, period) in use, each a lock-free double buffer of ranges as a segment's
+//! ([`crate::segment::DoubleBuffer`]), so that a draw is one `fetch_add`. A range is used only
+//! after the counter's high-water mark was moved past it in `idgen_serial_counter` by a
+//! committed transaction of the allocator (or, for a global serial, in the registry), as a
+//! segment's: numbers left in the cache at a restart or an eviction are skipped, never issued
+//! again, and a period's counter goes on above its mark whatever the clock does.
+//!
+//! Also the serial catalog's generation, bumped when a transaction that changed a serial (or
+//! its privileges) commits: every backend's cache of definitions ([`super::cache`]) compares it
+//! at each draw.
+//!
+//! The slots' keys and refill state are under the LWLock `idgen_serial`; a draw takes it only
+//! when its backend does not know the slot yet or the slot's ranges are used up.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::time::Duration;
+
+use pgrx::pg_sys;
+
+use crate::error::Error;
+use crate::lwlock::NamedLWLock;
+use crate::segment::{DoubleBuffer, Range};
+use crate::shmem::{Part, ShmemStruct};
+use crate::time::now_timestamptz_us;
+
+/// Counters cached at once, over all databases (the least recently refilled one makes room).
+pub(crate) const SLOTS: usize = 512;
+
+/// The smallest and largest number of values one refill takes.
+const MIN_STEP: i64 = 10;
+const MAX_STEP: i64 = 100_000;
+/// A range used up faster than this doubles the next step; one lasting ten times longer
+/// halves it (Leaf's dynamic step, DESIGN.md §2).
+const FAST_REFILL_US: i64 = 2_000_000;
+
+/// One cached counter: what a draw touches without the lock.
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct Slot {
+    buffers: DoubleBuffer,
+    /// Bumped before and after the slot changes hands, so a backend's cached (slot,
+    /// generation) goes stale, and a draw that raced with a change is thrown away (a gap).
+    generation: AtomicU64,
+}
+
+/// Which counter a slot holds.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(crate) struct Key {
+    pub(crate) db: pg_sys::Oid,
+    /// The OID of the database's `idgen_serial` table: serial ids start again at 1 when the
+    /// extension is created again (or a dropped database's OID is reused), and such a counter
+    /// must not find the old one's cached range.
+    pub(crate) catalog: pg_sys::Oid,
+    pub(crate) serial: i64,
+    pub(crate) period: i32,
+}
+
+/// A slot's key and refill state, under the LWLock.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Meta {
+    key: Key,
+    in_use: bool,
+    /// A backend is taking the next range; others wait for it.
+    refilling: bool,
+    /// Step of the last refill; 0 before the first.
+    step: i64,
+    /// When the last refill committed (`TimestampTz`, µs).
+    last_refill_at: i64,
+}
+
+#[repr(C)]
+struct SerialShared {
+    /// The serial catalog's generation.
+    generation: AtomicU64,
+    metas: UnsafeCell<[Meta; SLOTS]>,
+}
+
+// SAFETY: `generation` is atomic; `metas` is touched only under the LWLock.
+unsafe impl Sync for SerialShared {}
+
+static SHARED: ShmemStruct<SerialShared> = ShmemStruct::new(c"idgen_serial_cache");
+static SLOT_ARRAY: ShmemStruct<[Slot; SLOTS]> = ShmemStruct::new(c"idgen_serial_slots");
+static LOCK: NamedLWLock = NamedLWLock::new(c"idgen_serial");
+
+/// The serial cache's share of shared memory; empty after every (re)start.
+pub(crate) const PART: Part = Part {
+    request: || {
+        SHARED.request();
+        SLOT_ARRAY.request();
+        LOCK.request();
+    },
+    attach: || {
+        // SAFETY: atomics, plain numbers and bools: all valid as zero bytes.
+        unsafe {
+            SHARED.attach(|_| {});
+            SLOT_ARRAY.attach(|_| {});
+        }
+        LOCK.attach();
+    },
+};
+
+/// The serial catalog's generation (0 where idgen's shared memory does not exist).
+pub(crate) fn catalog_generation() -> u64 {
+    if SHARED.attached() {
+        SHARED.get().generation.load(SeqCst)
+    } else {
+        0
+    }
+}
+
+/// Bumps the serial catalog's generation: a serial or its privileges changed.
+pub(crate) fn bump_catalog_generation() {
+    if SHARED.attached() {
+        SHARED.get().generation.fetch_add(1, SeqCst);
+    }
+}
+
+fn slot(index: usize) -> &'static Slot {
+    &SLOT_ARRAY.get()[index]
+}
+
+/// The metas, with the LWLock held by `_guard`.
+fn metas<'a>(_guard: &'a crate::lwlock::LWLockGuard<'static>) -> &'a mut [Meta; SLOTS] {
+    // SAFETY: the LWLock is held exclusively for as long as the guard lives, and it is not
+    // reentrant, so this is the only reference.
+    unsafe { &mut *SHARED.get().metas.get() }
+}
+
+/// A backend's note of where a counter is cached: slot and the generation it had.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cached {
+    pub(crate) key: Key,
+    index: usize,
+    generation: u64,
+}
+
+/// The largest step for a format whose counter shows at most `max_seq` (a crash skips up to
+/// two ranges, which must stay small next to what a period can hold).
+pub(crate) fn max_step(max_seq: Option<i64>) -> i64 {
+    match max_seq {
+        Some(m) => (m / 100).clamp(1, MAX_STEP),
+        None => MAX_STEP,
+    }
+}
+
+/// Draws the next number of counter `key`. `cached` is the caller's note of its slot (updated
+/// here); `take(step)` moves the counter's durable mark up by `step` numbers and returns the
+/// new mark (the allocator's job, or the registry's), after which its range is used.
+pub(crate) fn draw(
+    key: Key,
+    cached: &mut Option<Cached>,
+    max_step: i64,
+    take: impl Fn(i64) -> Result<i64, Error>,
+) -> Result<i64, Error> {
+    loop {
+        if let Some(c) = cached.filter(|c| c.key == key) {
+            let s = slot(c.index);
+            if s.generation.load(SeqCst) == c.generation {
+                if let Some(d) = s.buffers.draw(1) {
+                    if s.generation.load(SeqCst) == c.generation {
+                        return Ok(d.first);
+                    }
+                    // The slot changed hands during the draw: a gap of the other counter.
+                    continue;
+                }
+            } else {
+                *cached = None;
+            }
+        }
+        // Slow path: find or assign the slot; refill it, or wait for whoever refills it.
+        let refill = {
+            let guard = LOCK.exclusive();
+            let m = metas(&guard);
+            let index = match m.iter().position(|x| x.in_use && x.key == key) {
+                Some(i) => i,
+                None => match assign(m, key) {
+                    Some(i) => i,
+                    None => {
+                        drop(guard);
+                        crate::latch::sleep_interruptibly(Duration::from_millis(1));
+                        continue;
+                    }
+                },
+            };
+            let s = slot(index);
+            *cached = Some(Cached {
+                key,
+                index,
+                generation: s.generation.load(SeqCst),
+            });
+            if m[index].refilling {
+                None
+            } else if drawable(s) || s.buffers.next_remaining() > 0 {
+                // Refilled meanwhile (or the next range is queued): draw again.
+                Some(None)
+            } else {
+                let meta = &mut m[index];
+                let step = next_step(meta, max_step);
+                meta.refilling = true;
+                Some(Some((index, step, s.generation.load(SeqCst))))
+            }
+        };
+        match refill {
+            None => {
+                // Another backend is taking the next range.
+                crate::latch::sleep_interruptibly(Duration::from_millis(1));
+            }
+            Some(None) => {}
+            Some(Some((index, step, generation))) => {
+                let guard = Refilling(index);
+                let mark = take(step)?;
+                std::mem::forget(guard);
+                let lock = LOCK.exclusive();
+                let m = metas(&lock);
+                m[index].refilling = false;
+                let s = slot(index);
+                if s.generation.load(SeqCst) == generation {
+                    m[index].step = step;
+                    m[index].last_refill_at = now_timestamptz_us();
+                    let first = mark.saturating_sub(step - 1).max(1);
+                    // Refused only if the range is not above what the slot holds (never, as
+                    // marks only grow): its numbers are then skipped, never issued.
+                    s.buffers.install(Range { first, last: mark });
+                }
+            }
+        }
+    }
+}
+
+/// Whether the slot's current range still has numbers (a racing refill installed one).
+fn drawable(s: &Slot) -> bool {
+    s.buffers
+        .views()
+        .0
+        .is_some_and(|v| (v.taken as i128) < v.range.len() as i128)
+}
+
+/// The step of the next refill: doubled when the last range went fast, halved when it lasted
+/// long, within `MIN_STEP.min(max_step)..=max_step`.
+fn next_step(meta: &Meta, max_step: i64) -> i64 {
+    let floor = MIN_STEP.min(max_step);
+    if meta.step == 0 {
+        return floor;
+    }
+    let since = now_timestamptz_us() - meta.last_refill_at;
+    let step = if since < FAST_REFILL_US {
+        meta.step.saturating_mul(2)
+    } else if since > 10 * FAST_REFILL_US {
+        meta.step / 2
+    } else {
+        meta.step
+    };
+    step.clamp(floor, max_step)
+}
+
+/// Assigns a slot to `key`: a free one, else the least recently refilled one not being
+/// refilled. None when every slot is being refilled.
+fn assign(m: &mut [Meta; SLOTS], key: Key) -> Option<usize> {
+    let index = m.iter().position(|x| !x.in_use).or_else(|| {
+        m.iter()
+            .enumerate()
+            .filter(|(_, x)| !x.refilling)
+            .min_by_key(|(_, x)| x.last_refill_at)
+            .map(|(i, _)| i)
+    })?;
+    let s = slot(index);
+    s.generation.fetch_add(1, SeqCst);
+    s.buffers.clear();
+    m[index] = Meta {
+        key,
+        in_use: true,
+        ..Meta::default()
+    };
+    s.generation.fetch_add(1, SeqCst);
+    Some(index)
+}
+
+/// Clears the refilling flag of a slot whose refill failed (an error unwinds through here),
+/// so that the next caller tries again.
+struct Refilling(usize);
+
+impl Drop for Refilling {
+    fn drop(&mut self) {
+        let guard = LOCK.exclusive();
+        metas(&guard)[self.0].refilling = false;
+    }
+}
