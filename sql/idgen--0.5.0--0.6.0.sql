@@ -45,18 +45,18 @@ UPDATE idgen_serial s
 -- the segment's (every number up to it may have been handed out) and are removed. DELETE ...
 -- RETURNING waits for a refill in progress and reads the mark it committed; a draw through
 -- the old function waiting on that refill then finds no segment (42704), never a number the new
--- counter hands out again.
-ALTER TABLE idgen_serial_counter RENAME TO idgen_serial_counter_0_4;
-CREATE TABLE idgen_serial_counter (
-    serial bigint NOT NULL,
-    period text   NOT NULL CHECK (period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'),
-    value  bigint NOT NULL CHECK (value > 0),
-    PRIMARY KEY (serial, period)
-);
-INSERT INTO idgen_serial_counter (serial, period, value)
-SELECT s.id, c.period, c.value
-  FROM idgen_serial_counter_0_4 c JOIN idgen_serial s ON s.name = c.serial;
-DROP TABLE idgen_serial_counter_0_4;
+-- counter hands out again. The table is changed in place (it stays the one pg_dump knows).
+ALTER TABLE idgen_serial_counter ADD COLUMN serial_id bigint;
+UPDATE idgen_serial_counter c SET serial_id = s.id FROM idgen_serial s WHERE s.name = c.serial;
+ALTER TABLE idgen_serial_counter
+    DROP CONSTRAINT idgen_serial_counter_pkey,
+    DROP COLUMN serial;
+ALTER TABLE idgen_serial_counter RENAME COLUMN serial_id TO serial;
+ALTER TABLE idgen_serial_counter
+    ALTER COLUMN serial SET NOT NULL,
+    ADD PRIMARY KEY (serial, period),
+    ADD CONSTRAINT idgen_serial_counter_period_check
+        CHECK (period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$');
 WITH moved AS (
     DELETE FROM idgen_segment g
      USING idgen_serial s
@@ -68,7 +68,10 @@ WITH moved AS (
     RETURNING s.id, substr(g.name, length('serial:' || s.name || ':') + 1) AS period, g.max_id)
 INSERT INTO idgen_serial_counter (serial, period, value)
 SELECT id, period, max_id FROM moved WHERE max_id > 0;
-SELECT pg_catalog.pg_extension_config_dump('idgen_serial_counter', '');
+-- A draw through the old function that was under way during the update cannot return a text
+-- once it commits: the old functions render through idgen_serial_render, dropped below (one
+-- that finds its segment gone creates it again, at 1, and then fails to render: such leftover
+-- 'serial:...' segments may be dropped).
 
 -- Only through idgen_serials (which shows a role the serials it may use) and the functions.
 REVOKE ALL ON TABLE idgen_serial, idgen_serial_counter FROM PUBLIC;
@@ -560,3 +563,162 @@ $fn$;
 
 COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, boolean) IS
   'Switches a bigint serial / identity column to snowflake_nextval() or segment_nextval(segment), in the caller''s READ COMMITTED transaction; an existing segment is moved above the column''s values. Returns each step and its undo. dry_run => true changes nothing.';
+
+-- Three registry functions of 0.5.0, again, with every argument of their calls to
+-- idgen_registry_report_regression cast to its exact type: an untyped NULL let an overload that
+-- a database owner created in the extension's schema (public) match better and run as the
+-- superuser (issue 29's review of every function that runs with elevated rights).
+CREATE OR REPLACE FUNCTION idgen_registry_check_marks(segment_names text[], segment_marks bigint[], node text,
+                                           incarnation_id text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_lost text;
+    m record;
+BEGIN
+    FOR m IN SELECT s.name, s.max_id, k.mark
+               FROM unnest(segment_names, segment_marks) AS k(name, mark)
+               JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
+              WHERE k.mark > s.max_id
+                -- The last range this very node gave back: its report read the mark before
+                -- the give-back (nothing of the range above the new mark was handed out).
+                AND NOT coalesce(s.given_back_by = incarnation_id AND k.mark = s.given_back_from, false) LOOP
+        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, m.name::text, m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
+        found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
+    END LOOP;
+    RETURN found_lost;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idgen_registry_renew(
+    held_worker integer, incarnation_id text, holder_secret text, lease_length_ms integer,
+    renew_every_ms integer, offset_ms double precision, known_fence bigint,
+    standbys text[] DEFAULT '{}', segment_names text[] DEFAULT '{}',
+    segment_marks bigint[] DEFAULT '{}')
+RETURNS TABLE (fence_tick bigint, expires_at timestamptz, registry_now timestamptz, regression text)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    l      @extschema@.idgen_registry_lease;
+    lost   text;
+BEGIN
+    IF lease_length_ms IS NULL OR lease_length_ms < 1 OR renew_every_ms IS NULL OR renew_every_ms < 1
+       OR holder_secret IS NULL OR known_fence IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease renewal';
+    END IF;
+    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
+     WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = held_worker;
+        IF NOT FOUND OR coalesce(l.released_tick - 1, l.fence_tick) < known_fence THEN
+            -- This node was confirmed a fence the registry's row never reached (or there is
+            -- no row): the registry lost this node's claim or renewals. Reported (for the
+            -- operator; it raises nothing, the probation keeps others off the id), and answered
+            -- (not raised, so that the report commits) as a regression: the node extends
+            -- nothing.
+            IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_regression g
+                            WHERE g.worker_id = held_worker AND g.incarnation = incarnation_id
+                              AND g.resolved_at IS NOT NULL) THEN
+                PERFORM @extschema@.idgen_registry_report_regression(held_worker::integer, NULL::text,
+                    coalesce(l.released_tick - 1, l.fence_tick, -1)::bigint, known_fence::bigint, NULL::text, incarnation_id::text);
+                RETURN QUERY SELECT NULL::bigint, NULL::timestamptz, now_ts,
+                    format('the registry has no lease of worker id %s up to tick %s that it confirmed to this node: the registry has lost commits', held_worker, known_fence);
+                RETURN;
+            END IF;
+            -- Reported and resolved: the lease is gone from the registry; this server stays
+            -- below its fence until a restart claims anew (55006 below).
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = '55006',
+            MESSAGE = format('worker id %s is no longer leased to this server', held_worker),
+            DETAIL = CASE WHEN NOT FOUND THEN 'The registry has no lease of it.'
+                          WHEN l.released_tick IS NOT NULL THEN 'Its lease was released.'
+                          ELSE format('Node %L took it over at %s, after this server''s lease expired.', l.node_name, l.claimed_at) END,
+            HINT = 'Restart this server to claim a worker id again; until then its ids stop at the last confirmed end of its lease.';
+    END IF;
+    IF l.holder_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = format('only the holder of worker id %s can renew its lease', held_worker);
+    END IF;
+    lost := @extschema@.idgen_registry_check_marks(segment_names, segment_marks, l.node_name, incarnation_id);
+    IF l.fence_tick < known_fence THEN
+        PERFORM @extschema@.idgen_registry_report_regression(held_worker::integer, NULL::text, l.fence_tick::bigint, known_fence::bigint, l.node_name::text, incarnation_id::text);
+        lost := format('the registry''s fence of worker id %s is tick %s, below tick %s that it confirmed to this node: the registry has lost commits',
+                       held_worker, l.fence_tick, known_fence);
+    ELSIF lost IS NULL AND EXISTS (SELECT FROM @extschema@.idgen_registry_regression g WHERE g.resolved_at IS NULL) THEN
+        -- Another node found the registry behind: nothing it says is believed until resolved.
+        lost := 'the registry has lost commits (an open regression in idgen_registry_regression)';
+    END IF;
+    UPDATE @extschema@.idgen_registry_lease r
+       SET fence_tick = greatest(r.fence_tick, known_fence,
+                                 greatest(floor(extract(epoch FROM now_ts) * 1000)::bigint + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms),
+           renewed_at = now_ts,
+           expires_at = now_ts + make_interval(secs => lease_length_ms / 1000.0),
+           lease_ms = lease_length_ms, renew_interval_ms = renew_every_ms,
+           clock_offset_ms = offset_ms, renewals = r.renewals + 1,
+           attested_standbys = coalesce(standbys, '{}')
+      FROM @extschema@.idgen_registry_fleet f
+     WHERE r.worker_id = held_worker
+    RETURNING r.* INTO l;
+    -- After the lease row (a claim holds the lease table and then writes the server row).
+    PERFORM @extschema@.idgen_registry_probation();
+    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
+    RETURN QUERY SELECT l.fence_tick, l.expires_at, now_ts, lost;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idgen_registry_segment_take(segment text, step_size integer, incarnation_id text,
+                                            holder_secret text, known_mark bigint)
+RETURNS TABLE (first_id bigint, last_id bigint, base_step integer, regression text)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    s     @extschema@.idgen_registry_segment;
+    first bigint;
+BEGIN
+    IF step_size IS NULL OR step_size < 1 OR incarnation_id IS NULL OR holder_secret IS NULL
+       OR octet_length(holder_secret) < 32 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid range request';
+    END IF;
+    SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
+    END IF;
+    IF s.max_id < known_mark
+       AND NOT coalesce(s.given_back_by = incarnation_id AND known_mark = s.given_back_from, false) THEN
+        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, segment::text, s.max_id::bigint, known_mark::bigint, NULL::text, incarnation_id::text);
+        RETURN QUERY SELECT NULL::bigint, NULL::bigint, s.step,
+            format('global segment %L''s mark in the registry is %s, below %s that this node saw: the registry has lost commits',
+                   segment, s.max_id, known_mark);
+        RETURN;
+    END IF;
+    IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
+        -- After a restart, failover or restore the registry may have lost ranges whose takers
+        -- have not reported their marks yet: none is handed out until they have.
+        RAISE EXCEPTION USING ERRCODE = '55P03',
+            MESSAGE = format('the registry hands out no range until %s', (@extschema@.idgen_registry_probation()).ranges_until),
+            DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.',
+            HINT = 'The refill is tried again; cached ranges serve meanwhile.';
+    END IF;
+    PERFORM @extschema@.idgen_registry_check_regressions();
+    IF s.max_id = 9223372036854775807 THEN
+        RAISE EXCEPTION USING ERRCODE = '2200H', MESSAGE = format('global segment %L has run out of numbers', segment);
+    END IF;
+    first := s.max_id + 1;
+    UPDATE @extschema@.idgen_registry_segment r
+       SET max_id = CASE WHEN s.max_id > 9223372036854775807 - step_size THEN 9223372036854775807
+                         ELSE s.max_id + step_size END,
+           ranges = r.ranges + 1, updated_at = clock_timestamp(),
+           taken_first = first, taker = incarnation_id,
+           taker_key = @extschema@.idgen_registry_key(holder_secret)
+     WHERE r.name = segment
+    RETURNING r.* INTO s;
+    RETURN QUERY SELECT first, s.max_id, s.step, NULL::text;
+END
+$$;

@@ -306,3 +306,174 @@ fn a_dry_run_and_every_refused_call_change_nothing() {
     assert_eq!(e.code().code(), "42501");
     assert_eq!(state(&mut admin), before);
 }
+
+// Issue 29, point 7: an adopt never hands out a number the column holds.
+
+/// `INSERT`s `rows` rows into `table` with the column's default, in one statement; the error if
+/// one repeats a key (23505).
+fn insert_rows(client: &mut Client, table: &str, rows: i32) -> Result<u64, postgres::Error> {
+    client.execute(
+        &format!("INSERT INTO {table} (payload) SELECT g FROM generate_series(1, $1) g"),
+        &[&rows],
+    )
+}
+
+/// Every key of `table` is distinct, and it holds `rows` rows.
+fn assert_distinct(client: &mut Client, table: &str, rows: i64) {
+    let (all, distinct): (i64, i64) = {
+        let r = client
+            .query_one(
+                &format!("SELECT count(*), count(DISTINCT id) FROM {table}"),
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!((all, distinct), (rows, rows), "{table}");
+}
+
+/// A trial adopt rolled back leaves its segment (not undone by ROLLBACK) with numbers cached in
+/// shared memory; the sequence then hands out numbers those cached ones overlap; the second
+/// adopt must move the segment above the column anyway. 0.5.0 saw the mark above the floor,
+/// skipped the setval and handed out the cached 54: `duplicate key ... (id)=(54)`.
+#[test]
+fn a_rerun_after_a_rolled_back_adopt_starts_above_the_rows_inserted_in_between() {
+    let cluster = Cluster::with_idgen("adopt-rerun", 3, &[]);
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute(
+            "CREATE TABLE t4 (id bigserial PRIMARY KEY, payload int NOT NULL);
+             INSERT INTO t4 (payload) SELECT g FROM generate_series(1, 50) g;",
+        )
+        .unwrap();
+    admin
+        .batch_execute(
+            "BEGIN;
+             SELECT * FROM idgen_adopt_column('t4', 'id', generator => 'segment');
+             INSERT INTO t4 (payload) VALUES (1), (2), (3);
+             ROLLBACK;",
+        )
+        .unwrap();
+    // The segment stayed, with a range cached; the column is back on its sequence.
+    let mark: i64 = admin.one("SELECT max_id FROM idgen_segment WHERE name = 't4_id'");
+    assert!(
+        mark > 550,
+        "the cached range covers what the sequence hands out next: {mark}"
+    );
+    insert_rows(&mut admin, "t4", 500).unwrap();
+    let floor: i64 = admin.one("SELECT max(id) FROM t4");
+    assert_eq!(floor, 550);
+
+    let steps: Vec<String> = column(
+        &mut admin,
+        "SELECT action FROM idgen_adopt_column('t4', 'id', generator => 'segment') ORDER BY step",
+    );
+    println!("steps: {steps:?}");
+    insert_rows(&mut admin, "t4", 2000).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_distinct(&mut admin, "t4", 2550);
+    let above: i64 = admin.one("SELECT count(*) FROM t4 WHERE id > 550");
+    assert_eq!(above, 2000, "every new key is above the floor");
+}
+
+/// Same-named tables in two schemas, each adopted with the default segment name, rows inserted
+/// into both in between: neither repeats a key. 0.5.0 named both segments `t_id`; the second
+/// adopt found the first table's segment above its floor and handed out the first table's
+/// cached numbers, which the second held.
+#[test]
+fn same_named_tables_in_two_schemas_never_repeat_a_key() {
+    let cluster = Cluster::with_idgen("adopt-schemas", 3, &[]);
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute(
+            "CREATE SCHEMA a;
+             CREATE SCHEMA b;
+             CREATE TABLE a.t (id bigserial PRIMARY KEY, payload int NOT NULL);
+             CREATE TABLE b.t (id bigserial PRIMARY KEY, payload int NOT NULL);
+             INSERT INTO a.t (payload) SELECT g FROM generate_series(1, 50) g;
+             INSERT INTO b.t (payload) SELECT g FROM generate_series(1, 20) g;
+             SELECT * FROM idgen_adopt_column('a.t', 'id', generator => 'segment');",
+        )
+        .unwrap();
+    insert_rows(&mut admin, "a.t", 100).unwrap();
+    insert_rows(&mut admin, "b.t", 500).unwrap();
+    admin
+        .batch_execute("SELECT * FROM idgen_adopt_column('b.t', 'id', generator => 'segment')")
+        .unwrap();
+    for _ in 0..4 {
+        for table in ["b.t", "a.t"] {
+            insert_rows(&mut admin, table, 500)
+                .unwrap_or_else(|e| panic!("insert into {table}: {e:?}"));
+        }
+    }
+    assert_distinct(&mut admin, "a.t", 50 + 100 + 2000);
+    assert_distinct(&mut admin, "b.t", 20 + 500 + 2000);
+    // Each table has a segment of its own, named after its schema.
+    assert_eq!(
+        default_of(&mut admin, "a.t", "id").as_deref(),
+        Some("segment_nextval('a.t_id'::text)")
+    );
+    assert_eq!(
+        default_of(&mut admin, "b.t", "id").as_deref(),
+        Some("segment_nextval('b.t_id'::text)")
+    );
+}
+
+/// REPEATABLE READ and SERIALIZABLE read through a snapshot older than the adopt's table lock:
+/// rows another session committed after it (here with explicit keys, which the sequence does
+/// not know) must not be handed out again. The call is refused with 25001 and changes nothing
+/// (or, were the floor read after the lock, the keys never repeat); READ COMMITTED then works.
+/// 0.5.0 started the segment above the snapshot's max(id) and repeated key 11.
+#[test]
+fn an_adopt_in_a_repeatable_read_transaction_never_misses_rows_committed_since_its_snapshot() {
+    let cluster = Cluster::with_idgen("adopt-isolation", 3, &[]);
+    let mut admin = cluster.connect("postgres");
+    let mut other = cluster.connect("postgres");
+    for (table, level) in [("rr", "REPEATABLE READ"), ("ser", "SERIALIZABLE")] {
+        admin
+            .batch_execute(&format!(
+                "CREATE TABLE {table} (id bigserial PRIMARY KEY, payload int NOT NULL);
+                 INSERT INTO {table} (payload) SELECT g FROM generate_series(1, 10) g;"
+            ))
+            .unwrap();
+        let state = |c: &mut Client| -> String {
+            c.one(&format!(
+                "SELECT coalesce(pg_get_serial_sequence('{table}', 'id'), '-')
+                        || ' | ' || (SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d
+                                      WHERE d.adrelid = '{table}'::regclass AND d.adnum = 1)
+                        || ' | ' || (SELECT count(*) FROM idgen_segment)::text"
+            ))
+        };
+        let before = state(&mut admin);
+        admin
+            .batch_execute(&format!(
+                "BEGIN ISOLATION LEVEL {level}; SELECT count(*) FROM {table};"
+            ))
+            .unwrap();
+        // Committed after the snapshot: keys the sequence never handed out.
+        other
+            .batch_execute(&format!(
+                "INSERT INTO {table} (id, payload) SELECT g, g FROM generate_series(11, 100) g"
+            ))
+            .unwrap();
+        let adopt =
+            format!("SELECT * FROM idgen_adopt_column('{table}', 'id', generator => 'segment')");
+        match admin.batch_execute(&adopt) {
+            Err(e) => {
+                let e = db_error::<()>(Err(e));
+                assert_eq!(e.code().code(), "25001", "{level}: {e:?}");
+                assert!(e.hint().unwrap_or("").contains("READ COMMITTED"), "{e:?}");
+                admin.batch_execute("ROLLBACK").unwrap();
+                assert_eq!(
+                    state(&mut admin),
+                    before,
+                    "{level}: the refused call changed something"
+                );
+                admin.batch_execute(&adopt).unwrap();
+            }
+            Ok(()) => admin.batch_execute("COMMIT").unwrap(),
+        }
+        insert_rows(&mut admin, table, 2000)
+            .unwrap_or_else(|e| panic!("{level}: insert after the adopt: {e:?}"));
+        assert_distinct(&mut admin, table, 100 + 2000);
+    }
+}

@@ -339,6 +339,13 @@ fn matrix(known: &str) -> Vec<Case> {
             "Mars/Olympus",
         ),
         ("serial_create('x', repeat('{seq}', 60))", "22023", "format"),
+        ("serial_create('x', 'X{seq}', time_zone => 'PST')", "22023", "PST"),
+        ("serial_create('x', 'X{seq}', time_zone => 'UTC+99')", "22023", "UTC+99"),
+        ("serial_create('x', 'X{seq}', scope => 'planet')", "22023", "planet"),
+        ("serial_create('x', 'X{seq}', scope => NULL)", "22004", "scope"),
+        ("serial_grant('known_serial', 'no_such_role')", "42704", "no_such_role"),
+        ("serial_grant('unknown_serial', 'PUBLIC')", "42704", "unknown_serial"),
+        ("serial_revoke('known_serial', NULL)", "22004", "role"),
         (
             "serial_create('known_serial', 'X{seq}')",
             "42710",
@@ -363,23 +370,6 @@ fn matrix(known: &str) -> Vec<Case> {
         ),
         ("serial_drop(NULL)", "22004", "name"),
         ("serial_drop('unknown_serial')", "42704", "unknown_serial"),
-        ("idgen_serial_check('X{seq', 'day')", "22023", "unclosed"),
-        ("idgen_serial_check('X{seq}', 'weekly')", "22023", "weekly"),
-        (
-            "idgen_serial_render('s', 'X{seq:01}', now()::timestamp, 10)",
-            "22003",
-            "\"s\"",
-        ),
-        (
-            "idgen_serial_render('s', 'X{nope}{seq}', now()::timestamp, 1)",
-            "22023",
-            "{nope}",
-        ),
-        (
-            "idgen_serial_render('s', '{YYYY}{seq}', '12000-01-01'::timestamp, 1)",
-            "22008",
-            "timestamp",
-        ),
     ];
     for (call, code, names) in CALLS {
         cases.push(case(format!("SELECT {call}"), code, *names));

@@ -1,9 +1,10 @@
 //! Pins the upgrade path: a database on the synthetic earlier release 0.0.9
 //! (`tests/upgrade/idgen--0.0.9.sql`) is brought to the current release by `ALTER EXTENSION idgen
 //! UPDATE` through every upgrade script (`sql/idgen--0.0.9--0.1.0.sql`,
-//! `sql/idgen--0.1.0--0.2.0.sql`, `sql/idgen--0.2.0--0.3.0.sql`, `sql/idgen--0.3.0--0.4.0.sql`, `sql/idgen--0.4.0--0.5.0.sql`), keeps its segments and high-water marks, and ends with
+//! `sql/idgen--0.1.0--0.2.0.sql`, `sql/idgen--0.2.0--0.3.0.sql`, `sql/idgen--0.3.0--0.4.0.sql`, `sql/idgen--0.4.0--0.5.0.sql`, `sql/idgen--0.5.0--0.6.0.sql`), keeps its segments and high-water marks, and ends with
 //! exactly the objects, privileges, comments and dump settings of a fresh `CREATE EXTENSION`.
-//! Also `DROP EXTENSION` and `CREATE EXTENSION` again while the library stays loaded.
+//! Also `DROP EXTENSION` and `CREATE EXTENSION` again while the library stays loaded, and the
+//! update of 0.4.0's PL/pgSQL serials to 0.6.0's while clients draw from them (issue 29).
 
 use idgen_cluster_tests::{as_postgres, column, sqlstate, Cluster, One};
 use postgres::Client;
@@ -105,7 +106,7 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
 
     old.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
     let version: String = old.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'");
-    assert_eq!(version, "0.5.0");
+    assert_eq!(version, "0.6.0");
     assert_eq!(rows(&mut old), rows_before);
     assert!(old.one::<i64>("SELECT max_id FROM idgen_segment") >= mark_before);
     // The new functions work on the old data, and numbers go on from where they were.
@@ -162,4 +163,108 @@ fn drop_and_create_extension_while_the_library_is_loaded() {
     // And a new session agrees.
     let mut other = c.connect("postgres");
     assert_eq!(other.one::<i64>("SELECT segment_nextval('again')"), 2);
+}
+
+/// Draws `serial` in a loop until `stop`, keeping the texts that were returned (errors while
+/// the update runs are expected: the old functions go away under the callers).
+fn drawer(
+    conninfo: String,
+    serial: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+        let mut got = Vec::new();
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            match c.query_one("SELECT serial_nextval($1)", &[&serial]) {
+                Ok(row) => got.push(row.get(0)),
+                Err(_) => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    if c.is_closed() {
+                        c = postgres::Client::connect(&conninfo, postgres::NoTls).unwrap();
+                    }
+                }
+            }
+        }
+        got
+    })
+}
+
+/// The counter value at the end of a serial's text.
+fn seq_of(text: &str) -> i64 {
+    let digits: String = text
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits.parse().unwrap()
+}
+
+#[test]
+fn an_update_from_0_4_0_with_serials_in_use_keeps_every_period_and_next_number() {
+    install_old_script();
+    let c = Cluster::start(
+        "upgrade-serials",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 7"],
+    );
+    let mut old = c.connect("postgres");
+    old.batch_execute("CREATE EXTENSION idgen VERSION '0.4.0'")
+        .unwrap();
+    old.batch_execute(
+        "SELECT serial_create('inv', 'INV-{YYYY}{MM}{DD}-{seq:06}', reset => 'day', time_zone => 'Asia/Tokyo');
+         SELECT serial_create('inv:eu', 'EU-{YYYY}-{seq}', reset => 'year', time_zone => 'Europe/Paris');
+         SELECT serial_create('n', 'N{seq}');
+         SELECT serial_create('g', 'G{seq}', gapless => true);",
+    )
+    .unwrap();
+    let mut before: std::collections::HashMap<&str, Vec<String>> = Default::default();
+    for serial in ["inv", "inv:eu", "n", "g"] {
+        before.insert(
+            serial,
+            column(&mut old, &format!("SELECT serial_nextval('{serial}') FROM generate_series(1, 5)")),
+        );
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drawers: Vec<_> = ["inv", "n", "g", "inv", "g"]
+        .into_iter()
+        .map(|serial| (serial, drawer(c.conninfo("postgres"), serial, stop.clone())))
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    old.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut all: std::collections::HashMap<&str, Vec<String>> = before.clone();
+    for (serial, d) in drawers {
+        all.get_mut(serial).unwrap().extend(d.join().unwrap());
+    }
+    let version: String = old.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'");
+    assert_eq!(version, "0.6.0");
+    for serial in ["inv", "inv:eu", "n", "g"] {
+        let after: Vec<String> = column(
+            &mut old,
+            &format!("SELECT serial_nextval('{serial}') FROM generate_series(1, 3)"),
+        );
+        let texts = all.get_mut(serial).unwrap();
+        let highest = texts.iter().map(|t| seq_of(t)).max().unwrap();
+        assert!(
+            seq_of(&after[0]) > highest,
+            "{serial}: {after:?} after the update, {highest} before"
+        );
+        texts.extend(after);
+        let distinct: std::collections::HashSet<&String> = texts.iter().collect();
+        assert_eq!(distinct.len(), texts.len(), "{serial}: a text twice: {texts:?}");
+    }
+    // The gapless counter went on without a gap: every committed number is 1..=N.
+    let mut g: Vec<i64> = all["g"].iter().map(|t| seq_of(t)).collect();
+    g.sort();
+    assert_eq!(g, (1..=g.len() as i64).collect::<Vec<_>>());
+    // The counters are the serials' own now: a draw from the old functions under way during
+    // the update may have made a segment again, never a text.
+    assert_eq!(
+        old.one::<i64>("SELECT count(*) FROM idgen_serial_counter c JOIN idgen_serial s ON s.id = c.serial"),
+        4
+    );
 }
