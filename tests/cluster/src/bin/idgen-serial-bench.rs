@@ -1,7 +1,8 @@
 //! What a business serial number costs (`bash scripts/bench.sh --serials`, README "Serial
 //! numbers"): `serial_nextval` in fast and gapless mode against `segment_nextval` and
 //! `nextval`, per number in bulk, and per single-row INSERT transaction (pgbench, 1 and 4
-//! clients, each committing), where gapless serials go one writer at a time. Default durability
+//! clients, each committing), where gapless serials go one writer at a time, and per SELECT
+//! statement (8 clients, simple and prepared protocol). Default durability
 //! (fsync and synchronous_commit on). Prints a Markdown table; not a pass/fail test.
 
 use std::time::Instant;
@@ -71,8 +72,8 @@ fn main() {
         ),
         ("nextval", "nextval('seq')", "t_nextval", BULK),
     ];
-    println!("| generator | bulk µs/number | INSERT tps, 1 client | INSERT tps, 4 clients |");
-    println!("|---|---|---|---|");
+    println!("| generator | bulk µs/number | INSERT tps, 1 client | INSERT tps, 4 clients | SELECT tps, 8 clients, simple | SELECT tps, 8 clients, prepared |");
+    println!("|---|---|---|---|---|---|");
     for (name, expr, table, n) in rows {
         eprintln!("{name}");
         let us = bulk(&mut db, expr, n);
@@ -91,6 +92,10 @@ fn main() {
             Protocol::Prepared,
             PgbenchLength::Seconds(10),
         );
-        println!("| {name} | {us:.2} | {one:.0} | {four:.0} |");
+        // Per statement, without a table: what the call itself costs under 8 clients.
+        let select = format!("SELECT {expr};");
+        let [simple, prepared] = [Protocol::Simple, Protocol::Prepared]
+            .map(|p| pgbench(&cluster, &select, 8, p, PgbenchLength::Seconds(10)));
+        println!("| {name} | {us:.2} | {one:.0} | {four:.0} | {simple:.0} | {prepared:.0} |");
     }
 }
