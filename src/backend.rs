@@ -55,3 +55,31 @@ pub(crate) fn setting_text(name: &CStr) -> Option<String> {
         (!raw.is_null()).then(|| CStr::from_ptr(raw).to_string_lossy().into_owned())
     }
 }
+
+/// Runs `body` with `search_path` set to `path`, restored afterwards: what a function's `SET
+/// search_path` clause does (PostgreSQL's `fmgr_security_definer`: `NewGUCNestLevel`,
+/// `set_config_option` with `GUC_ACTION_SAVE`, `AtEOXact_GUC`), for SPI in a caller's session,
+/// where the caller chose the `search_path`. On an error the (sub)transaction's abort restores
+/// it. Call in a transaction.
+pub(crate) fn with_search_path<T>(path: &std::ffi::CStr, body: impl FnOnce() -> T) -> T {
+    // SAFETY: in a transaction (the caller's contract); the nest level opened here is closed
+    // below, or by the abort of the transaction if `body` raises an error.
+    let level = unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"search_path".as_ptr(),
+            path.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        level
+    };
+    let result = body();
+    // SAFETY: closes the nest level opened above, restoring the caller's search_path.
+    unsafe { pg_sys::AtEOXact_GUC(true, level) };
+    result
+}

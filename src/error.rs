@@ -82,7 +82,9 @@ pub(crate) enum Error {
     InvalidSerialArgument { why: String },
     /// A local serial showing `{worker}` on a server whose worker id comes from the registry
     /// (55000): the id can move to another server within a period, whose counter would repeat.
-    #[error("a local serial cannot show {{worker}} on a server whose worker id comes from the registry")]
+    #[error(
+        "a local serial cannot show {{worker}} on a server whose worker id comes from the registry"
+    )]
     SerialWorkerMoves,
     /// A text that is not the text form of a Snowflake id (`snowflake_parse`, 22P02).
     #[error("invalid text form of a snowflake id: {why}")]

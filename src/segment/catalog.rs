@@ -6,7 +6,6 @@
 //! `search_path`. The one query run in a caller's session ([`exists`]) runs with `search_path`
 //! fixed to `pg_catalog`, as if its function were declared `SET search_path = pg_catalog`.
 
-use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::error::Error;
@@ -100,26 +99,7 @@ pub(crate) fn exists(name: &str) -> Result<bool, Error> {
 /// caller's session, where the caller chose the `search_path`. On an error the transaction's
 /// abort restores it.
 fn with_catalog_search_path<T>(body: impl FnOnce() -> T) -> T {
-    // SAFETY: called in a transaction (SQL functions are); the nest level opened here is closed
-    // below, or by the abort of the transaction if `body` raises an error.
-    let level = unsafe {
-        let level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            c"pg_catalog".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        level
-    };
-    let result = body();
-    // SAFETY: closes the nest level opened above, restoring the caller's search_path.
-    unsafe { pg_sys::AtEOXact_GUC(true, level) };
-    result
+    crate::backend::with_search_path(c"pg_catalog", body)
 }
 
 /// The segment's step, without locking.

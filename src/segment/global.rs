@@ -169,7 +169,10 @@ pub(crate) fn unreachable(f: &Failure) -> bool {
 }
 
 /// Runs `sql` on the registry; the first row, if any. Reconnects when there is no connection.
-pub(crate) fn call(sql: &CStr, params: &[Option<String>]) -> Result<Option<Vec<Option<String>>>, Error> {
+pub(crate) fn call(
+    sql: &CStr,
+    params: &[Option<String>],
+) -> Result<Option<Vec<Option<String>>>, Error> {
     call_within(sql, params, CALL_TIMEOUT)
 }
 

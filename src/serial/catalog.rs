@@ -11,7 +11,7 @@
 //! value once the serial's lock is held (so such a transaction neither misses a serial nor
 //! fails with a serialization error on the counter).
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -227,10 +227,10 @@ unsafe fn copy_rows() -> Vec<Row> {
 fn as_owner<T>(owner: pg_sys::Oid, body: impl FnOnce() -> T) -> T {
     let mut saved_user = pg_sys::InvalidOid;
     let mut saved_context = 0;
-    // SAFETY: in a transaction (SQL functions are); the user id, security context and GUC nest
-    // level changed here are restored below, or by the (sub)transaction's abort on an error
+    // SAFETY: in a transaction (SQL functions are); the user id and security context changed
+    // here are restored below, or by the (sub)transaction's abort on an error
     // (AbortTransaction / AbortSubTransaction reset both).
-    let level = unsafe {
+    unsafe {
         pg_sys::GetUserIdAndSecContext(&mut saved_user, &mut saved_context);
         pg_sys::SetUserIdAndSecContext(
             owner,
@@ -238,25 +238,10 @@ fn as_owner<T>(owner: pg_sys::Oid, body: impl FnOnce() -> T) -> T {
                 | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
                 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
         );
-        let level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            c"pg_catalog, pg_temp".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        level
-    };
-    let result = body();
-    // SAFETY: closes what was opened above, in reverse order.
-    unsafe {
-        pg_sys::AtEOXact_GUC(true, level);
-        pg_sys::SetUserIdAndSecContext(saved_user, saved_context);
     }
+    let result = crate::backend::with_search_path(c"pg_catalog, pg_temp", body);
+    // SAFETY: restores what was changed above.
+    unsafe { pg_sys::SetUserIdAndSecContext(saved_user, saved_context) };
     result
 }
 
@@ -337,6 +322,3 @@ pub(crate) fn lock_serial(place: &Place, id: i64) {
 pub(crate) fn literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
-
-#[allow(dead_code)]
-fn _cstr(_: &CStr) {}

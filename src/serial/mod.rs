@@ -202,10 +202,7 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
             &mut def.slot,
             shared::max_step(def.format.max_seq()),
             |step| {
-                crate::segment::run_job(
-                    &job_name,
-                    [i64::from(global), id, i64::from(period), step],
-                )
+                crate::segment::run_job(&job_name, [i64::from(global), id, i64::from(period), step])
             },
         )?
     };
@@ -316,7 +313,9 @@ fn create(
     let format_text = required(format, "format")?;
     let reset_text = required(reset, "reset")?;
     let zone = required(time_zone, "time_zone")?;
-    let gapless = gapless.ok_or(Error::NullArgument { argument: "gapless" })?;
+    let gapless = gapless.ok_or(Error::NullArgument {
+        argument: "gapless",
+    })?;
     let scope = required(scope, "scope")?;
     check_name(name)?;
     let f = parse(format_text)?;
@@ -429,7 +428,11 @@ fn alter(name: Option<&str>, format: Option<&str>, description: Option<&str>) ->
                 description = CASE WHEN $3 IS NULL THEN s.description ELSE nullif($3, '') END,
                 updated_at = now()
           WHERE s.name = $1",
-        &[Arg::Text(Some(name)), Arg::Text(format), Arg::Text(description)],
+        &[
+            Arg::Text(Some(name)),
+            Arg::Text(format),
+            Arg::Text(description),
+        ],
         0,
     );
     cache::note_change();

@@ -124,7 +124,7 @@ fn slot(index: usize) -> &'static Slot {
 }
 
 /// The metas, with the LWLock held by `_guard`.
-fn metas<'a>(_guard: &'a crate::lwlock::LWLockGuard<'static>) -> &'a mut [Meta; SLOTS] {
+fn metas<'a>(_guard: &'a mut crate::lwlock::LWLockGuard<'static>) -> &'a mut [Meta; SLOTS] {
     // SAFETY: the LWLock is held exclusively for as long as the guard lives, and it is not
     // reentrant, so this is the only reference.
     unsafe { &mut *SHARED.get().metas.get() }
@@ -173,8 +173,8 @@ pub(crate) fn draw(
         }
         // Slow path: find or assign the slot; refill it, or wait for whoever refills it.
         let refill = {
-            let guard = LOCK.exclusive();
-            let m = metas(&guard);
+            let mut guard = LOCK.exclusive();
+            let m = metas(&mut guard);
             let index = match m.iter().position(|x| x.in_use && x.key == key) {
                 Some(i) => i,
                 None => match assign(m, key) {
@@ -214,8 +214,8 @@ pub(crate) fn draw(
                 let guard = Refilling(index);
                 let mark = take(step)?;
                 std::mem::forget(guard);
-                let lock = LOCK.exclusive();
-                let m = metas(&lock);
+                let mut lock = LOCK.exclusive();
+                let m = metas(&mut lock);
                 m[index].refilling = false;
                 let s = slot(index);
                 if s.generation.load(SeqCst) == generation {
@@ -285,7 +285,7 @@ struct Refilling(usize);
 
 impl Drop for Refilling {
     fn drop(&mut self) {
-        let guard = LOCK.exclusive();
-        metas(&guard)[self.0].refilling = false;
+        let mut guard = LOCK.exclusive();
+        metas(&mut guard)[self.0].refilling = false;
     }
 }

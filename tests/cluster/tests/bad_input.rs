@@ -339,12 +339,36 @@ fn matrix(known: &str) -> Vec<Case> {
             "Mars/Olympus",
         ),
         ("serial_create('x', repeat('{seq}', 60))", "22023", "format"),
-        ("serial_create('x', 'X{seq}', time_zone => 'PST')", "22023", "PST"),
-        ("serial_create('x', 'X{seq}', time_zone => 'UTC+99')", "22023", "UTC+99"),
-        ("serial_create('x', 'X{seq}', scope => 'planet')", "22023", "planet"),
-        ("serial_create('x', 'X{seq}', scope => NULL)", "22004", "scope"),
-        ("serial_grant('known_serial', 'no_such_role')", "42704", "no_such_role"),
-        ("serial_grant('unknown_serial', 'PUBLIC')", "42704", "unknown_serial"),
+        (
+            "serial_create('x', 'X{seq}', time_zone => 'PST')",
+            "22023",
+            "PST",
+        ),
+        (
+            "serial_create('x', 'X{seq}', time_zone => 'UTC+99')",
+            "22023",
+            "UTC+99",
+        ),
+        (
+            "serial_create('x', 'X{seq}', scope => 'planet')",
+            "22023",
+            "planet",
+        ),
+        (
+            "serial_create('x', 'X{seq}', scope => NULL)",
+            "22004",
+            "scope",
+        ),
+        (
+            "serial_grant('known_serial', 'no_such_role')",
+            "42704",
+            "no_such_role",
+        ),
+        (
+            "serial_grant('unknown_serial', 'PUBLIC')",
+            "42704",
+            "unknown_serial",
+        ),
         ("serial_revoke('known_serial', NULL)", "22004", "role"),
         (
             "serial_create('known_serial', 'X{seq}')",

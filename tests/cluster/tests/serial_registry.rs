@@ -93,9 +93,9 @@ fn a_global_serial_needs_a_registry() {
     let n = Cluster::with_idgen("serial-noreg", 3, &[]);
     let mut client = n.connect("postgres");
     assert_eq!(
-        sqlstate(client.batch_execute(
-            "SELECT serial_create('inv', 'INV-{seq}', scope => 'global')"
-        )),
+        sqlstate(
+            client.batch_execute("SELECT serial_create('inv', 'INV-{seq}', scope => 'global')")
+        ),
         "55000"
     );
 }

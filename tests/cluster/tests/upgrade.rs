@@ -224,7 +224,10 @@ fn an_update_from_0_4_0_with_serials_in_use_keeps_every_period_and_next_number()
     for serial in ["inv", "inv:eu", "n", "g"] {
         before.insert(
             serial,
-            column(&mut old, &format!("SELECT serial_nextval('{serial}') FROM generate_series(1, 5)")),
+            column(
+                &mut old,
+                &format!("SELECT serial_nextval('{serial}') FROM generate_series(1, 5)"),
+            ),
         );
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -255,7 +258,11 @@ fn an_update_from_0_4_0_with_serials_in_use_keeps_every_period_and_next_number()
         );
         texts.extend(after);
         let distinct: std::collections::HashSet<&String> = texts.iter().collect();
-        assert_eq!(distinct.len(), texts.len(), "{serial}: a text twice: {texts:?}");
+        assert_eq!(
+            distinct.len(),
+            texts.len(),
+            "{serial}: a text twice: {texts:?}"
+        );
     }
     // The gapless counter went on without a gap: every committed number is 1..=N.
     let mut g: Vec<i64> = all["g"].iter().map(|t| seq_of(t)).collect();
@@ -264,7 +271,9 @@ fn an_update_from_0_4_0_with_serials_in_use_keeps_every_period_and_next_number()
     // The counters are the serials' own now: a draw from the old functions under way during
     // the update may have made a segment again, never a text.
     assert_eq!(
-        old.one::<i64>("SELECT count(*) FROM idgen_serial_counter c JOIN idgen_serial s ON s.id = c.serial"),
+        old.one::<i64>(
+            "SELECT count(*) FROM idgen_serial_counter c JOIN idgen_serial s ON s.id = c.serial"
+        ),
         4
     );
 }
