@@ -46,6 +46,10 @@ pub(crate) enum Error {
     /// A negative `bigint` given as a Snowflake id (22023).
     #[error("snowflake id {id} is negative")]
     NegativeId { id: i64 },
+    /// A `bigint` at or above `2^idgen.id_bits` given as a Snowflake id (22023, as a negative
+    /// one): this server's layout issues none.
+    #[error("snowflake id {id} is not below 2^{id_bits}")]
+    IdTooWide { id: i64, id_bits: u32 },
     /// A worker id that does not fit the layout (22003).
     #[error("worker_id {worker} is out of range")]
     WorkerOutOfRange { worker: i64, max: u64 },
@@ -268,6 +272,7 @@ impl Error {
             Error::NullArgument { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
             Error::CountOutOfRange { .. }
             | Error::NegativeId { .. }
+            | Error::IdTooWide { .. }
             | Error::InvalidLayout { .. }
             | Error::InvalidSetting { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
             Error::WorkerOutOfRange { .. } | Error::SequenceOutOfRange { .. } => {
@@ -324,6 +329,10 @@ impl Error {
         match self {
             Error::WorkerOutOfRange { max, .. } => Some(format!("The layout allows worker ids 0 to {max}.")),
             Error::SequenceOutOfRange { max, .. } => Some(format!("The layout allows sequences 0 to {max}.")),
+            Error::IdTooWide { id_bits, .. } => Some(format!(
+                "idgen.id_bits = {id_bits}: this server's snowflake ids are at most {}.",
+                (1u64 << id_bits) - 1
+            )),
             Error::TimestampOutOfRange { detail }
             | Error::SerialWorker { detail }
             | Error::TimeExhausted { detail }
@@ -455,7 +464,7 @@ impl Error {
                 "Restore the previous layout settings and restart. To start a new id space on purpose (ids may repeat those issued under the old layout), remove \"{path}\"."
             )),
             Error::InvalidLayout { .. } => Some(
-                "Correct idgen.worker_bits, idgen.sequence_bits or idgen.time_unit_ms in postgresql.conf and start the server again."
+                "Correct idgen.id_bits, idgen.worker_bits, idgen.sequence_bits or idgen.time_unit_ms in postgresql.conf and start the server again."
                     .into(),
             ),
             Error::TimeExhausted { .. } => Some(

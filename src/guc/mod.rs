@@ -3,9 +3,9 @@
 //! return plain values. Nothing else touches the statics (the model is pg_search's `gucs.rs`).
 //! The check hooks and the parsing of the text settings are in [`check`].
 //!
-//! Settings that uniqueness depends on (worker id, layout, epoch) are `postmaster` context: they
-//! are read from `postgresql.conf` at server start, cannot be changed by `SET` (SQLSTATE 55P02),
-//! and are the same in every backend of the server. The clock policy (`idgen.max_drift_ms`,
+//! Settings that uniqueness depends on (worker id, layout and `idgen.id_bits`, epoch) are
+//! `postmaster` context: they are read from `postgresql.conf` at server start, cannot be changed
+//! by `SET` (SQLSTATE 55P02), and are the same in every backend of the server. The clock policy (`idgen.max_drift_ms`,
 //! `idgen.max_wait_ms`) and `idgen.sequence_jitter` are `sighup`: reloadable, never per session,
 //! and none of their values can make an id repeat. The segment interleave (node count and
 //! index) is `sighup` too, but a change takes effect only together with a fence
@@ -261,6 +261,11 @@ pub(crate) fn registry_max_clock_offset_ms() -> Option<u64> {
 /// The text of a text setting (`None` for NULL).
 fn text_of(setting: &GucSetting<Option<CString>>) -> Option<String> {
     setting.get().map(|c| c.to_string_lossy().into_owned())
+}
+
+/// `idgen.id_bits`: the width of a whole Snowflake id, 53 to 63 bits (fixed at start).
+pub(crate) fn id_bits() -> u32 {
+    u32::try_from(ID_BITS.get()).expect("the GUC minimum is 53")
 }
 
 /// `idgen.worker_bits`, `idgen.sequence_bits` and `idgen.time_unit_ms`: (bits, bits, ms).

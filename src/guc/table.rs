@@ -13,6 +13,11 @@ use super::check;
 pub(super) static REGISTRY_LEASE: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 pub(super) static REGISTRY_RENEW_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub(super) static REGISTRY_MAX_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// `idgen.id_bits`: the width of a whole Snowflake id, in bits; 63 (every positive `bigint`) by
+/// default, 53 for ids that a JavaScript `Number` holds exactly (issue: "Ids for the web").
+/// Time takes what worker and sequence bits leave of it. The bounds are the snowflake layout's
+/// `MIN_ID_BITS` and `MAX_ID_BITS` (settings import no subsystem).
+pub(super) static ID_BITS: GucSetting<i32> = GucSetting::<i32>::new(63);
 pub(super) static WORKER_BITS: GucSetting<i32> = GucSetting::<i32>::new(10);
 pub(super) static SEQUENCE_BITS: GucSetting<i32> = GucSetting::<i32>::new(12);
 pub(super) static TIME_UNIT_MS: GucSetting<i32> = GucSetting::<i32>::new(1);
@@ -103,11 +108,21 @@ impl IntSetting {
 }
 
 /// Every integer setting. None may silently fall back to its default (see [`init`]).
-pub(super) static INT_SETTINGS: [IntSetting; 16] = [
+pub(super) static INT_SETTINGS: [IntSetting; 17] = [
+    IntSetting {
+        name: c"idgen.id_bits",
+        short: c"Width of a whole Snowflake id, in bits: every id is below 2^id_bits.",
+        long: c"63 (the default) uses every positive bigint; 53 keeps ids exact in JavaScript numbers. Only the time field shrinks: never lower it on a running fleet.",
+        value: &ID_BITS,
+        min: 53,
+        max: 63,
+        context: Context::Postmaster,
+        unit: Unit::None,
+    },
     IntSetting {
         name: c"idgen.worker_bits",
         short: c"Width of the worker id field of a Snowflake id, in bits.",
-        long: c"Time bits are what is left of 63 after worker and sequence bits; at least 32 must be left.",
+        long: c"Time bits are what is left of idgen.id_bits (63) after worker and sequence bits; at least 32 must be left.",
         value: &WORKER_BITS,
         min: 0,
         max: 31,

@@ -14,7 +14,8 @@ pub(crate) fn tick_start(layout: &Layout, tick: u64) -> Result<TimestampWithTime
     unix_ms_to_timestamptz(layout.unix_ms_of_tick(tick))
 }
 
-/// The parts of `id` with its tick as a time. Errors with 22023 for a negative id.
+/// The parts of `id` with its tick as a time. Errors with 22023 for a negative id or one not
+/// below `2^idgen.id_bits`.
 pub(crate) fn decode(layout: &Layout, id: i64) -> Result<(TimestampWithTimeZone, Parts), Error> {
     let parts = layout.decode(id)?;
     Ok((tick_start(layout, parts.tick)?, parts))
@@ -44,6 +45,7 @@ impl From<LayoutError> for Error {
     fn from(e: LayoutError) -> Self {
         match e {
             LayoutError::NegativeId(id) => Error::NegativeId { id },
+            LayoutError::IdTooWide { id, id_bits } => Error::IdTooWide { id, id_bits },
             LayoutError::WorkerOutOfRange { worker, max } => {
                 Error::WorkerOutOfRange { worker, max }
             }

@@ -133,7 +133,7 @@ fn extend_locked(
         let stored = reservation::read(&path).map_err(file_error)?;
         let file_timeline = stored.as_ref().map(|s| s.timeline);
         if let Some(stored) = &stored {
-            if stored.layout != *layout {
+            if !stored.layout.counts_ticks_as(layout) {
                 return Err(Error::LayoutChanged {
                     path: path.display().to_string(),
                     stored: describe(&stored.layout),

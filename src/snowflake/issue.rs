@@ -204,8 +204,9 @@ fn jitter(layout: &Layout) -> u64 {
 fn exhausted(layout: &Layout, e: LayoutError) -> Error {
     Error::TimeExhausted {
         detail: format!(
-            "{e}; the layout's {} time bits of {} ms end at Unix time {} ms.",
+            "{e}; the layout's {} time bits (of {} id bits) of {} ms end at Unix time {} ms.",
             layout.time_bits(),
+            layout.id_bits(),
             layout.time_unit_ms(),
             layout.exhausted_at_unix_ms()
         ),

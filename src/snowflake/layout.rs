@@ -1,15 +1,22 @@
 //! Snowflake bit layout: pure arithmetic, no pgrx.
 //!
-//! An id is a positive `i64`:
+//! An id is a positive `i64` below `2^id_bits`:
 //!
 //! ```text
-//!   0 | time: 63 - worker_bits - sequence_bits | worker: worker_bits | sequence: sequence_bits
+//!   0… | time: id_bits - worker_bits - sequence_bits | worker: worker_bits | sequence: sequence_bits
 //! ```
 //!
-//! Twitter's layout (the default) is `0 | 41 | 10 | 12` with 1 ms ticks; Sonyflake's is 10 ms ticks
-//! with a 16-bit machine id and an 8-bit sequence; seed 001 describes the 5+5
-//! datacenter/machine split of the 10 worker bits. Time is counted in *ticks* of `time_unit_ms`
-//! milliseconds since the epoch.
+//! Twitter's layout (the default) is `0 | 41 | 10 | 12` with 1 ms ticks (`id_bits` 63, the whole
+//! positive `bigint`); Sonyflake's is 10 ms ticks with a 16-bit machine id and an 8-bit
+//! sequence; seed 001 describes the 5+5 datacenter/machine split of the 10 worker bits. Time is
+//! counted in *ticks* of `time_unit_ms` milliseconds since the epoch.
+//!
+//! `id_bits` below 63 (down to 53, JavaScript's `Number.MAX_SAFE_INTEGER` being `2^53 - 1`, as
+//! Yitter's IdGenerator offers for the web) only shortens the time field: an id is composed the
+//! same way (`tick << (worker_bits + sequence_bits) | worker << sequence_bits | sequence`), so
+//! two layouts that differ only in `id_bits` give the same id for the same (tick, worker,
+//! sequence) and never collide ([`Layout::counts_ticks_as`]). The narrower one runs out of time
+//! sooner.
 //!
 //! The generator works on a *state word*, the id without its worker bits:
 //! `tick << sequence_bits | sequence`. Adding one to a state word whose sequence is at its maximum
@@ -20,18 +27,29 @@ use thiserror::Error;
 /// The fewest time bits a layout may leave (2^32 ms is about 50 days; anything less is a typo).
 pub(crate) const MIN_TIME_BITS: u32 = 32;
 
+/// The widest id, in bits, and the default: every positive `bigint`.
+pub(crate) const MAX_ID_BITS: u32 = 63;
+
+/// The narrowest id, in bits: ids below 2^53 are exact in a JavaScript `Number` (and in any
+/// IEEE-754 double, hence JSON parsers that read numbers as doubles).
+pub(crate) const MIN_ID_BITS: u32 = 53;
+
 /// Unix milliseconds of the default epoch, `2024-01-01 00:00:00+00`.
 pub(crate) const DEFAULT_EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
 
 /// Failures of the pure layout arithmetic. `error.rs` maps each to a SQLSTATE.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub(crate) enum LayoutError {
-    /// The widths leave fewer than [`MIN_TIME_BITS`] for time, or the unit is zero.
+    /// The widths leave fewer than [`MIN_TIME_BITS`] for time, `id_bits` is outside
+    /// [`MIN_ID_BITS`]`..=`[`MAX_ID_BITS`], or the unit is zero.
     #[error("invalid snowflake layout: {0}")]
     Invalid(String),
     /// A negative `bigint` is never a Snowflake id (the sign bit is always 0).
     #[error("snowflake id {0} is negative")]
     NegativeId(i64),
+    /// An id at or above `2^id_bits`: no id of this layout (only when `id_bits` < 63).
+    #[error("snowflake id {id} is not below 2^{id_bits}")]
+    IdTooWide { id: i64, id_bits: u32 },
     /// A worker id that does not fit in `worker_bits`.
     #[error("worker id {worker} is out of range 0..{max}")]
     WorkerOutOfRange { worker: i64, max: u64 },
@@ -46,10 +64,12 @@ pub(crate) enum LayoutError {
     TimeExhausted { tick: u64, max: u64 },
 }
 
-/// A Snowflake layout: the epoch and the widths of the three fields. Fixed at server start.
+/// A Snowflake layout: the epoch, the width of the whole id and the widths of its worker and
+/// sequence fields (time takes the rest), and the tick length. Fixed at server start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Layout {
     epoch_unix_ms: i64,
+    id_bits: u32,
     worker_bits: u32,
     sequence_bits: u32,
     time_unit_ms: u32,
@@ -72,16 +92,36 @@ pub(crate) struct Parts {
 impl Default for Layout {
     /// Twitter's layout: 41 time bits of 1 ms, 10 worker bits, 12 sequence bits, epoch 2024-01-01.
     fn default() -> Self {
-        Layout::with(DEFAULT_EPOCH_UNIX_MS, 10, 12, 1)
+        Layout::with(DEFAULT_EPOCH_UNIX_MS, MAX_ID_BITS, 10, 12, 1)
     }
 }
 
 impl Layout {
-    /// A layout with the given epoch (Unix ms), widths (bits) and tick length (ms).
-    ///
-    /// Errors with [`LayoutError::Invalid`] when the time field would be narrower than
-    /// [`MIN_TIME_BITS`] or the tick length is zero.
+    /// A layout of 63-bit ids (every positive `bigint`) with the given epoch (Unix ms), widths
+    /// (bits) and tick length (ms): [`Layout::within`] 63 bits.
     pub(crate) fn new(
+        epoch_unix_ms: i64,
+        worker_bits: u32,
+        sequence_bits: u32,
+        time_unit_ms: u32,
+    ) -> Result<Self, LayoutError> {
+        Layout::within(
+            MAX_ID_BITS,
+            epoch_unix_ms,
+            worker_bits,
+            sequence_bits,
+            time_unit_ms,
+        )
+    }
+
+    /// A layout whose ids stay below `2^id_bits`, with the given epoch (Unix ms), widths (bits)
+    /// and tick length (ms): time takes `id_bits - worker_bits - sequence_bits` bits.
+    ///
+    /// Errors with [`LayoutError::Invalid`] when `id_bits` is outside
+    /// [`MIN_ID_BITS`]`..=`[`MAX_ID_BITS`], the time field would be narrower than
+    /// [`MIN_TIME_BITS`], or the tick length is zero.
+    pub(crate) fn within(
+        id_bits: u32,
         epoch_unix_ms: i64,
         worker_bits: u32,
         sequence_bits: u32,
@@ -92,36 +132,76 @@ impl Layout {
                 "time unit must be at least 1 ms".into(),
             ));
         }
-        let used = worker_bits.saturating_add(sequence_bits);
-        if used > 63 - MIN_TIME_BITS {
+        if !(MIN_ID_BITS..=MAX_ID_BITS).contains(&id_bits) {
             return Err(LayoutError::Invalid(format!(
-                "{worker_bits} worker bits and {sequence_bits} sequence bits leave {} time bits, fewer than {MIN_TIME_BITS}",
-                63i64 - used as i64
+                "ids of {id_bits} bits: the width must be from {MIN_ID_BITS} to {MAX_ID_BITS} bits"
+            )));
+        }
+        let used = worker_bits.saturating_add(sequence_bits);
+        if used > id_bits - MIN_TIME_BITS {
+            return Err(LayoutError::Invalid(format!(
+                "ids of {id_bits} bits with {worker_bits} worker bits and {sequence_bits} sequence bits leave {} time bits, fewer than {MIN_TIME_BITS}",
+                id_bits as i64 - used as i64
             )));
         }
         Ok(Layout::with(
             epoch_unix_ms,
+            id_bits,
             worker_bits,
             sequence_bits,
             time_unit_ms,
         ))
     }
 
-    /// A layout of checked widths (`worker_bits + sequence_bits <= 63 - MIN_TIME_BITS`).
-    fn with(epoch_unix_ms: i64, worker_bits: u32, sequence_bits: u32, time_unit_ms: u32) -> Self {
+    /// A layout of checked widths (`worker_bits + sequence_bits <= id_bits - MIN_TIME_BITS`).
+    fn with(
+        epoch_unix_ms: i64,
+        id_bits: u32,
+        worker_bits: u32,
+        sequence_bits: u32,
+        time_unit_ms: u32,
+    ) -> Self {
         Layout {
             epoch_unix_ms,
+            id_bits,
             worker_bits,
             sequence_bits,
             time_unit_ms,
             max_sequence: (1u64 << sequence_bits) - 1,
-            max_tick: (1u64 << (63 - worker_bits - sequence_bits)) - 1,
+            max_tick: (1u64 << (id_bits - worker_bits - sequence_bits)) - 1,
         }
+    }
+
+    /// Whether `other` counts the same ticks and composes ids the same way: the same epoch,
+    /// widths of worker and sequence, and tick length. `id_bits` may differ: it only says how
+    /// far the time field goes, so the same (tick, worker, sequence) is the same id under both,
+    /// and a tick recorded under one (the reservation file, a registry's fence) means the same
+    /// under the other.
+    pub(crate) fn counts_ticks_as(&self, other: &Layout) -> bool {
+        (
+            self.epoch_unix_ms,
+            self.worker_bits,
+            self.sequence_bits,
+            self.time_unit_ms,
+        ) == (
+            other.epoch_unix_ms,
+            other.worker_bits,
+            other.sequence_bits,
+            other.time_unit_ms,
+        )
     }
 
     /// Epoch in Unix milliseconds.
     pub(crate) fn epoch_unix_ms(&self) -> i64 {
         self.epoch_unix_ms
+    }
+    /// Width of the whole id, in bits (63 by default): every id is below `2^id_bits`.
+    pub(crate) fn id_bits(&self) -> u32 {
+        self.id_bits
+    }
+    /// The largest id of the layout: `2^id_bits - 1` (`i64::MAX` by default).
+    pub(crate) fn max_id(&self) -> i64 {
+        ((1u64 << self.id_bits) - 1) as i64
     }
     /// Width of the worker field, in bits.
     pub(crate) fn worker_bits(&self) -> u32 {
@@ -131,9 +211,9 @@ impl Layout {
     pub(crate) fn sequence_bits(&self) -> u32 {
         self.sequence_bits
     }
-    /// Width of the time field, in bits: the rest of 63.
+    /// Width of the time field, in bits: the rest of `id_bits`.
     pub(crate) fn time_bits(&self) -> u32 {
-        63 - self.worker_bits - self.sequence_bits
+        self.id_bits - self.worker_bits - self.sequence_bits
     }
     /// Length of one tick, in milliseconds.
     pub(crate) fn time_unit_ms(&self) -> u32 {
@@ -185,7 +265,7 @@ impl Layout {
         let id = (tick << (self.worker_bits + self.sequence_bits))
             | (worker << self.sequence_bits)
             | sequence;
-        debug_assert!(id <= i64::MAX as u64);
+        debug_assert!(id <= self.max_id() as u64);
         id as i64
     }
 
@@ -217,10 +297,18 @@ impl Layout {
         Ok(self.pack(tick, worker as u64, sequence as u64))
     }
 
-    /// The parts of an id. Errors with [`LayoutError::NegativeId`] for a negative value.
+    /// The parts of an id. Errors with [`LayoutError::NegativeId`] for a negative value and
+    /// [`LayoutError::IdTooWide`] for one above [`Layout::max_id`] (whose tick would be past the
+    /// layout's last).
     pub(crate) fn decode(&self, id: i64) -> Result<Parts, LayoutError> {
         if id < 0 {
             return Err(LayoutError::NegativeId(id));
+        }
+        if id > self.max_id() {
+            return Err(LayoutError::IdTooWide {
+                id,
+                id_bits: self.id_bits,
+            });
         }
         let id = id as u64;
         Ok(Parts {
@@ -426,6 +514,129 @@ mod tests {
         ));
     }
 
+    /// The web preset of the README: ids below 2^53 (JavaScript's safe integers), 41 time bits
+    /// of 1 ms (until 2093 from the default epoch), 6 worker bits, 6 sequence bits.
+    fn web() -> Layout {
+        Layout::within(53, DEFAULT_EPOCH_UNIX_MS, 6, 6, 1).unwrap()
+    }
+
+    #[test]
+    fn a_53_bit_layout_keeps_every_id_below_2_53() {
+        let l = web();
+        assert_eq!((l.id_bits(), l.time_bits()), (53, 41));
+        assert_eq!(l.max_id(), (1i64 << 53) - 1);
+        assert_eq!(l.max_tick(), (1 << 41) - 1);
+        let last = l
+            .compose(l.max_tick(), l.max_worker() as i64, l.max_sequence() as i64)
+            .unwrap();
+        assert_eq!(last, (1i64 << 53) - 1);
+        assert_eq!(
+            l.id_from_state(l.state(l.max_tick(), l.max_sequence()), 63),
+            Ok(last)
+        );
+        // 2^41 ms after 2024-01-01, as the 63-bit default with 10 + 12 bits.
+        assert_eq!(l.exhausted_at_unix_ms(), twitter().exhausted_at_unix_ms());
+        assert_eq!(Layout::default().id_bits(), 63);
+        assert_eq!(Layout::default().max_id(), i64::MAX);
+    }
+
+    #[test]
+    fn a_53_bit_layout_refuses_to_overflow_its_time_field() {
+        let l = web();
+        let past = l.state(l.max_tick(), l.max_sequence()) + 1;
+        assert_eq!(
+            l.id_from_state(past, 0),
+            Err(LayoutError::TimeExhausted {
+                tick: l.max_tick() + 1,
+                max: l.max_tick()
+            })
+        );
+        assert!(matches!(
+            l.compose(l.max_tick() + 1, 0, 0),
+            Err(LayoutError::TimeExhausted { .. })
+        ));
+        assert!(matches!(
+            l.tick_at(l.exhausted_at_unix_ms()),
+            Err(LayoutError::TimeExhausted { .. })
+        ));
+        assert_eq!(l.tick_at(l.exhausted_at_unix_ms() - 1), Ok(l.max_tick()));
+    }
+
+    #[test]
+    fn a_53_bit_layout_decodes_only_its_own_ids() {
+        let l = web();
+        let max = (1i64 << 53) - 1;
+        assert_eq!(
+            l.decode(max),
+            Ok(Parts {
+                tick: l.max_tick(),
+                worker: 63,
+                sequence: 63
+            })
+        );
+        assert_eq!(
+            l.decode(max + 1),
+            Err(LayoutError::IdTooWide {
+                id: max + 1,
+                id_bits: 53
+            })
+        );
+        assert!(matches!(
+            l.decode(i64::MAX),
+            Err(LayoutError::IdTooWide { .. })
+        ));
+        assert_eq!(l.decode(-1), Err(LayoutError::NegativeId(-1)));
+    }
+
+    #[test]
+    fn id_bits_change_the_time_field_only() {
+        let wide = Layout::new(DEFAULT_EPOCH_UNIX_MS, 6, 6, 1).unwrap();
+        let narrow = web();
+        assert_ne!(wide, narrow);
+        assert!(wide.counts_ticks_as(&narrow) && narrow.counts_ticks_as(&wide));
+        assert_eq!(wide.time_bits(), 51);
+        for (tick, worker, seq) in [(0, 0, 0), (12_345, 7, 9), (narrow.max_tick(), 63, 63)] {
+            assert_eq!(
+                wide.compose(tick, worker, seq),
+                narrow.compose(tick, worker, seq)
+            );
+        }
+        // Any other difference is another id space.
+        let other = Layout::within(53, DEFAULT_EPOCH_UNIX_MS, 7, 5, 1).unwrap();
+        assert!(!other.counts_ticks_as(&narrow));
+        let later = Layout::within(53, DEFAULT_EPOCH_UNIX_MS + 1, 6, 6, 1).unwrap();
+        assert!(!later.counts_ticks_as(&narrow));
+        let slower = Layout::within(53, DEFAULT_EPOCH_UNIX_MS, 6, 6, 10).unwrap();
+        assert!(!slower.counts_ticks_as(&narrow));
+    }
+
+    #[test]
+    fn id_bits_outside_53_to_63_or_leaving_too_few_time_bits_are_invalid() {
+        assert!(Layout::within(53, 0, 10, 11, 1).is_ok()); // exactly 32 time bits
+        let Err(LayoutError::Invalid(why)) = Layout::within(53, 0, 10, 12, 1) else {
+            panic!("53 bits less 10 + 12 leave 31 time bits");
+        };
+        assert!(
+            why.contains("53") && why.contains("10") && why.contains("12"),
+            "{why}"
+        );
+        assert!(why.contains("31 time bits"), "{why}");
+        for id_bits in [0, 52, 64, u32::MAX] {
+            assert!(
+                matches!(
+                    Layout::within(id_bits, 0, 0, 0, 1),
+                    Err(LayoutError::Invalid(_))
+                ),
+                "{id_bits}"
+            );
+        }
+        assert!(Layout::within(63, 0, 16, 15, 1).is_ok());
+        assert!(matches!(
+            Layout::within(53, 0, u32::MAX, 1, 1),
+            Err(LayoutError::Invalid(_))
+        ));
+    }
+
     #[test]
     fn sonyflake_layout_counts_ten_ms_ticks() {
         // Sonyflake: 39 bits of 10 ms, 16-bit machine id, 8-bit sequence.
@@ -463,13 +674,14 @@ mod tests {
     proptest! {
         #[test]
         fn compose_decode_round_trip(
-            wb in 0u32..=16, sb in 0u32..=15, unit in 1u32..=1000,
+            id_bits in 53u32..=63, wb in 0u32..=10, sb in 0u32..=11, unit in 1u32..=1000,
             tick in any::<u64>(), worker in any::<u64>(), seq in any::<u64>(),
         ) {
-            let l = Layout::new(DEFAULT_EPOCH_UNIX_MS, wb, sb, unit).unwrap();
+            let l = Layout::within(id_bits, DEFAULT_EPOCH_UNIX_MS, wb, sb, unit).unwrap();
             let (tick, worker, seq) = (tick % (l.max_tick() + 1), worker & l.max_worker(), seq & l.max_sequence());
             let id = l.compose(tick, worker as i64, seq as i64).unwrap();
             prop_assert!(id >= 0);
+            prop_assert!(id <= l.max_id() && (id as u64) < 1u64 << id_bits);
             prop_assert_eq!(l.decode(id).unwrap(), Parts { tick, worker, sequence: seq });
             prop_assert_eq!(l.id_from_state(l.state(tick, seq), worker).unwrap(), id);
         }

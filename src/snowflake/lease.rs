@@ -238,7 +238,7 @@ pub(crate) fn own_reservation_end() -> u64 {
     super::reservation::read(&super::reservation::path_in(&crate::backend::data_dir()))
         .ok()
         .flatten()
-        .filter(|s| s.layout == *layout())
+        .filter(|s| s.layout.counts_ticks_as(layout()))
         .map_or(0, |s| s.reserved_end)
 }
 
@@ -262,7 +262,18 @@ pub(crate) fn tick_unix_ms(tick: u64) -> i64 {
 }
 
 /// The server's layout as the registry records it: (epoch Unix ms, worker bits, sequence bits,
-/// tick length ms).
+/// tick length ms). The registry refuses a node whose values differ from the fleet's, since
+/// ids of two such layouts can collide.
+///
+/// `idgen.id_bits` is deliberately not among them, and the registry's functions are unchanged
+/// by it. It does not change how an id is composed (`tick << (worker_bits + sequence_bits) |
+/// worker << sequence_bits | sequence`) nor what a tick is, only the last tick the time field
+/// holds (`Layout::counts_ticks_as`): nodes of one fleet that differ only in `id_bits` issue
+/// ids that are equal only for equal (tick, worker id, sequence), which leases keep apart, and
+/// the fences the registry hands out are ticks that mean the same to both. The narrower node
+/// merely runs out of time sooner, loudly (2200H). Keeping a whole fleet below 2^53 is a
+/// deployment rule (README, "Ids for JavaScript"), not a uniqueness one; `snowflake_status()`
+/// shows each node's `id_bits`.
 pub(crate) fn fleet_layout() -> (i64, u32, u32, u32) {
     let l = layout();
     (

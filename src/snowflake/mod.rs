@@ -299,6 +299,10 @@ mod tests {
         .unwrap();
         assert_eq!(worker, Some(42));
         assert_eq!(bits, Some(63));
+        assert_eq!(
+            one_i64("SELECT id_bits::bigint FROM snowflake_status()"),
+            63
+        );
         assert!(last.unwrap() >= id);
         let epoch_ok = Spi::get_one::<bool>(
             "SELECT epoch = '2024-01-01 00:00:00+00' AND exhausted_at > '2093-01-01' FROM snowflake_status()",
@@ -340,6 +344,40 @@ mod tests {
     fn bad_ids_fail_with_their_sqlstates() {
         assert_sqlstate("SELECT snowflake_decode(-1)", "22023");
         assert_sqlstate("SELECT snowflake_timestamp(-9223372036854775808)", "22023");
+    }
+
+    /// `idgen.id_bits` (63 on the test server): the layout's last instant composes to its
+    /// largest id, `2^id_bits - 1`, and every id up to it decodes and formats; the next instant
+    /// is refused. What is derived from the layout agrees with `snowflake_status()`.
+    #[pg_test]
+    fn the_largest_id_is_two_to_the_id_bits_minus_one() {
+        let top = one_i64(
+            "SELECT snowflake_compose(exhausted_at - interval '1 millisecond', 1023, 4095) \
+             FROM snowflake_status()",
+        );
+        let id_bits = one_i64("SELECT id_bits::bigint FROM snowflake_status()");
+        assert_eq!(top as u64, (1u64 << id_bits) - 1);
+        assert_eq!(top, i64::MAX);
+        let ok = Spi::get_one::<bool>(&format!(
+            "SELECT (SELECT ts = exhausted_at - interval '1 millisecond' FROM snowflake_decode({top})) \
+                AND snowflake_timestamp({top}) = exhausted_at - interval '1 millisecond' \
+                AND snowflake_parse(snowflake_format({top})) = {top} \
+             FROM snowflake_status()"
+        ))
+        .unwrap();
+        assert_eq!(ok, Some(true));
+        assert_sqlstate(
+            "SELECT snowflake_compose(exhausted_at) FROM snowflake_status()",
+            "22008",
+        );
+        let setting = Spi::get_two::<String, String>(
+            "SELECT setting, context FROM pg_settings WHERE name = 'idgen.id_bits'",
+        )
+        .unwrap();
+        assert_eq!(
+            setting,
+            (Some("63".to_owned()), Some("postmaster".to_owned()))
+        );
     }
 
     #[pg_test]
@@ -386,6 +424,7 @@ mod tests {
     fn worker_id_cannot_be_changed_in_a_session() {
         assert_sqlstate("SET idgen.worker_id = 3", "55P02");
         assert_sqlstate("SET idgen.worker_bits = 5", "55P02");
+        assert_sqlstate("SET idgen.id_bits = 53", "55P02");
         assert_sqlstate("SET idgen.max_drift_ms = -1", "55P02");
         assert_sqlstate("SET idgen.epoch = '2025-01-01+00'", "55P02");
         assert_sqlstate("SET idgen.no_such_setting = 1", "42602"); // the prefix is reserved

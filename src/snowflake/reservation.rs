@@ -28,7 +28,10 @@
 //! and the directory fsynced, so after a crash it holds either the old or the new reservation.
 //! A file that does not parse or whose checksum does not match is *corrupt*: generation stops
 //! rather than guessing (SQLSTATE XX001). The layout is recorded too, because a tick means
-//! something else under another layout, and ids of two layouts can collide.
+//! something else under another layout, and ids of two layouts can collide. `idgen.id_bits` is
+//! not: it changes how far the time field goes, not what a tick means or how an id is composed
+//! (`Layout::counts_ticks_as`), and a reservation past a narrower layout's last tick only makes
+//! that layout exhausted (generation fails loudly).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -61,7 +64,9 @@ pub(crate) struct Stored {
     /// from it how far ahead of its clock the primary may stamp ids: as of the base backup, so
     /// a later raise of the primary's bound must be made on its standbys too.
     pub(crate) max_drift_ms: Option<i64>,
-    /// The layout the tick is counted in.
+    /// The layout the tick is counted in. The file does not record `id_bits`, so this is the
+    /// 63-bit layout of the recorded epoch, widths and tick length: compare it with
+    /// `Layout::counts_ticks_as`, not `==`.
     pub(crate) layout: Layout,
 }
 

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use super::layout::Layout;
+use super::layout::{Layout, LayoutError};
 use crate::error::Error;
 use crate::guc;
 use crate::lwlock::NamedLWLock;
@@ -94,16 +94,27 @@ pub(crate) fn build_layout() -> Result<&'static Layout, Error> {
     Ok(LAYOUT.get_or_init(|| layout))
 }
 
-/// The layout `idgen.epoch`, `idgen.worker_bits`, `idgen.sequence_bits` and
-/// `idgen.time_unit_ms` describe, checked against `idgen.worker_id`.
+/// The layout `idgen.epoch`, `idgen.id_bits`, `idgen.worker_bits`, `idgen.sequence_bits` and
+/// `idgen.time_unit_ms` describe, checked against `idgen.worker_id`. An unusable one is 22023
+/// with a detail that names the settings and their values.
 fn configured() -> Result<Layout, Error> {
     let (worker_bits, sequence_bits, time_unit_ms) = guc::layout_widths();
-    let layout = Layout::new(
+    let id_bits = guc::id_bits();
+    let layout = Layout::within(
+        id_bits,
         guc::epoch_unix_ms(),
         worker_bits,
         sequence_bits,
         time_unit_ms,
-    )?;
+    )
+    .map_err(|e| match e {
+        LayoutError::Invalid(why) => Error::InvalidLayout {
+            detail: format!(
+                "idgen.id_bits = {id_bits}, idgen.worker_bits = {worker_bits}, idgen.sequence_bits = {sequence_bits}, idgen.time_unit_ms = {time_unit_ms}: {why}."
+            ),
+        },
+        e => e.into(),
+    })?;
     match guc::worker_id_setting() {
         guc::WorkerIdSetting::Fixed(worker) if worker > layout.max_worker() => {
             Err(Error::InvalidSetting {

@@ -14,8 +14,9 @@ use crate::time::{unix_ms_to_timestamptz, wall_clock_unix_ms};
 
 /// One row describing this server's generator:
 ///
-/// * `worker_id` (NULL while unset); the layout: bits per field, `time_unit_ms`, `epoch`, and
-///   `exhausted_at`, when the time field runs out;
+/// * `worker_id` (NULL while unset); the layout: `id_bits` (every id is below `2^id_bits`),
+///   bits per field (`time_bits` is what `worker_bits` and `sequence_bits` leave of `id_bits`),
+///   `time_unit_ms`, `epoch`, and `exhausted_at`, when the time field runs out;
 /// * `last_id` (NULL before the first since start) and `last_tick_at`, its tick's time;
 /// * `drift_ms`: how far the last tick is ahead of the wall clock (0 when behind);
 /// * `borrowed_ticks`, `waits` (calls that waited for the clock), `clock_failures` (calls that
@@ -31,6 +32,7 @@ fn snowflake_status() -> TableIterator<
     'static,
     (
         name!(worker_id, Option<i32>),
+        name!(id_bits, i32),
         name!(time_bits, i32),
         name!(worker_bits, i32),
         name!(sequence_bits, i32),
@@ -66,6 +68,7 @@ fn snowflake_status() -> TableIterator<
     let reserved = (snap.reserved_end > 0).then_some(snap.reserved_end);
     TableIterator::once((
         worker.map(|w| w as i32),
+        layout.id_bits() as i32,
         layout.time_bits() as i32,
         layout.worker_bits() as i32,
         layout.sequence_bits() as i32,

@@ -18,8 +18,8 @@ const TIME_DIGITS: usize = 17;
 /// Why an id has no text form, or a text is not one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum TextError {
-    /// The layout's own failures: a negative id, a time before the epoch or past the layout's
-    /// end, a worker id or sequence out of range.
+    /// The layout's own failures: a negative id or one not below `2^id_bits`, a time before the
+    /// epoch or past the layout's end, a worker id or sequence out of range.
     Layout(LayoutError),
     /// The tick starts in a year the 4 digits of `yyyy` cannot show (before 0 or after 9999).
     YearOutOfRange(i64),
@@ -79,8 +79,9 @@ fn days_in_month(year: i64, month: u32) -> u32 {
 
 /// The text form of `id` under `layout`, after `prefix`.
 ///
-/// Errors: [`TextError::Layout`] for a negative id; [`TextError::YearOutOfRange`] when its tick
-/// starts after the year 9999 (possible only with a late epoch or long ticks).
+/// Errors: [`TextError::Layout`] for a negative id or one not below `2^id_bits`;
+/// [`TextError::YearOutOfRange`] when its tick starts after the year 9999 (possible only with a
+/// late epoch or long ticks).
 pub(crate) fn format(layout: &Layout, id: i64, prefix: &str) -> Result<String, TextError> {
     let parts = layout.decode(id)?;
     let ms = layout.unix_ms_of_tick(parts.tick);
@@ -244,6 +245,28 @@ mod tests {
         assert_eq!(parse(&sonyflake, &text).unwrap(), 12_345 << 24);
     }
 
+    /// Under 53 id bits the text form covers exactly the ids below 2^53: the last one reads
+    /// back, the next bigint has none, and a time past the layout's end is no id's text.
+    #[test]
+    fn a_53_bit_layout_formats_and_parses_its_ids_only() {
+        let l = Layout::within(53, EPOCH, 6, 6, 1).unwrap();
+        let top = (1i64 << 53) - 1;
+        let text = format(&l, top, "").unwrap();
+        assert_eq!(text, "209309061547355516363");
+        assert_eq!(parse(&l, &text), Ok(top));
+        assert!(matches!(
+            format(&l, top + 1, ""),
+            Err(TextError::Layout(LayoutError::IdTooWide {
+                id_bits: 53,
+                ..
+            }))
+        ));
+        assert!(matches!(
+            parse(&l, "209309061547355520000"),
+            Err(TextError::Layout(LayoutError::TimeExhausted { .. }))
+        ));
+    }
+
     #[test]
     fn a_year_past_9999_has_no_text_form() {
         // Hour-long ticks from 2024 run past the year 9999.
@@ -257,14 +280,23 @@ mod tests {
         );
     }
 
+    /// Layouts of 53 to 63 id bits, with up to 15 worker and 15 sequence bits where the id
+    /// bits leave room for them (at least 32 time bits).
     fn layouts() -> impl Strategy<Value = Layout> {
-        (
-            0u32..=15,
-            0u32..=15,
-            prop_oneof![Just(1u32), Just(10), Just(1000)],
-            0i64..=2_000_000_000_000,
-        )
-            .prop_map(|(w, s, unit, epoch)| Layout::new(epoch, w, s, unit).unwrap())
+        (53u32..=63)
+            .prop_flat_map(|id_bits| (Just(id_bits), 0u32..=15.min(id_bits - 32)))
+            .prop_flat_map(|(id_bits, w)| {
+                (
+                    Just(id_bits),
+                    Just(w),
+                    0u32..=15.min(id_bits - 32 - w),
+                    prop_oneof![Just(1u32), Just(10), Just(1000)],
+                    0i64..=2_000_000_000_000,
+                )
+            })
+            .prop_map(|(id_bits, w, s, unit, epoch)| {
+                Layout::within(id_bits, epoch, w, s, unit).unwrap()
+            })
     }
 
     /// Valid ids of `layout` whose tick starts before the year 10000.

@@ -65,6 +65,27 @@ fn a_batch_spans_ticks_and_counts_what_it_borrows() {
     assert_eq!(r.borrowed_ticks, 3);
 }
 
+/// A 53-bit layout (README, "Ids for JavaScript") runs out at its own last tick: the batch that
+/// would pass it is refused whole, and the last id issued is 2^53 - 1.
+#[test]
+fn a_53_bit_layout_stops_at_its_last_tick() {
+    let l = Layout::within(53, 0, 6, 6, 1).unwrap();
+    let max = l.max_tick();
+    let last = l.state(max, 62);
+    let word = AtomicU64::new(last);
+    let r = issued(reserve(&l, &word, max, 1, 0, OPEN).unwrap());
+    assert_eq!(l.id_from_state(r.last, 63), Ok((1 << 53) - 1));
+    assert!(matches!(
+        reserve(&l, &word, max, 1, 0, OPEN),
+        Err(LayoutError::TimeExhausted { .. })
+    ));
+    assert!(matches!(
+        plan(&l, 0, max + 1, 1, 0),
+        Err(LayoutError::TimeExhausted { .. })
+    ));
+    assert_eq!(word.load(Ordering::Relaxed), l.state(max, 63));
+}
+
 #[test]
 fn reservations_past_the_last_tick_fail_and_reserve_nothing() {
     let max = l().max_tick();

@@ -23,6 +23,8 @@ const BAD_VALUES: &[(&str, &str, &str)] = &[
     ("idgen.worker_id", "-2", "below -1"),
     ("idgen.worker_id", "'seven'", "not an integer"),
     ("idgen.worker_id", "2147483648", "beyond int"),
+    ("idgen.id_bits", "52", "below 53"),
+    ("idgen.id_bits", "64", "above 63"),
     ("idgen.worker_bits", "32", "above 31"),
     ("idgen.worker_bits", "-1", "negative"),
     ("idgen.sequence_bits", "32", "above 31"),

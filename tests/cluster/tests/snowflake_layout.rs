@@ -1,7 +1,8 @@
 //! Configurable Snowflake layouts on real servers (issue 4, DESIGN.md §1 "Layout"): a
 //! Sonyflake-like layout of 10 ms ticks, Twitter's 5+5 datacenter/machine split of the worker
 //! field with Leaf's random sequence start, and a layout running out of time (under
-//! libfaketime, 20 s before the default layout's end in 2093).
+//! libfaketime, 20 s before the default layout's end in 2093); ids for the web, below 2^53
+//! (`idgen.id_bits = 53`), and such a layout run out.
 
 use std::thread;
 use std::time::Duration;
@@ -77,6 +78,102 @@ fn a_sonyflake_layout_counts_ten_ms_ticks_with_a_16_bit_worker() {
     }
     let top: i64 = client.one("SELECT snowflake_compose(now(), 65535, 255)");
     assert_eq!(((top >> 8) & 0xffff, top & 0xff), (65535, 255));
+}
+
+/// Ids for the web (README "Ids for JavaScript"): `idgen.id_bits = 53` with 6 worker and 6
+/// sequence bits leaves 41 time bits of 1 ms, so every id is below 2^53 until 2093. The
+/// layout's last instant composes to 2^53 - 1; a bigint at 2^53 is no id of it (22023), and a
+/// time past its end none either (22008).
+#[test]
+fn a_53_bit_layout_keeps_every_id_below_2_53() {
+    let cluster = Cluster::start(
+        "web53",
+        &[
+            PRELOAD,
+            "idgen.id_bits = 53",
+            "idgen.worker_bits = 6",
+            "idgen.sequence_bits = 6",
+            "idgen.worker_id = 63",
+        ],
+    );
+    cluster.create_db_with_idgen("postgres");
+    let mut client = cluster.connect("postgres");
+    let row = client
+        .query_one(
+            "SELECT id_bits, time_bits, worker_bits, sequence_bits, \
+             exhausted_at = '2093-09-06 15:47:35.552+00' FROM snowflake_status()",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        (
+            row.get::<_, i32>(0),
+            row.get::<_, i32>(1),
+            row.get::<_, i32>(2),
+            row.get::<_, i32>(3),
+            row.get::<_, bool>(4)
+        ),
+        (53, 41, 6, 6, true)
+    );
+    let ids: Vec<i64> = column(&mut client, "SELECT snowflake_nextvals(1000)");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    assert!(ids.iter().all(|id| *id < 1 << 53 && (id >> 6) & 63 == 63));
+    let top: i64 = client.one(
+        "SELECT snowflake_compose(exhausted_at - interval '1 millisecond', 63, 63) FROM snowflake_status()",
+    );
+    assert_eq!(top, (1 << 53) - 1);
+    let back: i64 = client.one_with("SELECT snowflake_parse(snowflake_format($1))", &[&top]);
+    assert_eq!(back, top);
+    for (bad, code) in [
+        ("SELECT snowflake_decode(9007199254740992)", "22023"),
+        ("SELECT snowflake_timestamp(9223372036854775807)", "22023"),
+        ("SELECT snowflake_format(9007199254740992)", "22023"),
+        (
+            "SELECT snowflake_compose(exhausted_at) FROM snowflake_status()",
+            "22008",
+        ),
+        ("SELECT snowflake_compose(now(), 64)", "22003"),
+    ] {
+        assert_eq!(sqlstate(client.query_one(bad, &[])), code, "{bad}");
+    }
+}
+
+/// A 53-bit layout whose 32 time bits of 1 ms ran out 49.7 days after the default epoch
+/// (2024-02-19): the server starts (with a WARNING), and every call fails with 2200H: no id
+/// at or above 2^53 is ever issued.
+#[test]
+fn a_53_bit_layout_that_has_run_out_issues_nothing() {
+    let cluster = Cluster::start(
+        "web53end",
+        &[
+            PRELOAD,
+            "idgen.id_bits = 53",
+            "idgen.worker_bits = 10",
+            "idgen.sequence_bits = 11",
+            "idgen.worker_id = 1",
+        ],
+    );
+    cluster.create_db_with_idgen("postgres");
+    let mut client = cluster.connect("postgres");
+    let (time_bits, past): (i32, bool) = {
+        let row = client
+            .query_one(
+                "SELECT time_bits, exhausted_at < now() FROM snowflake_status()",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((time_bits, past), (32, true));
+    for statement in ["SELECT snowflake_nextval()", "SELECT snowflake_nextvals(2)"] {
+        assert_eq!(
+            sqlstate(client.query(statement, &[])),
+            "2200H",
+            "{statement}"
+        );
+    }
+    let last: Option<i64> = client.one("SELECT last_id FROM snowflake_status()");
+    assert_eq!(last, None);
 }
 
 /// Twitter's 10 worker bits as 5 datacenter bits and 5 machine bits: worker id

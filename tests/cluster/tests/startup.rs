@@ -71,6 +71,7 @@ fn settings_are_fixed_at_server_start() {
         ("SET idgen.worker_id = 4", "55P02"),
         ("SET idgen.epoch = '2025-01-01+00'", "55P02"),
         ("SET idgen.worker_bits = 5", "55P02"),
+        ("SET idgen.id_bits = 53", "55P02"),
         ("SET idgen.time_unit_ms = 10", "55P02"),
         // Reloadable, but not per session: only postgresql.conf or ALTER SYSTEM change them.
         ("SET idgen.max_drift_ms = -1", "55P02"),
@@ -98,7 +99,7 @@ fn settings_are_fixed_at_server_start() {
         &mut client,
         "SELECT name FROM pg_settings WHERE name LIKE 'idgen.%' ORDER BY name",
     );
-    assert_eq!(defined.len(), 22, "{defined:?}");
+    assert_eq!(defined.len(), 23, "{defined:?}");
     for name in &defined {
         assert!(
             ALTER_SYSTEM_REFUSALS.iter().any(|(n, _)| n == name),
@@ -124,6 +125,8 @@ fn settings_are_fixed_at_server_start() {
 /// and max_wal_senders.
 const ALTER_SYSTEM_REFUSALS: &[(&str, &str)] = &[
     ("idgen.worker_id", "-2"),
+    ("idgen.id_bits", "52"),
+    ("idgen.id_bits", "64"),
     ("idgen.worker_bits", "32"),
     ("idgen.sequence_bits", "32"),
     ("idgen.time_unit_ms", "0"),
@@ -157,6 +160,10 @@ const START_REFUSALS: &[(&str, &str)] = &[
         "idgen.worker_bits",
     ),
     ("idgen.worker_bits = 32", "idgen.worker_bits"),
+    // 53 bits less the default 10 + 12 leave 31 time bits: the log names id_bits.
+    ("idgen.id_bits = 53", "idgen.id_bits"),
+    ("idgen.id_bits = 52", "idgen.id_bits"),
+    ("idgen.id_bits = 64", "idgen.id_bits"),
     ("idgen.sequence_bits = 32", "idgen.sequence_bits"),
     ("idgen.sequence_bits = 'twelve'", "idgen.sequence_bits"),
     ("idgen.time_unit_ms = 0", "idgen.time_unit_ms"),
