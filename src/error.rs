@@ -240,7 +240,8 @@ pub(crate) enum Error {
     #[error("segment \"{name}\" is global: {what} it in the registry")]
     GlobalSegmentChange { name: String, what: &'static str },
     /// A failure a background worker reported (the segment allocator for this caller's request,
-    /// the registry client for this server's worker id), re-raised as it was.
+    /// the registry client for this server's worker id), re-raised as it was; or one a leaf
+    /// module describes next to its own code, SQLSTATE, detail and hint in one arm (`sqids`).
     #[error("{message}")]
     Relayed {
         sqlstate: i32,

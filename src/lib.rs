@@ -9,8 +9,9 @@
 //! `_PG_init` only orchestrates: refuse to load unless preloaded, then each subsystem's `init`
 //! in order (`guc` → `snowflake` → `segment`), and the shared-memory hooks that call the parts
 //! the subsystems registered. Below the subsystems, leaves that call no subsystem: `error`,
-//! `time`, `recovery`, `backend`, `lwlock`, `hooks`, `latch`, `shmem`. See DESIGN.md for the
-//! guarantees and the module map, README.md for operation.
+//! `time`, `recovery`, `backend`, `lwlock`, `hooks`, `latch`, `shmem`, and `sqids` (short ids
+//! for URLs: SQL functions with no state). See DESIGN.md for the guarantees and the module map,
+//! README.md for operation.
 
 mod backend;
 mod error;
@@ -28,6 +29,7 @@ mod segment;
 mod serial;
 mod shmem;
 mod snowflake;
+mod sqids;
 mod time;
 
 use pgrx::pg_sys;
