@@ -486,5 +486,11 @@ mod tests {
                 )
             )
         );
+        let comments = Spi::get_one::<i64>(
+            "SELECT count(obj_description(oid, 'pg_proc')) FROM pg_proc \
+             WHERE proname IN ('sqids_encode', 'sqids_decode')",
+        )
+        .unwrap();
+        assert_eq!(comments, Some(2));
     }
 }
