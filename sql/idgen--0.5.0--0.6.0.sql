@@ -20,6 +20,24 @@ DROP FUNCTION serial_create(text, text, text, text, boolean, text);
 DROP FUNCTION serial_alter(text, text, text);
 DROP FUNCTION serial_drop(text);
 
+-- 0.4.0 took any zone AT TIME ZONE accepts; 0.6.0 reads IANA zones only (an abbreviation or
+-- a POSIX offset means what each session's settings say). A serial with another zone would
+-- print other times or periods after the update, so the update refuses it.
+DO $$
+DECLARE
+    bad text;
+BEGIN
+    SELECT string_agg(format('%L (%L)', s.name, s.time_zone), ', ') INTO bad
+      FROM @extschema@.idgen_serial s
+     WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_names z WHERE z.name = s.time_zone);
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('serials with a time zone that is not an IANA zone name: %s', bad),
+            HINT = 'Recreate them with an IANA zone (pg_timezone_names) before the update: idgen 0.6.0 reads time zones the same in every session.';
+    END IF;
+END
+$$;
+
 -- Serials get an id, a scope and an ACL.
 CREATE SEQUENCE idgen_serial_id_seq AS bigint;
 SELECT pg_catalog.pg_extension_config_dump('idgen_serial_id_seq', '');
@@ -171,24 +189,69 @@ REVOKE ALL ON TABLE idgen_registry_serial_counter FROM PUBLIC;
 COMMENT ON TABLE idgen_registry_serial_counter IS
   'Registry: marks of global serials'' counters, per serial name and period; numbers up to max_id may have been handed out by some node.';
 
+-- The definition (reset and format) of each global serial, as the first node to draw it had
+-- it: a node whose serial of that name counts per another period would print the same texts
+-- from another counter row, so it is refused.
+CREATE TABLE idgen_registry_serial (
+    serial     text        PRIMARY KEY CHECK (octet_length(serial) BETWEEN 1 AND 40),
+    reset      text        NOT NULL,
+    format     text        NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_serial', '');
+REVOKE ALL ON TABLE idgen_registry_serial FROM PUBLIC;
+COMMENT ON TABLE idgen_registry_serial IS
+  'Registry: the reset and format of each global serial, the same on every node.';
+
 -- Registry: moves the mark of global serial `serial`'s counter for `period` up by step_size and
--- returns the new mark (the node uses max_id - step + 1 .. max_id). Errors: 22023 bad
--- arguments; 55P03 the registry's probation (after a restart, failover or restore) or a lock
--- not granted within 2 s; 55000 an open regression; 22003 the counter is out of numbers.
+-- returns the new mark (the node uses mark - step + 1 .. mark). known_mark is the last mark this
+-- node took for the counter (0 if none): a counter below it has lost commits, which is recorded
+-- in idgen_registry_regression (every claim and take then refuses, 55000, until resolved) and
+-- answered with the regression text instead of a mark. Errors: 22023 bad arguments; 55000 a
+-- reset or format that differs from the serial's on other nodes, or an open regression; 55P03
+-- the registry's probation (after a restart, failover or restore) or a lock not granted within
+-- 2 s; 22003 the counter is out of numbers.
 CREATE FUNCTION idgen_registry_serial_take(serial text, period text, step_size bigint,
-                                           incarnation_id text, holder_secret text)
-RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+                                           incarnation_id text, holder_secret text,
+                                           serial_reset text, serial_format text, known_mark bigint)
+RETURNS TABLE (mark bigint, regression text)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
 AS $$
+#variable_conflict use_column
 DECLARE
-    mark bigint;
+    d       @extschema@.idgen_registry_serial;
+    current bigint;
+    taken   bigint;
 BEGIN
     IF serial IS NULL OR octet_length(serial) NOT BETWEEN 1 AND 40 OR period IS NULL
        OR period !~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'
        OR step_size IS NULL OR step_size < 1 OR step_size > 1000000
-       OR incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32 THEN
+       OR incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32
+       OR serial_reset IS NULL OR serial_format IS NULL OR known_mark IS NULL OR known_mark < 0 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid serial counter request';
+    END IF;
+    INSERT INTO @extschema@.idgen_registry_serial AS r (serial, reset, format)
+    VALUES (serial, serial_reset, serial_format)
+    ON CONFLICT ON CONSTRAINT idgen_registry_serial_pkey DO NOTHING;
+    SELECT * INTO d FROM @extschema@.idgen_registry_serial r WHERE r.serial = idgen_registry_serial_take.serial;
+    IF d.reset <> serial_reset OR d.format <> serial_format THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = format('global serial %L is defined as %L, reset %s, on the registry''s nodes, not %L, reset %s',
+                             serial, d.format, d.reset, serial_format, serial_reset),
+            HINT = 'Create the serial with the same format and reset on every node.';
+    END IF;
+    SELECT c.max_id INTO current FROM @extschema@.idgen_registry_serial_counter c
+     WHERE c.serial = idgen_registry_serial_take.serial AND c.period = idgen_registry_serial_take.period
+       FOR UPDATE;
+    IF coalesce(current, 0) < known_mark THEN
+        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer,
+            ('serial ' || serial || ' ' || period)::text, coalesce(current, 0)::bigint,
+            known_mark::bigint, NULL::text, incarnation_id::text);
+        RETURN QUERY SELECT NULL::bigint,
+            format('global serial %L''s counter for %L in the registry is %s, below %s that this node took: the registry has lost commits',
+                   serial, period, coalesce(current, 0), known_mark);
+        RETURN;
     END IF;
     IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
         RAISE EXCEPTION USING ERRCODE = '55P03',
@@ -199,16 +262,16 @@ BEGIN
     INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id, taker)
     VALUES (serial, period, step_size, incarnation_id)
     ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
-       SET max_id = c.max_id OPERATOR(pg_catalog.+) excluded.max_id, taker = excluded.taker,
+       SET max_id = c.max_id + excluded.max_id, taker = excluded.taker,
            updated_at = clock_timestamp()
-    RETURNING c.max_id INTO mark;
-    RETURN mark;
+    RETURNING c.max_id INTO taken;
+    RETURN QUERY SELECT taken, NULL::text;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text) TO idgen_registry;
-COMMENT ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text) IS
-  'Registry: moves a global serial''s counter for a period up by step_size; returns the new mark.';
+REVOKE EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) TO idgen_registry;
+COMMENT ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) IS
+  'Registry: moves a global serial''s counter for a period up by step_size; returns the new mark, or the regression found.';
 
 -- Adopting a column (issue 29, point 7): the segment always continues above the column and the
 -- sequence, its cached numbers dropped; refused under REPEATABLE READ / SERIALIZABLE.
@@ -722,3 +785,58 @@ BEGIN
     RETURN QUERY SELECT first, s.max_id, s.step, NULL::text;
 END
 $$;
+
+-- Ids for the web (issue 29, point 8). snowflake_status() gains the column id_bits
+-- (idgen.id_bits, the width of a whole id) after worker_id: its row type changes, which CREATE
+-- OR REPLACE cannot do, so it is dropped and created again (an update fails with 2BP01 while a
+-- user's view or function depends on it). sqids_encode / sqids_decode: short ids for URLs
+-- (pgrx creates them already in a fresh install).
+DROP FUNCTION snowflake_status();
+CREATE FUNCTION "snowflake_status"() RETURNS TABLE (
+	"worker_id" INT,  /* Option < i32 > */
+	"id_bits" INT,  /* i32 */
+	"time_bits" INT,  /* i32 */
+	"worker_bits" INT,  /* i32 */
+	"sequence_bits" INT,  /* i32 */
+	"time_unit_ms" INT,  /* i32 */
+	"epoch" timestamp with time zone,  /* TimestampWithTimeZone */
+	"exhausted_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"last_id" bigint,  /* Option < i64 > */
+	"last_tick_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"drift_ms" bigint,  /* i64 */
+	"borrowed_ticks" bigint,  /* i64 */
+	"waits" bigint,  /* i64 */
+	"clock_failures" bigint,  /* i64 */
+	"clock_regressions" bigint,  /* i64 */
+	"reserved_tick" bigint,  /* Option < i64 > */
+	"reserved_until" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"reservation_writes" bigint  /* i64 */
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';
+COMMENT ON FUNCTION snowflake_status() IS
+  'This server''s Snowflake generator: worker id, layout, epoch, last id, drift and borrowed ticks.';
+ALTER FUNCTION snowflake_status() ROWS 1;
+
+CREATE OR REPLACE FUNCTION "sqids_encode"(
+	"id" bigint, /* Option < i64 > */
+	"alphabet" TEXT DEFAULT NULL, /* Option < & str > */
+	"min_length" INT DEFAULT 0 /* Option < i32 > */
+) RETURNS TEXT /* Option < String > */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sqids_encode_wrapper';
+COMMENT ON FUNCTION sqids_encode(bigint, text, integer) IS
+  'Short text of a non-negative bigint for URLs (sqids.org): alphabet NULL for the default, padded to min_length (0-255). Not encryption: anyone can decode it.';
+
+CREATE OR REPLACE FUNCTION "sqids_decode"(
+	"text" TEXT, /* Option < & str > */
+	"alphabet" TEXT DEFAULT NULL, /* Option < & str > */
+	"min_length" INT DEFAULT 0 /* Option < i32 > */
+) RETURNS bigint /* Option < i64 > */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'sqids_decode_wrapper';
+COMMENT ON FUNCTION sqids_decode(text, text, integer) IS
+  'The bigint whose sqid (as sqids_encode makes it, with the same alphabet and min_length) is the text; 22P02 for any other text.';

@@ -40,20 +40,6 @@ pgrx::pg_module_magic!();
 pgrx::extension_sql_file!("../sql/bootstrap.sql", bootstrap);
 pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
 
-// The objects new since 0.5.0 (`idgen.id_bits`'s column of snowflake_status(), sqids): the
-// statements for the next upgrade script, also part of every fresh install after pgrx's own
-// (so both end with the same objects) until that script is written and included instead.
-pgrx::extension_sql_file!(
-    "../sql/parts/web.sql",
-    name = "web",
-    requires = [
-        "v0_5_0",
-        sqids::sqids_encode,
-        sqids::sqids_decode,
-        status::snowflake_status
-    ]
-);
-
 /// Library entry point, run once per process that loads idgen. idgen keeps its generator in
 /// shared memory and its settings are postmaster-level, so it must be loaded by the postmaster
 /// through `shared_preload_libraries`; anywhere else it refuses with SQLSTATE 55000 and the

@@ -68,11 +68,12 @@ pub(crate) fn global_marks() -> Vec<(String, i64)> {
     shared::lock().global_marks()
 }
 
-/// A job another subsystem has the allocator run (serial counters: `serial::shared`): called
+/// A job another subsystem has the allocator run (serial counters: `serial::shared`), with the
+/// caller's name, text and arguments: called
 /// in the allocator of the caller's database, in a transaction of its own that commits (with
 /// the synchronous standbys) before the caller sees the result, so that what it writes is not
 /// undone by the caller's ROLLBACK, like `nextval`. `name` and `args` are the caller's.
-pub(crate) type Job = fn(name: &str, args: [i64; 4]) -> Result<i64, Error>;
+pub(crate) type Job = fn(name: &str, text: &str, args: [i64; 4]) -> Result<i64, Error>;
 
 /// The handler of [`RequestKind::Job`], set once by `_PG_init` (in the postmaster, so that every
 /// process it starts has it).
@@ -88,12 +89,14 @@ pub(crate) fn job_handler() -> Option<Job> {
     JOB.get().copied()
 }
 
-/// Has this database's allocator run the registered job with `name` and `args`, and waits for
+/// Has this database's allocator run the registered job with `name`, `text` (up to 1023
+/// bytes) and `args`, and waits for
 /// its result at most `idgen.segment_wait_timeout` (55P03). Errors: the job's own, relayed;
 /// 25006 on a standby; 53400 no allocator could be started.
-pub(crate) fn run_job(name: &str, args: [i64; 4]) -> Result<i64, Error> {
+pub(crate) fn run_job(name: &str, text: &str, args: [i64; 4]) -> Result<i64, Error> {
     let mut r = Request::new(RequestKind::Job, name);
     r.args = args;
+    r.description = crate::failure::FixedText::new(text);
     queue::submit(r, true)
 }
 

@@ -418,7 +418,8 @@ fn job(r: &Request) -> Result<i64, Failure> {
     let Some(handler) = super::job_handler() else {
         return Err(Failure::from_error(&Error::ExtensionNotVisible));
     };
-    in_transaction(|| handler(r.name.as_str(), r.args)).map_err(Failure::from)
+    in_transaction(|| handler(r.name.as_str(), r.description.as_str(), r.args))
+        .map_err(Failure::from)
 }
 
 /// The check of the fence when growing from N to M servers: after a configuration reload (so

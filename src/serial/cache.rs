@@ -9,6 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use pgrx::pg_sys;
+use pgrx::prelude::*;
 
 use super::catalog::{self, Arg, Place};
 use super::format::{Format, Reset};
@@ -21,6 +22,8 @@ pub(crate) struct Def {
     pub(crate) id: i64,
     pub(crate) name: String,
     pub(crate) format: Format,
+    /// The format as written.
+    pub(crate) format_text: String,
     pub(crate) reset: Reset,
     pub(crate) zone: Zone,
     pub(crate) gapless: bool,
@@ -53,6 +56,9 @@ thread_local! {
     /// The cache is to be emptied at its next use (set by callbacks, which may run while it is
     /// in use: invalidations are processed when a lock is taken).
     static STALE: Cell<bool> = const { Cell::new(false) };
+    /// `idgen_serial`'s OID as cached: an invalidation of that relation (the extension dropped,
+    /// created again elsewhere) empties the cache.
+    static SERIALS_OID: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::InvalidOid) };
 }
 
 /// Empties this backend's cache (at its next use).
@@ -76,11 +82,14 @@ pub(crate) fn with_def<R>(
         }
         if s.generation != generation || s.role != role {
             s.defs.clear();
+            s.place = None;
             s.generation = generation;
             s.role = role;
         }
         if s.place.is_none() {
-            s.place = Some(catalog::place()?);
+            let place = catalog::place()?;
+            SERIALS_OID.set(place.serials);
+            s.place = Some(place);
         }
         let place = s.place.as_ref().expect("set above");
         if !s.defs.contains_key(name) {
@@ -116,12 +125,14 @@ fn load(place: &Place, name: &str, role: pg_sys::Oid) -> Result<Def, Error> {
     let corrupt = || Error::InvalidSerialArgument {
         why: format!("serial \"{name}\" has an invalid definition"),
     };
-    let format = Format::parse(&row.text(1).ok_or_else(corrupt)?).map_err(|_| corrupt())?;
+    let format_text = row.text(1).ok_or_else(corrupt)?;
+    let format = Format::parse(&format_text).map_err(|_| corrupt())?;
     let reset = Reset::parse(&row.text(2).ok_or_else(corrupt)?).ok_or_else(corrupt)?;
     Ok(Def {
         id: row.int8(0).ok_or_else(corrupt)?,
         name: name.to_owned(),
         format,
+        format_text,
         reset,
         zone: Zone::resolve(&row.text(3).ok_or_else(corrupt)?)?,
         gapless: row.bool(4).ok_or_else(corrupt)?,
@@ -164,6 +175,7 @@ fn register_callbacks() {
             Some(on_roles),
             pg_sys::Datum::from(0),
         );
+        pg_sys::CacheRegisterRelcacheCallback(Some(on_relation), pg_sys::Datum::from(0));
     }
     CALLBACKS.set(true);
 }
@@ -175,6 +187,15 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
         return;
     }
     match event {
+        // The other backends' caches are told at the commit, in this backend: a prepared
+        // transaction is committed elsewhere, later (found by issue 29's review).
+        XACT_EVENT_PRE_PREPARE => {
+            pgrx::ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "cannot PREPARE a transaction that changed idgen serials"
+            );
+        }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
             CHANGED.set(false);
             shared::bump_catalog_generation();
@@ -196,6 +217,13 @@ unsafe extern "C-unwind" fn on_subxact(
     _arg: *mut std::ffi::c_void,
 ) {
     if CHANGED.get() && event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        clear();
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_relation(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    if relid == pg_sys::InvalidOid || relid == SERIALS_OID.get() {
         clear();
     }
 }

@@ -197,18 +197,37 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
         } else {
             period_text.clone()
         };
+        // A global serial's definition, which the registry compares with the other nodes'.
+        let definition = if global {
+            format!("{}|{}", reset_name(def.reset), def.format_text)
+        } else {
+            String::new()
+        };
         shared::draw(
             key,
             &mut def.slot,
             shared::max_step(def.format.max_seq()),
             |step| {
-                crate::segment::run_job(&job_name, [i64::from(global), id, i64::from(period), step])
+                crate::segment::run_job(
+                    &job_name,
+                    &definition,
+                    [i64::from(global), id, i64::from(period), step],
+                )
             },
         )?
     };
     def.format
         .render(&local, seq, worker)
         .map_err(|e| render_error(&def.name, e))
+}
+
+fn reset_name(reset: Reset) -> &'static str {
+    match reset {
+        Reset::Day => "day",
+        Reset::Month => "month",
+        Reset::Year => "year",
+        Reset::Never => "never",
+    }
 }
 
 fn render_error(name: &str, e: RenderError) -> Error {
@@ -231,33 +250,74 @@ fn render_error(name: &str, e: RenderError) -> Error {
 
 /// The allocator's job (`segment::register_job`): moves the mark of a fast serial's counter
 /// up by `step` and returns the new mark, in the allocator's own committed transaction
-/// (local), or in the registry (global). `args`: [global, serial id, period key, step];
-/// `name`: the period's text, and for a global serial ':' and the serial's name.
-fn take_in_allocator(name: &str, args: [i64; 4]) -> Result<i64, Error> {
+/// (local), or in the registry (global: the mark is also kept locally, and shown the registry
+/// at the next take). `args`: [global, serial id, period key, step]; `name`: the period's
+/// text, and for a global serial ':' and the serial's name; `definition`: a global serial's
+/// reset and format ('day|INV-...'), which must be the same on every node.
+fn take_in_allocator(name: &str, definition: &str, args: [i64; 4]) -> Result<i64, Error> {
     let [global, id, _period, step] = args;
+    let place = catalog::place()?;
     if global != 0 {
         let (period, serial) = name.split_once(':').unwrap_or((name, ""));
+        let (reset, format) = definition.split_once('|').unwrap_or(("", definition));
+        // The last mark this server took for the counter, kept in its own idgen_serial_counter
+        // (committed with this transaction before any number of the new range is used): a
+        // registry below it has lost commits, and its range would repeat texts.
+        let known: i64 = catalog::run(
+            &place,
+            "SELECT c.value FROM $S.idgen_serial_counter c WHERE c.serial = $1 AND c.period = $2",
+            &[Arg::Int8(id), Arg::Text(Some(period))],
+            1,
+        )
+        .first()
+        .and_then(|r| r.int8(0))
+        .unwrap_or(0);
         let row = crate::segment::registry_call(
-            c"SELECT idgen_registry_serial_take($1, $2, $3::bigint, $4, $5)",
+            c"SELECT mark, regression FROM idgen_registry_serial_take($1, $2, $3::bigint, $4, $5, $6, $7, $8::bigint)",
             &[
                 Some(serial.to_owned()),
                 Some(period.to_owned()),
                 Some(step.to_string()),
                 Some(crate::identity::incarnation().to_owned()),
                 Some(crate::identity::secret().to_owned()),
+                Some(reset.to_owned()),
+                Some(format.to_owned()),
+                Some(known.to_string()),
             ],
         )?;
-        return row
-            .and_then(|r| r.first().cloned().flatten())
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(|| Error::Relayed {
-                sqlstate: PgSqlErrorCode::ERRCODE_INTERNAL_ERROR as i32,
-                message: "idgen_registry_serial_take returned no mark".into(),
-                detail: None,
-                hint: None,
+        let malformed = || Error::Relayed {
+            sqlstate: PgSqlErrorCode::ERRCODE_INTERNAL_ERROR as i32,
+            message: "idgen_registry_serial_take returned no mark".into(),
+            detail: None,
+            hint: None,
+        };
+        let row = row.ok_or_else(malformed)?;
+        if let Some(regression) = row.get(1).cloned().flatten() {
+            return Err(Error::Relayed {
+                sqlstate: PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as i32,
+                message: regression,
+                detail: Some("No range is taken from it: texts could repeat.".into()),
+                hint: Some("On the registry, as a superuser: SELECT * FROM idgen_registry_resolve(); after moving the counter in idgen_registry_serial_counter above every number handed out (README \"A registry that lost commits\").".into()),
             });
+        }
+        let mark: i64 = row
+            .first()
+            .cloned()
+            .flatten()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(malformed)?;
+        if mark <= known {
+            return Err(malformed());
+        }
+        catalog::run(
+            &place,
+            "INSERT INTO $S.idgen_serial_counter AS c (serial, period, value) VALUES ($1, $2, $3)
+             ON CONFLICT (serial, period) DO UPDATE SET value = greatest(c.value, EXCLUDED.value)",
+            &[Arg::Int8(id), Arg::Text(Some(period)), Arg::Int8(mark)],
+            0,
+        );
+        return Ok(mark);
     }
-    let place = catalog::place()?;
     let rows = catalog::run(
         &place,
         "INSERT INTO $S.idgen_serial_counter AS c (serial, period, value) VALUES ($1, $2, $3)
@@ -551,5 +611,10 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../../sql/idgen--0.5.0--0.6.0.sql",
     name = "v0_6_0",
-    requires = ["v0_5_0"]
+    requires = [
+        "v0_5_0",
+        sqids::sqids_encode,
+        sqids::sqids_decode,
+        status::snowflake_status
+    ]
 );

@@ -66,6 +66,9 @@ struct Meta {
     in_use: bool,
     /// A backend is taking the next range; others wait for it.
     refilling: bool,
+    /// The pid of that backend: its exit clears `refilling` ([`release_at_exit`]), however it
+    /// exits (a FATAL from `pg_terminate_backend` unwinds no Rust frame).
+    refiller: i32,
     /// Step of the last refill; 0 before the first.
     step: i64,
     /// When the last refill committed (`TimestampTz`, µs).
@@ -201,6 +204,7 @@ pub(crate) fn draw(
                 let meta = &mut m[index];
                 let step = next_step(meta, max_step);
                 meta.refilling = true;
+                meta.refiller = crate::backend::pid();
                 Some(Some((index, step, s.generation.load(SeqCst))))
             }
         };
@@ -211,6 +215,7 @@ pub(crate) fn draw(
             }
             Some(None) => {}
             Some(Some((index, step, generation))) => {
+                release_at_exit();
                 let guard = Refilling(index);
                 let mark = take(step)?;
                 std::mem::forget(guard);
@@ -287,5 +292,33 @@ impl Drop for Refilling {
     fn drop(&mut self) {
         let mut guard = LOCK.exclusive();
         metas(&mut guard)[self.0].refilling = false;
+    }
+}
+
+/// Makes sure this backend's refills are given up when it exits, however it exits: a backend
+/// terminated while it waits for the allocator dies by FATAL, which unwinds no Rust frame, and
+/// its slot would stay `refilling`, every later draw of the counter waiting for it (found by
+/// issue 29's review).
+fn release_at_exit() {
+    thread_local! {
+        static REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !REGISTERED.get() {
+        // SAFETY: registers a #[pg_guard]ed callback with the signature PostgreSQL calls, once
+        // per process, with a datum it ignores.
+        unsafe { pg_sys::before_shmem_exit(Some(release_own_refills), pg_sys::Datum::from(0)) };
+        REGISTERED.set(true);
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn release_own_refills(_code: i32, _arg: pg_sys::Datum) {
+    // An ERROR or FATAL releases every LWLock before the exit callbacks run.
+    let pid = crate::backend::pid();
+    let mut guard = LOCK.exclusive();
+    for m in metas(&mut guard).iter_mut() {
+        if m.refilling && m.refiller == pid {
+            m.refilling = false;
+        }
     }
 }

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use idgen_cluster_tests::registry::{auto_fast, held_worker, node, registry};
-use idgen_cluster_tests::{column, sqlstate, Cluster};
+use idgen_cluster_tests::{column, sqlstate, Cluster, One};
 
 const FORMAT: &str = "INV-{YYYY}{MM}{DD}-W{worker:04}-{seq:06}";
 
@@ -98,4 +98,59 @@ fn a_global_serial_needs_a_registry() {
         ),
         "55000"
     );
+}
+
+#[test]
+fn a_global_serial_is_refused_where_it_is_defined_differently_or_the_registry_lost_its_counter() {
+    let reg = registry("serial-reg2");
+    let a = node(&reg, "serial-node-d", &auto_fast(&[]));
+    let b = node(&reg, "serial-node-e", &auto_fast(&[]));
+    held_worker(&a, Duration::from_secs(30));
+    held_worker(&b, Duration::from_secs(30));
+    // Same name and format, another reset: the same texts from another counter row.
+    a.connect("postgres")
+        .batch_execute("SELECT serial_create('m', 'M-{YYYY}{MM}-{seq:04}', reset => 'month', scope => 'global')")
+        .unwrap();
+    b.connect("postgres")
+        .batch_execute("SELECT serial_create('m', 'M-{YYYY}{MM}-{seq:04}', reset => 'year', scope => 'global')")
+        .unwrap();
+    let first: String = a.connect("postgres").one("SELECT serial_nextval('m')");
+    assert!(first.ends_with("-0001"), "{first}");
+    assert_eq!(
+        sqlstate(
+            b.connect("postgres")
+                .query_one("SELECT serial_nextval('m')", &[])
+        ),
+        "55000"
+    );
+    // The registry loses its counter (a restore, an asynchronous failover): the node that took
+    // it finds the loss at its next range, instead of printing its texts again.
+    let texts = {
+        let mut c = a.connect("postgres");
+        c.batch_execute("SELECT serial_create('r', 'R{seq}', scope => 'global')")
+            .unwrap();
+        column::<String>(
+            &mut c,
+            "SELECT serial_nextval('r') FROM generate_series(1, 15)",
+        )
+    };
+    reg.connect("postgres")
+        .batch_execute("UPDATE idgen_registry_serial_counter SET max_id = 0 WHERE serial = 'r'")
+        .unwrap();
+    let mut c = a.connect("postgres");
+    let mut after = Vec::new();
+    let mut failure = None;
+    for _ in 0..200 {
+        match c.query_one("SELECT serial_nextval('r')", &[]) {
+            Ok(row) => after.push(row.get::<_, String>(0)),
+            Err(e) => {
+                failure = Some(sqlstate::<()>(Err(e)));
+                break;
+            }
+        }
+    }
+    assert_eq!(failure.as_deref(), Some("55000"), "{after:?}");
+    let mut all = texts;
+    all.extend(after);
+    assert_distinct(&all);
 }
