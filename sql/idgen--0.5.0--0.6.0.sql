@@ -245,9 +245,8 @@ BEGIN
      WHERE c.serial = idgen_registry_serial_take.serial AND c.period = idgen_registry_serial_take.period
        FOR UPDATE;
     IF coalesce(current, 0) < known_mark THEN
-        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer,
-            ('serial ' || serial || ' ' || period)::text, coalesce(current, 0)::bigint,
-            known_mark::bigint, NULL::text, incarnation_id::text);
+        PERFORM @extschema@.idgen_registry_report_serial_regression(serial::text, period::text,
+            coalesce(current, 0)::bigint, known_mark::bigint, NULL::text, incarnation_id::text);
         RETURN QUERY SELECT NULL::bigint,
             format('global serial %L''s counter for %L in the registry is %s, below %s that this node took: the registry has lost commits',
                    serial, period, coalesce(current, 0), known_mark);
@@ -272,6 +271,128 @@ REVOKE EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, 
 GRANT EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) TO idgen_registry;
 COMMENT ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) IS
   'Registry: moves a global serial''s counter for a period up by step_size; returns the new mark, or the regression found.';
+
+-- A global serial's counter found lost is a regression too: the registry's regressions name a
+-- worker id, a global segment, or a global serial's counter (serial and period).
+ALTER TABLE idgen_registry_regression
+    ADD COLUMN serial text,
+    ADD COLUMN serial_period text,
+    DROP CONSTRAINT idgen_registry_regression_check,
+    ADD CONSTRAINT idgen_registry_regression_check
+        CHECK (num_nonnulls(worker_id, segment, serial) = 1 AND (serial IS NULL) = (serial_period IS NULL));
+
+-- Registry: records that a node holds mark node_value of global serial `serial`'s counter for
+-- `period` while the registry has registry_value (below it): a lost commit. Once per open
+-- finding per node incarnation; only if it is still true (resolve may have raised the counter).
+CREATE FUNCTION idgen_registry_report_serial_regression(serial_name text, period text,
+                                                        registry_value bigint, node_value bigint,
+                                                        node text, incarnation_id text)
+RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  INSERT INTO @extschema@.idgen_registry_regression
+         (serial, serial_period, registry_value, node_value, node_name, incarnation, reported_by,
+          reporter_address)
+  SELECT serial_name, period, registry_value, node_value, node, incarnation_id, session_user,
+         host(inet_client_addr())
+   WHERE NOT EXISTS (
+         SELECT FROM @extschema@.idgen_registry_regression g
+          WHERE g.resolved_at IS NULL AND g.serial = serial_name AND g.serial_period = period
+            AND g.incarnation IS NOT DISTINCT FROM incarnation_id)
+     AND coalesce((SELECT c.max_id FROM @extschema@.idgen_registry_serial_counter c
+                    WHERE c.serial = serial_name AND c.period = period), 0) < node_value
+$$;
+REVOKE EXECUTE ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) IS
+  'Registry: records a global serial counter below a mark a node took (a lost commit).';
+
+-- Renewals and reports show global serials' marks too.
+CREATE OR REPLACE FUNCTION idgen_registry_check_marks(segment_names text[], segment_marks bigint[], node text,
+                                           incarnation_id text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_lost text;
+    m record;
+BEGIN
+    FOR m IN SELECT s.name, s.max_id, k.mark
+               FROM unnest(segment_names, segment_marks) AS k(name, mark)
+               JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
+              WHERE k.mark > s.max_id
+                -- The last range this very node gave back: its report read the mark before
+                -- the give-back (nothing of the range above the new mark was handed out).
+                AND NOT coalesce(s.given_back_by = incarnation_id AND k.mark = s.given_back_from, false) LOOP
+        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, m.name::text, m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
+        found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
+    END LOOP;
+    -- Global serials' counters, named E'\\x01serial\\x01' || serial || E'\\x01' || period.
+    FOR m IN SELECT k.serial, k.period, coalesce(c.max_id, 0) AS max_id, k.mark
+               FROM (SELECT split_part(x.name, chr(1), 3) AS serial,
+                            split_part(x.name, chr(1), 4) AS period, x.mark
+                       FROM unnest(segment_names, segment_marks) AS x(name, mark)
+                      WHERE x.name LIKE chr(1) || 'serial' || chr(1) || '%') k
+               LEFT JOIN @extschema@.idgen_registry_serial_counter c
+                      ON c.serial = k.serial AND c.period = k.period
+              WHERE k.mark > coalesce(c.max_id, 0) LOOP
+        PERFORM @extschema@.idgen_registry_report_serial_regression(m.serial::text, m.period::text,
+            m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
+        found_lost := coalesce(found_lost, format('global serial %L''s counter for %L in the registry is %s, below %s that this node holds: the registry has lost commits', m.serial, m.period, m.max_id, m.mark));
+    END LOOP;
+    RETURN found_lost;
+END
+$$;
+
+-- Resolving raises lost global serial counters as it raises segments.
+CREATE OR REPLACE FUNCTION idgen_registry_resolve(dismiss bigint[] DEFAULT '{}')
+RETURNS TABLE (worker_id integer, segment text, raised_from bigint, raised_to bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    LOCK TABLE @extschema@.idgen_registry_regression IN SHARE ROW EXCLUSIVE MODE;
+    UPDATE @extschema@.idgen_registry_regression g
+       SET resolved_at = clock_timestamp(), dismissed = true
+     WHERE g.resolved_at IS NULL AND g.id = ANY (coalesce(dismiss, '{}'));
+    -- A worker id's report raises nothing here: a holder whose row survived raised its R with
+    -- its own renewal (only the holder can); one whose row was lost is told so at its next
+    -- renewal (55006: it stays below its fence until a restart claims anew); and the probation
+    -- kept everyone else off the id until every R a lost renewal could have confirmed had
+    -- passed (with one lease length for the whole fleet). Such reports are only closed.
+    RETURN QUERY
+    WITH worst AS (
+        SELECT g.segment, max(g.node_value) AS v FROM @extschema@.idgen_registry_regression g
+         WHERE g.resolved_at IS NULL AND g.segment IS NOT NULL GROUP BY g.segment),
+    raised AS (
+        UPDATE @extschema@.idgen_registry_segment r
+           SET max_id = w.v, taker = NULL, taker_key = NULL, updated_at = clock_timestamp()
+          FROM worst w, (SELECT name, max_id FROM @extschema@.idgen_registry_segment) o
+         WHERE r.name = w.segment AND o.name = r.name AND r.max_id < w.v
+        RETURNING r.name, o.max_id AS before, r.max_id AS after)
+    SELECT NULL::integer, raised.name, raised.before, raised.after FROM raised;
+    -- A global serial's counter: raised to the highest mark a node reported.
+    RETURN QUERY
+    WITH worst AS (
+        SELECT g.serial, g.serial_period AS period, max(g.node_value) AS v
+          FROM @extschema@.idgen_registry_regression g
+         WHERE g.resolved_at IS NULL AND g.serial IS NOT NULL GROUP BY 1, 2),
+    before AS (
+        SELECT w.serial, w.period, w.v, c.max_id AS was FROM worst w
+          LEFT JOIN @extschema@.idgen_registry_serial_counter c
+                 ON c.serial = w.serial AND c.period = w.period
+         WHERE coalesce(c.max_id, 0) < w.v),
+    raised AS (
+        INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id)
+        SELECT b.serial, b.period, b.v FROM before b
+        ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
+           SET max_id = greatest(c.max_id, excluded.max_id), taker = NULL, updated_at = clock_timestamp()
+        RETURNING c.serial, c.period)
+    SELECT NULL::integer, format('serial %s, period %s', b.serial, b.period), b.was, b.v
+      FROM before b JOIN raised r ON r.serial = b.serial AND r.period = b.period;
+    UPDATE @extschema@.idgen_registry_regression g SET resolved_at = clock_timestamp()
+     WHERE g.resolved_at IS NULL;
+END
+$$;
 
 -- Adopting a column (issue 29, point 7): the segment always continues above the column and the
 -- sequence, its cached numbers dropped; refused under REPEATABLE READ / SERIALIZABLE.
@@ -627,33 +748,10 @@ $fn$;
 COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, boolean) IS
   'Switches a bigint serial / identity column to snowflake_nextval() or segment_nextval(segment), in the caller''s READ COMMITTED transaction; an existing segment is moved above the column''s values. Returns each step and its undo. dry_run => true changes nothing.';
 
--- Three registry functions of 0.5.0, again, with every argument of their calls to
+-- Two registry functions of 0.5.0, again (idgen_registry_check_marks is above), with every argument of their calls to
 -- idgen_registry_report_regression cast to its exact type: an untyped NULL let an overload that
 -- a database owner created in the extension's schema (public) match better and run as the
 -- superuser (issue 29's review of every function that runs with elevated rights).
-CREATE OR REPLACE FUNCTION idgen_registry_check_marks(segment_names text[], segment_marks bigint[], node text,
-                                           incarnation_id text)
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    found_lost text;
-    m record;
-BEGIN
-    FOR m IN SELECT s.name, s.max_id, k.mark
-               FROM unnest(segment_names, segment_marks) AS k(name, mark)
-               JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
-              WHERE k.mark > s.max_id
-                -- The last range this very node gave back: its report read the mark before
-                -- the give-back (nothing of the range above the new mark was handed out).
-                AND NOT coalesce(s.given_back_by = incarnation_id AND k.mark = s.given_back_from, false) LOOP
-        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, m.name::text, m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
-        found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
-    END LOOP;
-    RETURN found_lost;
-END
-$$;
-
 CREATE OR REPLACE FUNCTION idgen_registry_renew(
     held_worker integer, incarnation_id text, holder_secret text, lease_length_ms integer,
     renew_every_ms integer, offset_ms double precision, known_fence bigint,

@@ -47,6 +47,12 @@ impl Arg<'_> {
     }
 }
 
+thread_local! {
+    /// This backend's prepared statements, by their text (the schema substituted).
+    static PLANS: std::cell::RefCell<std::collections::HashMap<CString, pg_sys::SPIPlanPtr>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
 /// One result row, its columns read by [`Row::int8`] and friends.
 pub(crate) struct Row(Vec<Option<Value>>);
 
@@ -156,14 +162,26 @@ pub(crate) fn run(place: &Place, sql: &str, args: &[Arg<'_>], limit: i64) -> Vec
             if pg_sys::SPI_connect() != pg_sys::SPI_OK_CONNECT as i32 {
                 pgrx::error!("idgen: SPI_connect failed");
             }
-            let plan = pg_sys::SPI_prepare(
-                sql.as_ptr(),
-                types.len() as i32,
-                types.as_ptr() as *mut pg_sys::Oid,
-            );
-            if plan.is_null() {
-                pgrx::error!("idgen: SPI_prepare failed");
-            }
+            let plan = match PLANS.with_borrow(|p| p.get(&sql).copied()) {
+                Some(plan) => plan,
+                None => {
+                    let plan = pg_sys::SPI_prepare(
+                        sql.as_ptr(),
+                        types.len() as i32,
+                        types.as_ptr() as *mut pg_sys::Oid,
+                    );
+                    if plan.is_null() {
+                        pgrx::error!("idgen: SPI_prepare failed");
+                    }
+                    // Kept for the life of the backend: a draw does not parse and plan its
+                    // statement again (PostgreSQL's plan cache replans it when a table changes).
+                    if pg_sys::SPI_keepplan(plan) != 0 {
+                        pgrx::error!("idgen: SPI_keepplan failed");
+                    }
+                    PLANS.with_borrow_mut(|p| p.insert(sql.clone(), plan));
+                    plan
+                }
+            };
             let rc = pg_sys::SPI_execute_snapshot(
                 plan,
                 values.as_mut_ptr(),

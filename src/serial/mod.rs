@@ -221,6 +221,13 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
         .map_err(|e| render_error(&def.name, e))
 }
 
+/// How a global serial's counter is named among the marks a node shows the registry
+/// (`idgen_registry_check_marks` reads this form): control characters, which no one puts in a
+/// segment's name.
+fn registry_mark_name(serial: &str, period: &str) -> String {
+    format!("\u{1}serial\u{1}{serial}\u{1}{period}")
+}
+
 fn reset_name(reset: Reset) -> &'static str {
     match reset {
         Reset::Day => "day",
@@ -309,6 +316,9 @@ fn take_in_allocator(name: &str, definition: &str, args: [i64; 4]) -> Result<i64
         if mark <= known {
             return Err(malformed());
         }
+        // Shown to the registry at every renewal from now on, with the global segments' marks:
+        // a registry that lost the counter is found before it hands its numbers out again.
+        crate::segment::note_registry_mark(&registry_mark_name(serial, period), mark);
         catalog::run(
             &place,
             "INSERT INTO $S.idgen_serial_counter AS c (serial, period, value) VALUES ($1, $2, $3)

@@ -153,4 +153,27 @@ fn a_global_serial_is_refused_where_it_is_defined_differently_or_the_registry_lo
     let mut all = texts;
     all.extend(after);
     assert_distinct(&all);
+    // The finding is the registry's: no node takes a range until an operator resolves it, not
+    // even one that never drew the serial.
+    let mut r = reg.connect("postgres");
+    let reported: i64 =
+        r.one("SELECT count(*) FROM idgen_registry_regression WHERE serial = 'r' AND resolved_at IS NULL");
+    assert_eq!(reported, 1);
+    b.connect("postgres")
+        .batch_execute("SELECT serial_create('r', 'R{seq}', scope => 'global')")
+        .unwrap();
+    assert_eq!(
+        sqlstate(b.connect("postgres").query_one("SELECT serial_nextval('r')", &[])),
+        "55000"
+    );
+    // Resolving raises the counter to the node's mark: the texts go on above it.
+    let raised: Vec<String> = column(&mut r, "SELECT segment FROM idgen_registry_resolve()");
+    assert_eq!(raised, ["serial r, period "]);
+    for n in [&a, &b] {
+        all.extend(column::<String>(
+            &mut n.connect("postgres"),
+            "SELECT serial_nextval('r') FROM generate_series(1, 20)",
+        ));
+    }
+    assert_distinct(&all);
 }
