@@ -38,13 +38,16 @@ BEGIN
 END
 $$;
 
--- Serials get an id, a scope and an ACL.
+-- Serials get an id, a scope, and who may draw: PUBLIC (usage_public) and the roles named in
+-- usage_roles (by name, not OID: a dump restored elsewhere keeps its meaning, and aclitem
+-- would stop pg_upgrade to PostgreSQL 16, whose aclitem format changed).
 CREATE SEQUENCE idgen_serial_id_seq AS bigint;
 SELECT pg_catalog.pg_extension_config_dump('idgen_serial_id_seq', '');
 ALTER TABLE idgen_serial
     ADD COLUMN id bigint,
     ADD COLUMN scope text NOT NULL DEFAULT 'local' CHECK (scope IN ('local', 'global')),
-    ADD COLUMN acl aclitem[];
+    ADD COLUMN usage_public boolean NOT NULL DEFAULT false,
+    ADD COLUMN usage_roles text[] NOT NULL DEFAULT '{}';
 UPDATE idgen_serial SET id = nextval('idgen_serial_id_seq');
 ALTER TABLE idgen_serial
     ALTER COLUMN id SET DEFAULT nextval('idgen_serial_id_seq'),
@@ -53,10 +56,7 @@ ALTER TABLE idgen_serial
     ADD CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless);
 ALTER SEQUENCE idgen_serial_id_seq OWNED BY idgen_serial.id;
 -- Every role could draw from every serial in 0.4.0: existing serials keep that (PUBLIC).
-UPDATE idgen_serial s
-   SET acl = ARRAY[pg_catalog.makeaclitem(0, c.relowner, 'USAGE', false)]
-  FROM pg_catalog.pg_class c
- WHERE c.oid = 'idgen_serial'::regclass;
+UPDATE idgen_serial SET usage_public = true;
 
 -- Counters by serial id. The gapless counters move over as they are; each fast serial's
 -- counter segments ('serial:<name>:<period>', exact names only) become counters whose mark is
@@ -95,7 +95,7 @@ SELECT id, period, max_id FROM moved WHERE max_id > 0;
 REVOKE ALL ON TABLE idgen_serial, idgen_serial_counter FROM PUBLIC;
 REVOKE ALL ON SEQUENCE idgen_serial_id_seq FROM PUBLIC;
 COMMENT ON TABLE idgen_serial IS
-  'Serial number definitions: id, format, reset period, time zone, mode, scope, who may draw (acl: USAGE). Changed by serial_create/alter/drop/grant/revoke.';
+  'Serial number definitions: id, format, reset period, time zone, mode, scope, who may draw (usage_public, usage_roles: USAGE). Changed by serial_create/alter/drop/grant/revoke.';
 COMMENT ON TABLE idgen_serial_counter IS
   'Counters of serials, per serial id and period: the last number committed (gapless) or the high-water mark (fast: numbers up to it may have been handed out).';
 
@@ -135,9 +135,10 @@ SELECT s.name, s.format, s.reset, s.time_zone, s.gapless, s.scope, s.description
   FROM idgen_serial s
  CROSS JOIN LATERAL (SELECT idgen_serial_period(s.reset, s.time_zone) AS period) p
  WHERE (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)
-    OR EXISTS (SELECT FROM pg_catalog.aclexplode(s.acl) e
-                WHERE e.privilege_type = 'USAGE'
-                  AND (e.grantee = 0 OR pg_catalog.pg_has_role(e.grantee, 'USAGE')));
+    OR s.usage_public
+    OR EXISTS (SELECT FROM pg_catalog.unnest(s.usage_roles) g
+                 JOIN pg_catalog.pg_roles r ON r.rolname = g
+                WHERE pg_catalog.pg_has_role(r.oid, 'USAGE'));
 GRANT SELECT ON idgen_serials TO PUBLIC;
 COMMENT ON VIEW idgen_serials IS
   'The serials the current role may draw from, with the current period and its counter: the last number committed (gapless) or the high-water mark (fast).';
@@ -224,7 +225,7 @@ DECLARE
     current bigint;
     taken   bigint;
 BEGIN
-    IF serial IS NULL OR octet_length(serial) NOT BETWEEN 1 AND 40 OR period IS NULL
+    IF serial IS NULL OR octet_length(serial) NOT BETWEEN 1 AND 40 OR serial ~ '[[:cntrl:]]' OR period IS NULL
        OR period !~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'
        OR step_size IS NULL OR step_size < 1 OR step_size > 1000000
        OR incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32
@@ -293,14 +294,17 @@ AS $$
   INSERT INTO @extschema@.idgen_registry_regression
          (serial, serial_period, registry_value, node_value, node_name, incarnation, reported_by,
           reporter_address)
-  SELECT serial_name, period, registry_value, node_value, node, incarnation_id, session_user,
+  SELECT serial_name, idgen_registry_report_serial_regression.period, registry_value, node_value,
+         node, incarnation_id, session_user,
          host(inet_client_addr())
    WHERE NOT EXISTS (
          SELECT FROM @extschema@.idgen_registry_regression g
-          WHERE g.resolved_at IS NULL AND g.serial = serial_name AND g.serial_period = period
+          WHERE g.resolved_at IS NULL AND g.serial = serial_name
+            AND g.serial_period = idgen_registry_report_serial_regression.period
             AND g.incarnation IS NOT DISTINCT FROM incarnation_id)
      AND coalesce((SELECT c.max_id FROM @extschema@.idgen_registry_serial_counter c
-                    WHERE c.serial = serial_name AND c.period = period), 0) < node_value
+                    WHERE c.serial = serial_name
+                      AND c.period = idgen_registry_report_serial_regression.period), 0) < node_value
 $$;
 REVOKE EXECUTE ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) FROM PUBLIC;
 COMMENT ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) IS
@@ -331,10 +335,13 @@ BEGIN
                FROM (SELECT split_part(x.name, chr(1), 3) AS serial,
                             split_part(x.name, chr(1), 4) AS period, x.mark
                        FROM unnest(segment_names, segment_marks) AS x(name, mark)
-                      WHERE x.name LIKE chr(1) || 'serial' || chr(1) || '%') k
+                      WHERE x.name LIKE chr(1) || 'serial' || chr(1) || '%'
+                        AND array_length(string_to_array(x.name, chr(1)), 1) = 4) k
                LEFT JOIN @extschema@.idgen_registry_serial_counter c
                       ON c.serial = k.serial AND c.period = k.period
-              WHERE k.mark > coalesce(c.max_id, 0) LOOP
+              WHERE k.mark > coalesce(c.max_id, 0)
+                AND octet_length(k.serial) BETWEEN 1 AND 40
+                AND k.period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$' LOOP
         PERFORM @extschema@.idgen_registry_report_serial_regression(m.serial::text, m.period::text,
             m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
         found_lost := coalesce(found_lost, format('global serial %L''s counter for %L in the registry is %s, below %s that this node holds: the registry has lost commits', m.serial, m.period, m.max_id, m.mark));

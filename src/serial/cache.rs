@@ -106,9 +106,10 @@ fn load(place: &Place, name: &str, role: pg_sys::Oid) -> Result<Def, Error> {
     let rows = catalog::run(
         place,
         "SELECT s.id, s.format, s.reset, s.time_zone, s.gapless, s.scope = 'global',
-                $2 OR EXISTS (SELECT FROM pg_catalog.aclexplode(s.acl) e
-                               WHERE e.privilege_type = 'USAGE'
-                                 AND (e.grantee = 0 OR pg_catalog.pg_has_role($3, e.grantee, 'USAGE')))
+                $2 OR s.usage_public
+                   OR EXISTS (SELECT FROM pg_catalog.unnest(s.usage_roles) g
+                                JOIN pg_catalog.pg_roles r ON r.rolname = g
+                               WHERE pg_catalog.pg_has_role($3, r.oid, 'USAGE'))
            FROM $S.idgen_serial s WHERE s.name = $1",
         &[
             Arg::Text(Some(name)),
@@ -172,6 +173,12 @@ fn register_callbacks() {
         );
         pg_sys::CacheRegisterSyscacheCallback(
             pg_sys::SysCacheIdentifier::AUTHOID as i32,
+            Some(on_roles),
+            pg_sys::Datum::from(0),
+        );
+        // A renamed schema: the cached place names it in SQL (found by issue 29's second review).
+        pg_sys::CacheRegisterSyscacheCallback(
+            pg_sys::SysCacheIdentifier::NAMESPACEOID as i32,
             Some(on_roles),
             pg_sys::Datum::from(0),
         );

@@ -285,30 +285,33 @@ impl Format {
                 return Err(RenderError::SeqOverflow { max });
             }
         }
-        let mut out = String::new();
+        use std::fmt::Write;
+        // Writing into a String cannot fail.
+        let mut out = String::with_capacity(32);
         for p in &self.pieces {
-            match p {
-                Piece::Literal(l) => out.push_str(l),
-                Piece::Year4 if (0..=9999).contains(&t.year) => {
-                    out.push_str(&format!("{:04}", t.year))
+            let _ = match p {
+                Piece::Literal(l) => {
+                    out.push_str(l);
+                    Ok(())
                 }
+                Piece::Year4 if (0..=9999).contains(&t.year) => write!(out, "{:04}", t.year),
                 Piece::Year4 => return Err(RenderError::Year(t.year)),
-                Piece::Year2 => out.push_str(&format!("{:02}", t.year.rem_euclid(100))),
-                Piece::Month => out.push_str(&format!("{:02}", t.month)),
-                Piece::Day => out.push_str(&format!("{:02}", t.day)),
-                Piece::Hour => out.push_str(&format!("{:02}", t.hour)),
-                Piece::Minute => out.push_str(&format!("{:02}", t.minute)),
-                Piece::Second => out.push_str(&format!("{:02}", t.second)),
-                Piece::Milli => out.push_str(&format!("{:03}", t.milli)),
-                Piece::Seq(None) => out.push_str(&seq.to_string()),
-                Piece::Seq(Some(n)) => out.push_str(&format!("{seq:0n$}", n = *n)),
+                Piece::Year2 => write!(out, "{:02}", t.year.rem_euclid(100)),
+                Piece::Month => write!(out, "{:02}", t.month),
+                Piece::Day => write!(out, "{:02}", t.day),
+                Piece::Hour => write!(out, "{:02}", t.hour),
+                Piece::Minute => write!(out, "{:02}", t.minute),
+                Piece::Second => write!(out, "{:02}", t.second),
+                Piece::Milli => write!(out, "{:03}", t.milli),
+                Piece::Seq(None) => write!(out, "{seq}"),
+                Piece::Seq(Some(n)) => write!(out, "{seq:0n$}", n = *n),
                 Piece::Worker(n) => match worker {
                     Some(w) if w.checked_ilog10().map_or(1, |d| d as usize + 1) <= *n => {
-                        out.push_str(&format!("{w:0n$}", n = *n))
+                        write!(out, "{w:0n$}", n = *n)
                     }
                     _ => return Err(RenderError::Worker { worker, width: *n }),
                 },
-            }
+            };
         }
         Ok(out)
     }

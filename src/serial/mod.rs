@@ -106,6 +106,11 @@ fn required<'a>(value: Option<&'a str>, argument: &'static str) -> Result<&'a st
 }
 
 fn check_name(name: &str) -> Result<(), Error> {
+    if name.chars().any(char::is_control) {
+        return Err(Error::InvalidSerialArgument {
+            why: "serial name must not contain control characters".into(),
+        });
+    }
     if name.is_empty() || name.len() > MAX_NAME_BYTES {
         return Err(Error::InvalidSerialArgument {
             why: format!(
@@ -167,8 +172,8 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
     let now = unsafe { pg_sys::GetCurrentTimestamp() };
     let local = def.zone.local(now)?;
     let period = zone::period_key(def.reset, &local);
-    let period_text = zone::period_text(def.reset, period);
     let seq = if def.gapless {
+        let period_text = zone::period_text(def.reset, period);
         catalog::lock_serial(place, def.id);
         let rows = catalog::run(
             place,
@@ -191,23 +196,24 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
             serial: def.id,
             period,
         };
-        let (id, global) = (def.id, def.global);
-        let job_name = if global {
-            format!("{period_text}:{}", def.name)
-        } else {
-            period_text.clone()
-        };
-        // A global serial's definition, which the registry compares with the other nodes'.
-        let definition = if global {
-            format!("{}|{}", reset_name(def.reset), def.format_text)
-        } else {
-            String::new()
-        };
+        let (id, global, reset) = (def.id, def.global, def.reset);
+        let (name, format_text) = (&def.name, &def.format_text);
         shared::draw(
             key,
             &mut def.slot,
             shared::max_step(def.format.max_seq()),
             |step| {
+                // Only when a range is taken: the period's text, and for a global serial its
+                // name and definition (which the registry compares with the other nodes').
+                let period_text = zone::period_text(reset, period);
+                let (job_name, definition) = if global {
+                    (
+                        format!("{period_text}:{name}"),
+                        format!("{}|{}", reset_name(reset), registry_format(format_text)),
+                    )
+                } else {
+                    (period_text, String::new())
+                };
                 crate::segment::run_job(
                     &job_name,
                     &definition,
@@ -226,6 +232,29 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
 /// segment's name.
 fn registry_mark_name(serial: &str, period: &str) -> String {
     format!("\u{1}serial\u{1}{serial}\u{1}{period}")
+}
+
+/// A global serial's format as the registry compares it across nodes: with `{seq:0N}` written
+/// `{seq}`, so that widening the counter on every node (the hint of 22003) one node at a time
+/// keeps them drawing.
+fn registry_format(format: &str) -> String {
+    let mut out = String::with_capacity(format.len());
+    let mut rest = format;
+    while let Some(i) = rest.find("{seq:0") {
+        out.push_str(&rest[..i]);
+        match rest[i..].find('}') {
+            Some(j) => {
+                out.push_str("{seq}");
+                rest = &rest[i + j + 1..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn reset_name(reset: Reset) -> &'static str {
@@ -430,9 +459,9 @@ fn create(
     let creator = catalog::current_role();
     let rows = catalog::run(
         &place,
-        "INSERT INTO $S.idgen_serial AS s (name, format, reset, time_zone, gapless, scope, description, acl)
+        "INSERT INTO $S.idgen_serial AS s (name, format, reset, time_zone, gapless, scope, description, usage_roles)
          VALUES ($1, $2, $3, $4, $5, $6, $7,
-                 ARRAY[pg_catalog.makeaclitem($8, $9, 'USAGE', false)])
+                 ARRAY[(SELECT r.rolname::text FROM pg_catalog.pg_roles r WHERE r.oid = $8)])
          ON CONFLICT (name) DO NOTHING RETURNING s.id",
         &[
             Arg::Text(Some(name)),
@@ -443,7 +472,6 @@ fn create(
             Arg::Text(Some(scope)),
             Arg::Text(description),
             Arg::Oid(creator),
-            Arg::Oid(place.owner),
         ],
         0,
     );
@@ -557,25 +585,27 @@ fn change_grant(name: Option<&str>, role: Option<&str>, grant: bool) -> Result<(
     let name = required(name, "name")?;
     let role = catalog::role_oid(required(role, "role")?)?;
     let place = cache::place()?;
-    let sql = if grant {
-        "UPDATE $S.idgen_serial s
-            SET acl = CASE WHEN pg_catalog.makeaclitem($2, $3, 'USAGE', false) = ANY (coalesce(s.acl, '{}'))
-                           THEN s.acl
-                           ELSE coalesce(s.acl, '{}') || pg_catalog.makeaclitem($2, $3, 'USAGE', false) END,
-                updated_at = now()
-          WHERE s.name = $1 RETURNING s.id"
-    } else {
-        "UPDATE $S.idgen_serial s
-            SET acl = pg_catalog.array_remove(s.acl, pg_catalog.makeaclitem($2, $3, 'USAGE', false)),
-                updated_at = now()
-          WHERE s.name = $1 RETURNING s.id"
+    // PUBLIC is a flag; a role is kept by name (its OID would mean another role after a
+    // restore elsewhere).
+    let sql = match (role == pg_sys::InvalidOid, grant) {
+        (true, true) => "UPDATE $S.idgen_serial s SET usage_public = true, updated_at = now()
+                          WHERE s.name = $1 AND $2 IS NOT NULL RETURNING s.id",
+        (true, false) => "UPDATE $S.idgen_serial s SET usage_public = false, updated_at = now()
+                           WHERE s.name = $1 AND $2 IS NOT NULL RETURNING s.id",
+        (false, true) => "UPDATE $S.idgen_serial s
+                             SET usage_roles = CASE WHEN r.rolname::text = ANY (s.usage_roles)
+                                                    THEN s.usage_roles
+                                                    ELSE s.usage_roles || r.rolname::text END,
+                                 updated_at = now()
+                            FROM pg_catalog.pg_roles r
+                           WHERE s.name = $1 AND r.oid = $2 RETURNING s.id",
+        (false, false) => "UPDATE $S.idgen_serial s
+                              SET usage_roles = pg_catalog.array_remove(s.usage_roles, r.rolname::text),
+                                  updated_at = now()
+                             FROM pg_catalog.pg_roles r
+                            WHERE s.name = $1 AND r.oid = $2 RETURNING s.id",
     };
-    let rows = catalog::run(
-        &place,
-        sql,
-        &[Arg::Text(Some(name)), Arg::Oid(role), Arg::Oid(place.owner)],
-        0,
-    );
+    let rows = catalog::run(&place, sql, &[Arg::Text(Some(name)), Arg::Oid(role)], 0);
     cache::note_change();
     if rows.is_empty() {
         return Err(Error::UnknownSerial {
@@ -628,3 +658,18 @@ pgrx::extension_sql_file!(
         status::snowflake_status
     ]
 );
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    #[test]
+    fn the_registry_compares_formats_without_the_counters_padding() {
+        assert_eq!(
+            super::registry_format("INV-{YYYY}-{seq:06}"),
+            "INV-{YYYY}-{seq}"
+        );
+        assert_eq!(super::registry_format("A{seq}B"), "A{seq}B");
+        assert_eq!(super::registry_format("{seq:012}x"), "{seq}x");
+        assert_eq!(super::registry_format("x{seq:0"), "x{seq:0");
+    }
+}

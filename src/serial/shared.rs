@@ -313,7 +313,10 @@ fn release_at_exit() {
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn release_own_refills(_code: i32, _arg: pg_sys::Datum) {
-    // An ERROR or FATAL releases every LWLock before the exit callbacks run.
+    // This callback may run before PostgreSQL's own cleanup releases the LWLocks this process
+    // holds (callbacks run in reverse order of registration): release them first, or taking
+    // idgen_serial below would wait for ourselves.
+    pg_sys::LWLockReleaseAll();
     let pid = crate::backend::pid();
     let mut guard = LOCK.exclusive();
     for m in metas(&mut guard).iter_mut() {

@@ -354,6 +354,7 @@ fn matrix(known: &str) -> Vec<Case> {
             "22023",
             "planet",
         ),
+        ("serial_create(E'a\\x01b', 'X{seq}')", "22023", "control"),
         (
             "serial_create('x', 'X{seq}', scope => NULL)",
             "22004",

@@ -116,6 +116,20 @@ fn a_global_serial_is_refused_where_it_is_defined_differently_or_the_registry_lo
         .unwrap();
     let first: String = a.connect("postgres").one("SELECT serial_nextval('m')");
     assert!(first.ends_with("-0001"), "{first}");
+    // Widening the counter (the hint of 22003) on one node keeps it drawing.
+    a.connect("postgres")
+        .batch_execute("SELECT serial_alter('m', format => 'M-{YYYY}{MM}-{seq:05}')")
+        .unwrap();
+    let wider: Vec<String> = column(
+        &mut a.connect("postgres"),
+        "SELECT serial_nextval('m') FROM generate_series(1, 20)",
+    );
+    assert!(
+        wider
+            .iter()
+            .all(|t| t.rsplit('-').next().unwrap().len() == 5),
+        "{wider:?}"
+    );
     assert_eq!(
         sqlstate(
             b.connect("postgres")
@@ -134,8 +148,12 @@ fn a_global_serial_is_refused_where_it_is_defined_differently_or_the_registry_lo
             "SELECT serial_nextval('r') FROM generate_series(1, 15)",
         )
     };
+    // Another period's counter beside it (the finding must name this one).
     reg.connect("postgres")
-        .batch_execute("UPDATE idgen_registry_serial_counter SET max_id = 0 WHERE serial = 'r'")
+        .batch_execute(
+            "INSERT INTO idgen_registry_serial_counter (serial, period, max_id) VALUES ('r', '20000101', 5);
+             UPDATE idgen_registry_serial_counter SET max_id = 0 WHERE serial = 'r' AND period = '';",
+        )
         .unwrap();
     let mut c = a.connect("postgres");
     let mut after = Vec::new();
@@ -156,14 +174,18 @@ fn a_global_serial_is_refused_where_it_is_defined_differently_or_the_registry_lo
     // The finding is the registry's: no node takes a range until an operator resolves it, not
     // even one that never drew the serial.
     let mut r = reg.connect("postgres");
-    let reported: i64 =
-        r.one("SELECT count(*) FROM idgen_registry_regression WHERE serial = 'r' AND resolved_at IS NULL");
+    let reported: i64 = r.one(
+        "SELECT count(*) FROM idgen_registry_regression WHERE serial = 'r' AND resolved_at IS NULL",
+    );
     assert_eq!(reported, 1);
     b.connect("postgres")
         .batch_execute("SELECT serial_create('r', 'R{seq}', scope => 'global')")
         .unwrap();
     assert_eq!(
-        sqlstate(b.connect("postgres").query_one("SELECT serial_nextval('r')", &[])),
+        sqlstate(
+            b.connect("postgres")
+                .query_one("SELECT serial_nextval('r')", &[])
+        ),
         "55000"
     );
     // Resolving raises the counter to the node's mark: the texts go on above it.

@@ -37,21 +37,29 @@ fn a_backend_terminated_during_a_refill_leaves_the_counter_usable() {
         .unwrap();
     let mut victim = cluster.connect("postgres");
     let pid: i32 = victim.one("SELECT pg_backend_pid()");
-    let waiting = thread::spawn(move || victim.query_one("SELECT serial_nextval('f')", &[]).is_ok());
-    wait_for("the victim waiting for its refill", Duration::from_secs(10), || {
-        let state: Option<String> = admin
-            .query_one(
-                "SELECT wait_event FROM pg_stat_activity WHERE pid = $1",
-                &[&pid],
-            )
-            .ok()
-            .and_then(|r| r.get(0));
-        (state.as_deref() == Some("Extension")).then_some(())
-    });
+    let waiting =
+        thread::spawn(move || victim.query_one("SELECT serial_nextval('f')", &[]).is_ok());
+    wait_for(
+        "the victim waiting for its refill",
+        Duration::from_secs(10),
+        || {
+            let state: Option<String> = admin
+                .query_one(
+                    "SELECT wait_event FROM pg_stat_activity WHERE pid = $1",
+                    &[&pid],
+                )
+                .ok()
+                .and_then(|r| r.get(0));
+            (state.as_deref() == Some("Extension")).then_some(())
+        },
+    );
     admin
         .batch_execute(&format!("SELECT pg_terminate_backend({pid})"))
         .unwrap();
-    assert!(!waiting.join().unwrap(), "the terminated draw returned a number");
+    assert!(
+        !waiting.join().unwrap(),
+        "the terminated draw returned a number"
+    );
     holder.batch_execute("COMMIT").unwrap();
     // Another session draws at once, the refill the victim started being given up.
     let mut other = cluster.connect("postgres");
@@ -62,11 +70,7 @@ fn a_backend_terminated_during_a_refill_leaves_the_counter_usable() {
 
 #[test]
 fn a_transaction_that_changed_a_serial_cannot_be_prepared() {
-    let cluster = Cluster::with_idgen(
-        "serial-review-2pc",
-        3,
-        &["max_prepared_transactions = 2"],
-    );
+    let cluster = Cluster::with_idgen("serial-review-2pc", 3, &["max_prepared_transactions = 2"]);
     let mut admin = cluster.connect("postgres");
     admin
         .batch_execute(
@@ -85,13 +89,19 @@ fn a_transaction_that_changed_a_serial_cannot_be_prepared() {
     );
     admin.batch_execute("ROLLBACK").ok();
     // Nothing was prepared, and the grant stands.
-    assert_eq!(admin.one::<i64>("SELECT count(*) FROM pg_prepared_xacts"), 0);
+    assert_eq!(
+        admin.one::<i64>("SELECT count(*) FROM pg_prepared_xacts"),
+        0
+    );
     assert_eq!(b.one::<String>("SELECT serial_nextval('s')"), "S2");
     // A revoke that commits is seen by b's next draw.
     admin
         .batch_execute("SELECT serial_revoke('s', 'b')")
         .unwrap();
-    assert_eq!(sqlstate(b.query_one("SELECT serial_nextval('s')", &[])), "42501");
+    assert_eq!(
+        sqlstate(b.query_one("SELECT serial_nextval('s')", &[])),
+        "42501"
+    );
 }
 
 #[test]
@@ -102,7 +112,10 @@ fn a_backend_with_a_cached_serial_follows_the_extension_dropped_and_created_agai
         .batch_execute("SELECT serial_create('inv', 'INV-{seq}')")
         .unwrap();
     let mut b = cluster.connect("postgres");
-    let old: Vec<String> = column(&mut b, "SELECT serial_nextval('inv') FROM generate_series(1, 3)");
+    let old: Vec<String> = column(
+        &mut b,
+        "SELECT serial_nextval('inv') FROM generate_series(1, 3)",
+    );
     assert_eq!(old, ["INV-1", "INV-2", "INV-3"]);
     admin
         .batch_execute(
