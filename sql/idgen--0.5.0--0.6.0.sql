@@ -336,7 +336,10 @@ BEGIN
                             split_part(x.name, chr(1), 4) AS period, x.mark
                        FROM unnest(segment_names, segment_marks) AS x(name, mark)
                       WHERE x.name LIKE chr(1) || 'serial' || chr(1) || '%'
-                        AND array_length(string_to_array(x.name, chr(1)), 1) = 4) k
+                        AND array_length(string_to_array(x.name, chr(1)), 1) = 4
+                        -- A global segment's name is a segment's mark, never a serial's.
+                        AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_segment s
+                                         WHERE s.name = x.name)) k
                LEFT JOIN @extschema@.idgen_registry_serial_counter c
                       ON c.serial = k.serial AND c.period = k.period
               WHERE k.mark > coalesce(c.max_id, 0)

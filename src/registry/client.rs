@@ -604,10 +604,12 @@ fn text_array(names: &[String]) -> String {
 /// What an operator does about a registry that lost commits.
 const RESOLVE_HINT: &str = "On the registry, as a superuser, once every node has renewed: SELECT * FROM idgen_registry_resolve(); (README \"A registry that lost commits\").";
 
-/// The global segments cached on this server and their marks, as two PostgreSQL array
-/// literals (names: `{"a","b"}`, marks: `{1,2}`).
+/// The global segments cached on this server and their marks, and the marks of the global
+/// serials' counters it took, as two PostgreSQL array literals (names: `{"a","b"}`, marks:
+/// `{1,2}`).
 fn global_marks() -> (String, String) {
-    let marks = crate::segment::global_marks();
+    let mut marks = crate::segment::global_marks();
+    marks.extend(crate::serial::registry_marks());
     let names: Vec<String> = marks
         .iter()
         .map(|(n, _)| format!("\"{}\"", n.replace('\\', "\\\\").replace('"', "\\\"")))

@@ -100,13 +100,6 @@ pub(crate) fn run_job(name: &str, text: &str, args: [i64; 4]) -> Result<i64, Err
     queue::submit(r, true)
 }
 
-/// Notes a mark this server took in the registry outside global segments (a global serial's
-/// counter, `serial::take_in_allocator`, under a name of its own form), so that renewals show
-/// it to the registry with the segments' marks ([`global_marks`]).
-pub(crate) fn note_registry_mark(name: &str, mark: i64) {
-    shared::lock().note_global_mark(name, mark, None);
-}
-
 /// Runs an admin call through the allocator. Refused in a read-only transaction (25006), as
 /// PostgreSQL's `setval()` is: a server kept read-only must not move a high-water mark.
 fn admin(request: Request) -> i64 {

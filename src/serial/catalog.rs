@@ -40,7 +40,8 @@ impl Arg<'_> {
     fn datum(&self) -> Option<pg_sys::Datum> {
         match self {
             Arg::Int8(v) => v.into_datum(),
-            Arg::Oid(v) => v.into_datum(),
+            // Not `into_datum`, which binds InvalidOid (PUBLIC's 0) as NULL.
+            Arg::Oid(v) => Some(pg_sys::Datum::from(v.to_u32())),
             Arg::Text(v) => v.and_then(|t| t.into_datum()),
             Arg::Bool(v) => v.into_datum(),
         }
@@ -283,10 +284,12 @@ pub(crate) fn check_zone(zone: &str) -> Result<(), Error> {
     }
 }
 
-/// The role `name` ('PUBLIC' in any case: every role) as an OID for an ACL (0 for PUBLIC).
+/// The role `name` ('public': every role) as an OID (0 for PUBLIC).
 /// Errors: 42704 no such role.
 pub(crate) fn role_oid(name: &str) -> Result<pg_sys::Oid, Error> {
-    if name.eq_ignore_ascii_case("public") {
+    // As PostgreSQL's privilege functions read a role given as text: only 'public' exactly is
+    // PUBLIC ("Public" may be a role).
+    if name == "public" {
         return Ok(pg_sys::InvalidOid);
     }
     let c = CString::new(name).map_err(|_| Error::InvalidSerialArgument {

@@ -89,6 +89,18 @@ fn idgen_serial_render(name: &str, format: &str, at: Timestamp, seq: i64) -> Str
         .or_report()
 }
 
+/// The global serials' counters this server took in the registry, with its newest mark of
+/// each, as the registry client shows them at every renewal (with the global segments'
+/// marks): `(name, mark)`, named `chr(1) || 'serial' || chr(1) || serial || chr(1) || period`,
+/// the form `idgen_registry_check_marks` reads (control characters: no serial has them, and
+/// the registry leaves out a name that is a global segment's).
+pub(crate) fn registry_marks() -> Vec<(String, i64)> {
+    shared::registry_marks()
+        .into_iter()
+        .map(|(serial, period, mark)| (format!("\u{1}serial\u{1}{serial}\u{1}{period}"), mark))
+        .collect()
+}
+
 /// Sets up serials. Called once from `_PG_init`, in the postmaster: the counters' shared
 /// memory, and the allocator job that moves a counter's mark (every process inherits both).
 pub(crate) fn init() {
@@ -227,13 +239,6 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
         .map_err(|e| render_error(&def.name, e))
 }
 
-/// How a global serial's counter is named among the marks a node shows the registry
-/// (`idgen_registry_check_marks` reads this form): control characters, which no one puts in a
-/// segment's name.
-fn registry_mark_name(serial: &str, period: &str) -> String {
-    format!("\u{1}serial\u{1}{serial}\u{1}{period}")
-}
-
 /// A global serial's format as the registry compares it across nodes: with `{seq:0N}` written
 /// `{seq}`, so that widening the counter on every node (the hint of 22003) one node at a time
 /// keeps them drawing.
@@ -347,7 +352,7 @@ fn take_in_allocator(name: &str, definition: &str, args: [i64; 4]) -> Result<i64
         }
         // Shown to the registry at every renewal from now on, with the global segments' marks:
         // a registry that lost the counter is found before it hands its numbers out again.
-        crate::segment::note_registry_mark(&registry_mark_name(serial, period), mark);
+        shared::note_registry_mark(serial, period, mark);
         catalog::run(
             &place,
             "INSERT INTO $S.idgen_serial_counter AS c (serial, period, value) VALUES ($1, $2, $3)
@@ -564,7 +569,7 @@ fn drop_serial(name: Option<&str>) -> Result<(), Error> {
     Ok(())
 }
 
-/// Lets `role` ('PUBLIC' for every role) draw from serial `name` (USAGE, as on a sequence).
+/// Lets `role` ('public' for every role) draw from serial `name` (USAGE, as on a sequence).
 /// Transactional; not executable by PUBLIC (idgen_admin). Errors: 22004 NULL; 42704 no such
 /// serial or role.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
@@ -572,7 +577,8 @@ fn serial_grant(name: Option<&str>, role: Option<&str>) {
     change_grant(name, role, true).or_report()
 }
 
-/// Takes USAGE on serial `name` back from `role` ('PUBLIC' for the grant to every role); a
+/// Takes USAGE on serial `name` back from `role` ('public' for the grant to every role; the
+/// name of a role dropped since is taken out too); a
 /// role may still draw through another grant (to PUBLIC, or to a role it is a member of).
 /// Transactional; not executable by PUBLIC (idgen_admin). Errors: 22004 NULL; 42704 no such
 /// serial or role.
@@ -583,15 +589,22 @@ fn serial_revoke(name: Option<&str>, role: Option<&str>) {
 
 fn change_grant(name: Option<&str>, role: Option<&str>, grant: bool) -> Result<(), Error> {
     let name = required(name, "name")?;
-    let role = catalog::role_oid(required(role, "role")?)?;
+    let role_name = required(role, "role")?;
+    let role = match catalog::role_oid(role_name) {
+        Ok(role) => role,
+        // A dropped role's name is still revoked (a role created under it would get the
+        // grant otherwise: found by issue 29's third review).
+        Err(e) if !grant => return revoke_name(name, role_name, e),
+        Err(e) => return Err(e),
+    };
     let place = cache::place()?;
     // PUBLIC is a flag; a role is kept by name (its OID would mean another role after a
     // restore elsewhere).
     let sql = match (role == pg_sys::InvalidOid, grant) {
         (true, true) => "UPDATE $S.idgen_serial s SET usage_public = true, updated_at = now()
-                          WHERE s.name = $1 AND $2 IS NOT NULL RETURNING s.id",
+                          WHERE s.name = $1 AND $2 = 0 RETURNING s.id",
         (true, false) => "UPDATE $S.idgen_serial s SET usage_public = false, updated_at = now()
-                           WHERE s.name = $1 AND $2 IS NOT NULL RETURNING s.id",
+                           WHERE s.name = $1 AND $2 = 0 RETURNING s.id",
         (false, true) => "UPDATE $S.idgen_serial s
                              SET usage_roles = CASE WHEN r.rolname::text = ANY (s.usage_roles)
                                                     THEN s.usage_roles
@@ -611,6 +624,25 @@ fn change_grant(name: Option<&str>, role: Option<&str>, grant: bool) -> Result<(
         return Err(Error::UnknownSerial {
             name: name.chars().take(MAX_NAME_BYTES).collect(),
         });
+    }
+    Ok(())
+}
+
+/// Takes a role's name out of serial `name`'s grants when no role has that name any more; `e`
+/// (42704) when it is not there either.
+fn revoke_name(name: &str, role_name: &str, e: Error) -> Result<(), Error> {
+    let place = cache::place()?;
+    let rows = catalog::run(
+        &place,
+        "UPDATE $S.idgen_serial s
+            SET usage_roles = pg_catalog.array_remove(s.usage_roles, $2), updated_at = now()
+          WHERE s.name = $1 AND $2 = ANY (s.usage_roles) RETURNING s.id",
+        &[Arg::Text(Some(name)), Arg::Text(Some(role_name))],
+        0,
+    );
+    cache::note_change();
+    if rows.is_empty() {
+        return Err(e);
     }
     Ok(())
 }

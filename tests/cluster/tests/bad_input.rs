@@ -366,7 +366,7 @@ fn matrix(known: &str) -> Vec<Case> {
             "no_such_role",
         ),
         (
-            "serial_grant('unknown_serial', 'PUBLIC')",
+            "serial_grant('unknown_serial', 'public')",
             "42704",
             "unknown_serial",
         ),

@@ -134,3 +134,40 @@ fn a_backend_with_a_cached_serial_follows_the_extension_dropped_and_created_agai
     let set: HashSet<&String> = texts.iter().collect();
     assert_eq!(set.len(), texts.len(), "a text twice: {texts:?}");
 }
+
+/// Third review: a dropped role's name could not be revoked (42704), so a role created under
+/// it later drew; and any case of "public" meant PUBLIC, though "Public" may be a role.
+#[test]
+fn grants_name_roles_exactly_and_a_dropped_roles_name_can_be_revoked() {
+    let cluster = Cluster::with_idgen("serial-review-roles", 3, &[]);
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute(
+            "SELECT serial_create('s', 'S{seq}');
+             CREATE ROLE bob LOGIN; SELECT serial_grant('s', 'bob'); DROP ROLE bob;
+             SELECT serial_revoke('s', 'bob');
+             CREATE ROLE bob LOGIN;
+             CREATE ROLE \"Public\" LOGIN; CREATE ROLE other LOGIN;
+             SELECT serial_grant('s', 'Public');",
+        )
+        .unwrap();
+    let mut bob = cluster.connect_as("postgres", "bob");
+    assert_eq!(
+        sqlstate(bob.query_one("SELECT serial_nextval('s')", &[])),
+        "42501"
+    );
+    let mut other = cluster.connect_as("postgres", "other");
+    assert_eq!(
+        sqlstate(other.query_one("SELECT serial_nextval('s')", &[])),
+        "42501"
+    );
+    let mut public_role = cluster.connect_as("postgres", "Public");
+    assert_eq!(
+        public_role.one::<String>("SELECT serial_nextval('s')"),
+        "S1"
+    );
+    admin
+        .batch_execute("SELECT serial_grant('s', 'public')")
+        .unwrap();
+    assert_eq!(other.one::<String>("SELECT serial_nextval('s')"), "S2");
+}
