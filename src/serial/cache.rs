@@ -144,11 +144,6 @@ fn load(place: &Place, name: &str, role: pg_sys::Oid) -> Result<Def, Error> {
     })
 }
 
-/// The place of the serial tables (cached with the definitions).
-pub(crate) fn place() -> Result<Place, Error> {
-    catalog::place()
-}
-
 /// This transaction changed a serial or a grant: the backend's own cache is dropped now (its
 /// next draw sees the change) and every backend's when the transaction commits.
 pub(crate) fn note_change() {

@@ -41,6 +41,16 @@ pub(crate) enum Reset {
 }
 
 impl Reset {
+    /// Its SQL name, as [`Reset::parse`] reads it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Reset::Day => "day",
+            Reset::Month => "month",
+            Reset::Year => "year",
+            Reset::Never => "never",
+        }
+    }
+
     /// `'day'`, `'month'`, `'year'` or `'never'`.
     pub(crate) fn parse(text: &str) -> Option<Reset> {
         match text {

@@ -91,8 +91,7 @@ pub(crate) fn period_text(reset: Reset, key: i32) -> String {
     }
 }
 
-#[cfg(any(test, feature = "pg_test"))]
-#[pgrx::pg_schema]
+#[cfg(test)]
 mod tests {
     use super::*;
 

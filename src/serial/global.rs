@@ -1,0 +1,152 @@
+//! Global serials (`scope => 'global'`): their counters' marks live in the registry
+//! (`idgen_registry_serial_take`), taken by this database's allocator; the marks this server
+//! took are kept in its own `idgen_serial_counter` and shown to the registry at every take and
+//! renewal, so that a registry that lost commits is found before it hands a counter's numbers
+//! out again (DESIGN.md §6). Also the allocator's job for local counters.
+
+use pgrx::prelude::*;
+
+use super::catalog::{self, Arg};
+use super::shared;
+use crate::error::Error;
+
+/// The global serials' counters this server took in the registry, with its newest mark of
+/// each, as the registry client shows them at every renewal (with the global segments'
+/// marks): `(name, mark)`, named `chr(1) || 'serial' || chr(1) || serial || chr(1) || period`,
+/// the form `idgen_registry_check_marks` reads (control characters: no serial has them, and
+/// the registry leaves out a name that is a global segment's).
+pub(crate) fn registry_marks() -> Vec<(String, i64)> {
+    shared::registry_marks()
+        .into_iter()
+        .map(|(serial, period, mark)| (format!("\u{1}serial\u{1}{serial}\u{1}{period}"), mark))
+        .collect()
+}
+
+/// A global serial's format as the registry compares it across nodes: with `{seq:0N}` written
+/// `{seq}`, so that widening the counter on every node (the hint of 22003) one node at a time
+/// keeps them drawing.
+pub(super) fn registry_format(format: &str) -> String {
+    let mut out = String::with_capacity(format.len());
+    let mut rest = format;
+    while let Some(i) = rest.find("{seq:0") {
+        out.push_str(&rest[..i]);
+        match rest[i..].find('}') {
+            Some(j) => {
+                out.push_str("{seq}");
+                rest = &rest[i + j + 1..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The allocator's job (`segment::register_job`): moves the mark of a fast serial's counter
+/// up by `step` and returns the new mark, in the allocator's own committed transaction
+/// (local), or in the registry (global: the mark is also kept locally, and shown the registry
+/// at the next take). `args`: [global, serial id, period key, step]; `name`: the period's
+/// text, and for a global serial ':' and the serial's name; `definition`: a global serial's
+/// reset and format ('day|INV-...'), which must be the same on every node.
+pub(super) fn take_in_allocator(
+    name: &str,
+    definition: &str,
+    args: [i64; 4],
+) -> Result<i64, Error> {
+    let [global, id, _period, step] = args;
+    let place = catalog::place()?;
+    if global != 0 {
+        let (period, serial) = name.split_once(':').unwrap_or((name, ""));
+        let (reset, format) = definition.split_once('|').unwrap_or(("", definition));
+        // The last mark this server took for the counter, kept in its own idgen_serial_counter
+        // (committed with this transaction before any number of the new range is used): a
+        // registry below it has lost commits, and its range would repeat texts.
+        let known: i64 = catalog::run(
+            &place,
+            "SELECT c.value FROM $S.idgen_serial_counter c WHERE c.serial = $1 AND c.period = $2",
+            &[Arg::Int8(id), Arg::Text(Some(period))],
+            1,
+        )
+        .first()
+        .and_then(|r| r.int8(0))
+        .unwrap_or(0);
+        let row = crate::segment::registry_call(
+            c"SELECT mark, regression FROM idgen_registry_serial_take($1, $2, $3::bigint, $4, $5, $6, $7, $8::bigint)",
+            &[
+                Some(serial.to_owned()),
+                Some(period.to_owned()),
+                Some(step.to_string()),
+                Some(crate::identity::incarnation().to_owned()),
+                Some(crate::identity::secret().to_owned()),
+                Some(reset.to_owned()),
+                Some(format.to_owned()),
+                Some(known.to_string()),
+            ],
+        )?;
+        let malformed = || Error::Relayed {
+            sqlstate: PgSqlErrorCode::ERRCODE_INTERNAL_ERROR as i32,
+            message: "idgen_registry_serial_take returned no mark".into(),
+            detail: None,
+            hint: None,
+        };
+        let row = row.ok_or_else(malformed)?;
+        if let Some(regression) = row.get(1).cloned().flatten() {
+            return Err(Error::Relayed {
+                sqlstate: PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as i32,
+                message: regression,
+                detail: Some("No range is taken from it: texts could repeat.".into()),
+                hint: Some("On the registry, as a superuser: SELECT * FROM idgen_registry_resolve(); after moving the counter in idgen_registry_serial_counter above every number handed out (README \"A registry that lost commits\").".into()),
+            });
+        }
+        let mark: i64 = row
+            .first()
+            .cloned()
+            .flatten()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(malformed)?;
+        if mark <= known {
+            return Err(malformed());
+        }
+        // Shown to the registry at every renewal from now on, with the global segments' marks:
+        // a registry that lost the counter is found before it hands its numbers out again.
+        shared::note_registry_mark(serial, period, mark);
+        catalog::run(
+            &place,
+            "INSERT INTO $S.idgen_serial_counter AS c (serial, period, value) VALUES ($1, $2, $3)
+             ON CONFLICT (serial, period) DO UPDATE SET value = greatest(c.value, EXCLUDED.value)",
+            &[Arg::Int8(id), Arg::Text(Some(period)), Arg::Int8(mark)],
+            0,
+        );
+        return Ok(mark);
+    }
+    let rows = catalog::run(
+        &place,
+        "INSERT INTO $S.idgen_serial_counter AS c (serial, period, value) VALUES ($1, $2, $3)
+         ON CONFLICT (serial, period) DO UPDATE SET value = c.value + EXCLUDED.value
+         RETURNING c.value",
+        &[Arg::Int8(id), Arg::Text(Some(name)), Arg::Int8(step)],
+        0,
+    );
+    rows.first()
+        .and_then(|r| r.int8(0))
+        .ok_or(Error::UnknownSerial {
+            name: format!("#{id}"),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_registry_compares_formats_without_the_counters_padding() {
+        assert_eq!(
+            super::registry_format("INV-{YYYY}-{seq:06}"),
+            "INV-{YYYY}-{seq}"
+        );
+        assert_eq!(super::registry_format("A{seq}B"), "A{seq}B");
+        assert_eq!(super::registry_format("{seq:012}x"), "{seq}x");
+        assert_eq!(super::registry_format("x{seq:0"), "x{seq:0");
+    }
+}
