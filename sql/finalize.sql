@@ -40,12 +40,12 @@ BEGIN
   END IF;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_drop(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_setval(text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text) TO idgen_admin;
-GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text, integer) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_drop(text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_setval(text, bigint) TO idgen_admin;
 REVOKE EXECUTE ON FUNCTION segment_interleave_ready(bigint) FROM PUBLIC;
@@ -57,28 +57,8 @@ GRANT EXECUTE ON FUNCTION serial_drop(text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION serial_grant(text, text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION serial_revoke(text, text) TO idgen_admin;
 
-CREATE FUNCTION segment_status()
-RETURNS TABLE (
-    name text, max_id bigint, step integer, description text,
-    cached_step bigint,
-    current_first bigint, current_last bigint, current_used bigint,
-    next_first bigint, next_last bigint,
-    refills bigint, last_refill_at timestamptz, refill_pending boolean
-)
-LANGUAGE sql VOLATILE PARALLEL RESTRICTED
-SET search_path = pg_catalog
-AS $$
-  SELECT s.name, s.max_id, s.step, s.description,
-         c.cached_step, c.current_first, c.current_last, c.current_used,
-         c.next_first, c.next_last, COALESCE(c.refills, 0), c.last_refill_at,
-         COALESCE(c.refill_pending, false)
-    FROM @extschema@.idgen_segment s
-    LEFT JOIN @extschema@.segment_cache_status() c ON c.name = s.name
-   ORDER BY s.name
-$$;
+-- segment_status() is created by sql/idgen--0.6.0--0.7.0.sql (with its comment).
 
-COMMENT ON FUNCTION segment_create(text, bigint, integer, text, text) IS
-  'Creates a segment whose first number is start, refilled step numbers at a time; not undone by ROLLBACK. scope => ''global'': its numbers come from the registry, shared by every node.';
 COMMENT ON FUNCTION segment_nextval(text) IS
   'Next number of a segment: dense, increasing, never handed out twice; one atomic add on a range cached in shared memory.';
 COMMENT ON FUNCTION segment_nextvals(text, integer) IS
@@ -89,11 +69,7 @@ COMMENT ON FUNCTION segment_setval(text, bigint) IS
   'Moves a segment forward: later numbers are greater than value. Never backwards.';
 COMMENT ON FUNCTION segment_interleave_ready(bigint) IS
   'Growing from N to M servers: confirms idgen.segment_interleave_until = until is in force here and no segment is past it; returns the highest mark.';
-COMMENT ON FUNCTION segment_alter(text, integer, text) IS
-  'Changes a segment''s step and description (NULL keeps, '''' clears the description).';
 COMMENT ON FUNCTION segment_drop(text) IS
   'Drops a segment and its cached numbers; not undone by ROLLBACK.';
 COMMENT ON FUNCTION segment_cache_status() IS
   'Internal: this database''s segments in the shared cache; use segment_status().';
-COMMENT ON FUNCTION segment_status() IS
-  'Each segment: high-water mark, step, the cached current and next ranges, dynamic step and refills.';

@@ -153,6 +153,12 @@ pub(crate) enum Error {
     /// A step outside `1..=MAX_STEP` (22023).
     #[error("step must be between 1 and {max}, not {step}")]
     StepOutOfRange { step: i64, max: i32 },
+    /// A segment cache outside `0..=max` (22023): 0 adaptive, 1 none, n a block of n.
+    #[error("cache must be between 0 and {max}, not {cache}")]
+    CacheOutOfRange { cache: i64, max: i32 },
+    /// A per-backend cache asked of a database whose idgen SQL predates 0.7.0 (55000).
+    #[error("segment caches need idgen 0.7.0 in this database")]
+    CacheNeedsUpdate,
     /// A `segment_create` start without a predecessor: `-9223372036854775808` (22003).
     #[error("start {start} is out of range")]
     StartOutOfRange { start: i64 },
@@ -301,9 +307,10 @@ impl Error {
             Error::SegmentNameTooLong { .. } => ERRCODE_NAME_TOO_LONG,
             Error::UnknownSegment { .. } => ERRCODE_UNDEFINED_OBJECT,
             Error::SegmentExists { .. } => ERRCODE_DUPLICATE_OBJECT,
-            Error::StepOutOfRange { .. } | Error::InvalidScope { .. } => {
-                ERRCODE_INVALID_PARAMETER_VALUE
-            }
+            Error::StepOutOfRange { .. }
+            | Error::InvalidScope { .. }
+            | Error::CacheOutOfRange { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            Error::CacheNeedsUpdate => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             Error::GlobalSegmentChange { .. } => ERRCODE_FEATURE_NOT_SUPPORTED,
             Error::StartOutOfRange { .. } | Error::SetvalBackwards { .. } => {
                 ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE
@@ -371,6 +378,11 @@ impl Error {
             Error::AllocatorUnavailable { max_worker_processes } => Some(format!(
                 "All {max_worker_processes} background worker slots (max_worker_processes) are in use."
             )),
+            Error::CacheOutOfRange { .. } => Some(
+                "Use 1 for no per-backend cache, n for blocks of n numbers, 0 for blocks that adapt to each session's rate."
+                    .into(),
+            ),
+            Error::CacheNeedsUpdate => Some("Run ALTER EXTENSION idgen UPDATE.".into()),
             Error::SegmentCacheFull { max } => Some(format!(
                 "All {max} entries of the shared segment cache are being refilled or changed by admin calls at this moment."
             )),

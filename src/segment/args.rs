@@ -1,6 +1,6 @@
 //! The checks of the segment functions' arguments, each a PostgreSQL error with its own
 //! SQLSTATE that changes nothing: NULL (22004), a bad name (42602, 42622), a step out of range
-//! (22023), a description too long (22001).
+//! (22023), a cache out of range (22023), a description too long (22001).
 
 use super::range::{self, check_name, NameError, MAX_DESCRIPTION_BYTES};
 use crate::error::Error;
@@ -53,4 +53,20 @@ pub(super) fn description_arg(description: &str) -> FixedText<1024> {
         .report();
     }
     FixedText::new(description)
+}
+
+/// Largest per-backend cache of a segment (`cache => n`), as `segment_nextvals`' batch.
+pub(super) const MAX_CACHE: i32 = 1_000_000;
+
+/// A segment's per-backend cache: 0 (adaptive), 1 (none) or a block size up to [`MAX_CACHE`]
+/// (22023 otherwise).
+pub(super) fn cache_arg(cache: i32) -> i32 {
+    if !(0..=MAX_CACHE).contains(&cache) {
+        Error::CacheOutOfRange {
+            cache: cache.into(),
+            max: MAX_CACHE,
+        }
+        .report();
+    }
+    cache
 }

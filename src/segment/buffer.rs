@@ -89,13 +89,32 @@ fn drawable(s: u64) -> bool {
     s & FROZEN == 0 && phase(s, cur_of(s)) == ACTIVE
 }
 
-/// One range of numbers and how many of them have been taken. 128-byte aligned so that the
-/// two buffers of a segment, and neighbouring segments, do not share a cache line.
+/// The `taken` counter of a range, alone on its 128-byte cache-line pair: every draw of every
+/// backend writes it, so nothing a draw only reads may share its line (issue 30: with `first`
+/// and `len` beside it, each draw fetched the line shared to read them, then again exclusive
+/// for its `fetch_add`: two transfers of the hottest line per number instead of one).
+#[repr(C, align(128))]
+#[derive(Default)]
+struct Taken(AtomicU64);
+
+impl std::ops::Deref for Taken {
+    type Target = AtomicU64;
+
+    fn deref(&self) -> &AtomicU64 {
+        &self.0
+    }
+}
+
+/// One range of numbers and how many of them have been taken. 128-byte aligned (the
+/// adjacent-line prefetcher's unit) so that the two buffers of a segment, and neighbouring
+/// segments, do not share a cache line; `taken`, written by every draw, has a line of its own,
+/// and the fields read by every draw (`first`, `len`) stay clean in every core's cache.
 #[repr(C, align(128))]
 #[derive(Default)]
 pub(crate) struct RangeBuffer {
-    /// Offsets handed out so far; `>= len` once drained. Grows past `len` harmlessly.
-    taken: AtomicU64,
+    /// Offsets handed out so far; `>= len` once drained. Grows past `len` harmlessly: a draw
+    /// on a drained range adds to it before it sees that the range is drained.
+    taken: Taken,
     /// First number of the range.
     first: AtomicI64,
     /// Numbers in the range; at least 1 once the buffer has been written.
@@ -165,6 +184,11 @@ pub(crate) struct Drawn {
 pub(crate) struct DoubleBuffer {
     /// The state word (see the module doc). All zero: both buffers empty, not frozen.
     state: AtomicU64,
+    /// How many times [`clear`](Self::clear) ran: a backend's block of numbers
+    /// (`session::Block`), taken in one clear epoch, is handed out only while the count is
+    /// unchanged, so a `segment_setval` (which clears) reaches every session's block. On the
+    /// state word's line: read by the same draws, written as rarely.
+    clears: AtomicU64,
     buffers: [RangeBuffer; 2],
 }
 
@@ -182,9 +206,9 @@ impl DoubleBuffer {
             let cur = cur_of(s1);
             let buffer = &self.buffers[cur];
             let len = buffer.len.load(SeqCst);
-            if buffer.taken.load(SeqCst) >= len {
-                return None;
-            }
+            // No load of `taken` first: reading the hot line before writing it costs a second
+            // transfer of it (issue 30). A draw on a drained range overshoots `taken`, which is
+            // harmless (`view` and `remaining` clamp it).
             let offset = buffer.taken.fetch_add(n, SeqCst);
             let first = buffer.first.load(SeqCst);
             // SAFETY (ordering): the offset counts only if, from `s1` to `s2`, the buffer stayed
@@ -224,6 +248,13 @@ impl DoubleBuffer {
     #[cold]
     fn survived(&self, s1: u64, s2: u64, cur: usize) -> bool {
         drawable(s2) && cur_of(s2) == cur && self.buffers[cur].stamp.load(SeqCst) <= seq(s1)
+    }
+
+    /// How many times the buffers were cleared: a block of numbers taken under one count is
+    /// handed out only while the count is the same (see [`DoubleBuffer::clears`]).
+    #[inline]
+    pub(crate) fn clears(&self) -> u64 {
+        self.clears.load(SeqCst)
     }
 
     /// Numbers left in the range after the current one.
@@ -361,6 +392,10 @@ impl DoubleBuffer {
     /// Writer: empties both buffers and thaws; the numbers left in them are skipped, never
     /// reissued. An install in progress is cancelled (it returns false).
     pub(crate) fn clear(&self) {
+        // Before the state word changes: a block checked against the count after this clear
+        // (returned) sees the new count (SeqCst), and a draw racing with it is thrown away by
+        // the state word as before.
+        self.clears.fetch_add(1, SeqCst);
         loop {
             let s = self.state.load(SeqCst);
             let mut cleared = s & !FROZEN;

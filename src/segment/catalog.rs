@@ -28,6 +28,9 @@ struct Table {
     /// library runs against the old tables until `ALTER EXTENSION idgen UPDATE`, and every
     /// segment there is local).
     scoped: bool,
+    /// Whether it has the column `cache` (idgen 0.7.0, issue 30): before, every segment has
+    /// no per-backend cache (1).
+    cached: bool,
 }
 
 impl Table {
@@ -49,15 +52,19 @@ fn table() -> Result<Table, Error> {
         return Err(Error::ExtensionNotVisible);
     };
     let name = format!("{s}.idgen_segment");
-    let scoped = Spi::get_one_with_args::<bool>(
-        "SELECT EXISTS (SELECT FROM pg_catalog.pg_attribute \
-         WHERE attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1) \
-         AND attname OPERATOR(pg_catalog.=) 'scope' AND NOT attisdropped)",
+    let (scoped, cached) = Spi::get_two_with_args::<bool, bool>(
+        "SELECT pg_catalog.bool_or(attname OPERATOR(pg_catalog.=) 'scope'), \
+                pg_catalog.bool_or(attname OPERATOR(pg_catalog.=) 'cache') \
+         FROM pg_catalog.pg_attribute \
+         WHERE attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1) AND NOT attisdropped",
         &[name.as_str().into()],
     )
-    .map_err(internal)?
-    .unwrap_or(false);
-    Ok(Table { name, scoped })
+    .map_err(internal)?;
+    Ok(Table {
+        name,
+        scoped: scoped.unwrap_or(false),
+        cached: cached.unwrap_or(false),
+    })
 }
 
 /// `Spi::get_one` reports "no row" as an error; here it is `None`.
@@ -102,16 +109,32 @@ fn with_catalog_search_path<T>(body: impl FnOnce() -> T) -> T {
     crate::backend::with_search_path(c"pg_catalog", body)
 }
 
+/// The segment's step and per-backend cache (1 before idgen 0.7.0's column), without locking.
+pub(crate) fn settings(name: &str) -> Result<(i64, u32), Error> {
+    let table = table()?;
+    let t = &table.name;
+    let cache = if table.cached { "cache" } else { "1" };
+    let row = Spi::connect(|client| {
+        let rows = client.select(
+            &format!("SELECT step, {cache} FROM {t} WHERE name OPERATOR(pg_catalog.=) $1"),
+            Some(1),
+            &[name.into()],
+        )?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        rows.first().get_two::<i32, i32>().map(Some)
+    })
+    .map_err(internal)?;
+    match row {
+        Some((Some(step), Some(cache))) => Ok((step.into(), cache.max(0) as u32)),
+        _ => Err(Error::UnknownSegment { name: name.into() }),
+    }
+}
+
 /// The segment's step, without locking.
 pub(crate) fn step(name: &str) -> Result<i64, Error> {
-    let t = table()?.name;
-    Spi::get_one_with_args::<i32>(
-        &format!("SELECT step FROM {t} WHERE name OPERATOR(pg_catalog.=) $1"),
-        &[name.into()],
-    )
-    .or_else(no_row_is_none)?
-    .map(i64::from)
-    .ok_or_else(|| Error::UnknownSegment { name: name.into() })
+    settings(name).map(|(step, _)| step)
 }
 
 /// A segment's row as the allocator reads it.
@@ -251,12 +274,20 @@ pub(crate) fn insert(
     step: i32,
     description: Option<&str>,
     global: bool,
+    cache: u32,
 ) -> Result<bool, Error> {
-    let Table { name: t, scoped } = table()?;
-    let (columns, values) = if scoped {
-        (", scope", ", $5")
-    } else {
-        ("", "")
+    let Table {
+        name: t,
+        scoped,
+        cached,
+    } = table()?;
+    if !cached && cache != 1 {
+        return Err(Error::CacheNeedsUpdate);
+    }
+    let (columns, values) = match (scoped, cached) {
+        (true, true) => (", scope, cache", ", $5, $6"),
+        (true, false) => (", scope", ", $5"),
+        _ => ("", ""),
     };
     let scope = if global { "global" } else { "local" };
     Spi::connect_mut(|client| {
@@ -272,6 +303,7 @@ pub(crate) fn insert(
                 step.into(),
                 description.into(),
                 scope.into(),
+                (cache as i32).into(),
             ],
         )?;
         Ok(!rows.is_empty())
@@ -279,21 +311,31 @@ pub(crate) fn insert(
     .map_err(internal)
 }
 
-/// Changes a segment's step (`None`: keep) and description (`None`: keep, `Some(None)`:
-/// clear); returns the step now in force.
+/// Changes a segment's step (`None`: keep), description (`None`: keep, `Some(None)`: clear)
+/// and per-backend cache (`None`: keep); returns the step and the cache now in force.
 pub(crate) fn alter(
     name: &str,
     step: Option<i32>,
     description: Option<Option<&str>>,
-) -> Result<i64, Error> {
-    let t = table()?.name;
+    cache: Option<u32>,
+) -> Result<(i64, u32), Error> {
+    let table = table()?;
+    let t = &table.name;
+    if !table.cached && cache.is_some_and(|c| c != 1) {
+        return Err(Error::CacheNeedsUpdate);
+    }
+    let (set_cache, cache_out) = if table.cached {
+        (", cache = COALESCE($5, cache)", "cache")
+    } else {
+        ("", "1")
+    };
     let row = Spi::connect_mut(|client| {
         let rows = client.update(
             &format!(
                 "UPDATE {t} SET step = COALESCE($2, step), \
-                 description = CASE WHEN $3 THEN $4 ELSE description END, \
+                 description = CASE WHEN $3 THEN $4 ELSE description END{set_cache}, \
                  updated_at = pg_catalog.now() \
-                 WHERE name OPERATOR(pg_catalog.=) $1 RETURNING step"
+                 WHERE name OPERATOR(pg_catalog.=) $1 RETURNING step, {cache_out}"
             ),
             None,
             &[
@@ -301,16 +343,19 @@ pub(crate) fn alter(
                 step.into(),
                 description.is_some().into(),
                 description.flatten().into(),
+                cache.map(|c| c as i32).into(),
             ],
         )?;
         if rows.is_empty() {
             return Ok(None);
         }
-        rows.first().get_one::<i32>()
+        rows.first().get_two::<i32, i32>().map(Some)
     })
     .map_err(internal)?;
-    row.map(i64::from)
-        .ok_or_else(|| Error::UnknownSegment { name: name.into() })
+    match row {
+        Some((Some(step), Some(cache))) => Ok((step.into(), cache.max(0) as u32)),
+        _ => Err(Error::UnknownSegment { name: name.into() }),
+    }
 }
 
 /// Deletes a segment; false if it did not exist.

@@ -5,7 +5,9 @@
 //!   a re-created segment can never hand out numbers cached from the old table.
 //! * `ProcessUtility_hook`: before a command that needs a database without other sessions
 //!   (`CREATE DATABASE ... TEMPLATE x`, `ALTER DATABASE x RENAME`, `ALTER DATABASE x SET
-//!   TABLESPACE`), x's allocator is asked to leave, as `DROP DATABASE` already makes it.
+//!   TABLESPACE`), x's allocator is asked to leave, as `DROP DATABASE` already makes it; after
+//!   `DISCARD SEQUENCES` or `DISCARD ALL`, this session's blocks and `segment_currval`s are
+//!   forgotten, as a sequence's are.
 
 use std::ffi::{c_char, c_void, CStr};
 
@@ -86,6 +88,32 @@ unsafe extern "C-unwind" fn process_utility(
             dest,
             qc,
         );
+    }
+    // SAFETY: the same statement, after it ran without an error.
+    unsafe { after_utility(pstmt) };
+}
+
+/// After a utility command: `DISCARD SEQUENCES` and `DISCARD ALL` forget this session's
+/// segment blocks and `segment_currval`s, as they forget sequences' cached values and
+/// `currval`s (PostgreSQL's `ResetSequenceCaches`).
+///
+/// # Safety
+/// `pstmt` is the valid planned statement PostgreSQL passed to the hook.
+#[pg_guard]
+unsafe extern "C-unwind" fn after_utility(pstmt: *mut pg_sys::PlannedStmt) {
+    // SAFETY: `pstmt` is the planned statement PostgreSQL passed to the hook; its utilityStmt
+    // is a parse node or NULL, and its tag says which struct it is.
+    let discards = unsafe {
+        let stmt = (*pstmt).utilityStmt;
+        !stmt.is_null()
+            && (*stmt).type_ == pg_sys::NodeTag::T_DiscardStmt
+            && matches!(
+                (*stmt.cast::<pg_sys::DiscardStmt>()).target,
+                pg_sys::DiscardMode::DISCARD_ALL | pg_sys::DiscardMode::DISCARD_SEQUENCES
+            )
+    };
+    if discards {
+        super::session::discard();
     }
 }
 

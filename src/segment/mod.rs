@@ -32,7 +32,7 @@ use pgrx::prelude::*;
 
 use crate::error::{Error, OrReport};
 use crate::failure::FixedText;
-use args::{description_arg, name_arg, step_arg};
+use args::{cache_arg, description_arg, name_arg, step_arg};
 use call_site::{entry_at_call_site, NameDatum};
 use shared::{DescriptionChange, Request, RequestKind};
 
@@ -131,7 +131,34 @@ fn admin(request: Request) -> i64 {
 /// `local`/`global`, 22003 start is the bigint minimum, 22001 description over 1024 bytes,
 /// 42710 the name exists here, 55000 `global` without `idgen.registry`, 25006 standby, 53400
 /// no background worker slot, and the registry's errors (08006 unreachable, ...).
+///
+/// `cache` (issue 30) is the segment's per-backend cache, as a sequence's `CACHE`: 1 (the
+/// default) for none, every number from the shared range; n > 1 for blocks of n numbers a
+/// backend takes at once and hands out itself (unique, increasing within a session, not
+/// ordered across sessions; a block's unused numbers are skipped when the session ends); 0 for
+/// the adaptive mode, blocks that grow within a statement from 1 to
+/// [`session::AUTO_MAX_BLOCK`] (a session drawing one number per statement takes one at a
+/// time). 22023 outside 0 to 1,000,000.
 #[pg_extern(volatile, parallel_unsafe, name = "segment_create")]
+fn segment_create_cached(
+    name: Option<&str>,
+    start: default!(Option<i64>, 1),
+    step: default!(Option<i32>, 1000),
+    description: default!(Option<&str>, "NULL"),
+    scope: default!(Option<&str>, "'local'"),
+    cache: default!(Option<i32>, 1),
+) {
+    let cache = cache_arg(
+        cache
+            .ok_or(Error::NullArgument { argument: "cache" })
+            .or_report(),
+    );
+    create(name, start, step, description, scope_arg(scope), cache);
+}
+
+/// `segment_create` of idgen 0.3.0 to 0.6.0 (no cache): the C symbol their SQL declares, kept
+/// for databases not yet updated (`ALTER EXTENSION idgen UPDATE`).
+#[pg_extern(sql = false)]
 fn segment_create_scoped(
     name: Option<&str>,
     start: default!(Option<i64>, 1),
@@ -139,7 +166,12 @@ fn segment_create_scoped(
     description: default!(Option<&str>, "NULL"),
     scope: default!(Option<&str>, "'local'"),
 ) {
-    let global = match scope {
+    create(name, start, step, description, scope_arg(scope), 1);
+}
+
+/// `scope` of `segment_create`: `local` or `global` (with `idgen.registry`).
+fn scope_arg(scope: Option<&str>) -> bool {
+    match scope {
         Some("local") => false,
         Some("global") if global::configured() => true,
         Some("global") => Error::GlobalWithoutRegistry.report(),
@@ -148,8 +180,7 @@ fn segment_create_scoped(
         }
         .report(),
         None => Error::NullArgument { argument: "scope" }.report(),
-    };
-    create(name, start, step, description, global);
+    }
 }
 
 // The objects of idgen 0.3.0 (the registry's tables and functions, the scope of segments):
@@ -158,7 +189,22 @@ fn segment_create_scoped(
 pgrx::extension_sql_file!(
     "../../sql/idgen--0.2.0--0.3.0.sql",
     name = "registry",
-    requires = [segment_create_scoped]
+    requires = [segment_create_cached]
+);
+
+// The objects of idgen 0.7.0 (issue 30: `idgen_segment.cache`, `segment_create` and
+// `segment_alter` with `cache`, `segment_status` showing it): the upgrade script from 0.6.0 is
+// also part of every fresh install, after 0.6.0's and after pgrx has created the new
+// functions, so that both end with the same objects.
+pgrx::extension_sql_file!(
+    "../../sql/idgen--0.6.0--0.7.0.sql",
+    name = "v0_7_0",
+    requires = [
+        "v0_6_0",
+        segment_create_cached,
+        segment_alter_cached,
+        segment_cache_status
+    ]
 );
 
 /// `segment_create` of idgen 0.2.0 and earlier (no scope): the C symbol their SQL declares,
@@ -170,7 +216,7 @@ fn segment_create(
     step: default!(Option<i32>, 1000),
     description: default!(Option<&str>, "NULL"),
 ) {
-    create(name, start, step, description, false);
+    create(name, start, step, description, false, 1);
 }
 
 /// Both `segment_create`s: checks the arguments, then asks the allocator.
@@ -180,6 +226,7 @@ fn create(
     step: Option<i32>,
     description: Option<&str>,
     global: bool,
+    cache: i32,
 ) {
     let name = name_arg(name);
     let start = start
@@ -202,6 +249,7 @@ fn create(
     r.description_change = description_change;
     r.description = description;
     r.global = global;
+    r.cache = cache;
     admin(r);
 }
 
@@ -298,12 +346,33 @@ fn segment_interleave_ready(until: Option<i64>) -> i64 {
 /// segment `name`. The dynamic step starts again from the new step. Not executable by PUBLIC.
 /// Errors: 42704 unknown segment, 22023 step <= 0, 22001 description too long, 55000 a new
 /// step while `idgen.segment_node_count > 1` (the step is the block size all servers share).
-#[pg_extern(volatile, parallel_unsafe)]
+///
+/// `cache` (NULL keeps it) changes the per-backend cache (see `segment_create`): each backend
+/// hands out the block it holds, then takes blocks of the new size, as with PostgreSQL's
+/// `ALTER SEQUENCE ... CACHE`. 22023 outside 0 to 1,000,000.
+#[pg_extern(volatile, parallel_unsafe, name = "segment_alter")]
+fn segment_alter_cached(
+    name: Option<&str>,
+    step: default!(Option<i32>, "NULL"),
+    description: default!(Option<&str>, "NULL"),
+    cache: default!(Option<i32>, "NULL"),
+) {
+    alter(name, step, description, cache.map(cache_arg).unwrap_or(-1));
+}
+
+/// `segment_alter` of idgen 0.1.0 to 0.6.0 (no cache): the C symbol their SQL declares, kept
+/// for databases not yet updated.
+#[pg_extern(sql = false)]
 fn segment_alter(
     name: Option<&str>,
     step: default!(Option<i32>, "NULL"),
     description: default!(Option<&str>, "NULL"),
 ) {
+    alter(name, step, description, -1);
+}
+
+/// Both `segment_alter`s; `cache` -1 keeps it.
+fn alter(name: Option<&str>, step: Option<i32>, description: Option<&str>, cache: i32) {
     let name = name_arg(name);
     let step = step.map(step_arg).unwrap_or(0);
     let (description_change, description) = match description {
@@ -312,6 +381,7 @@ fn segment_alter(
         Some(d) => (DescriptionChange::Set, description_arg(d)),
     };
     let mut r = Request::new(RequestKind::Alter, name);
+    r.cache = cache;
     r.step = step;
     r.description_change = description_change;
     r.description = description;
@@ -476,6 +546,123 @@ mod tests {
         assert_eq!(
             one_i64("SELECT count(*) FROM idgen_segment WHERE name LIKE 'pgt_bad%'"),
             0
+        );
+    }
+
+    /// A cache of 10: the session takes 10 numbers at once and hands them out itself; the
+    /// shared range moves by the block, `segment_status` shows the cache, `segment_nextvals`
+    /// and `segment_currval` follow the block.
+    #[pg_test]
+    fn a_cached_segment_hands_out_its_block() {
+        Spi::run("SELECT segment_create('pgt_block', step => 100, cache => 10)").unwrap();
+        assert_eq!(
+            one_i64("SELECT cache FROM segment_status() WHERE name = 'pgt_block'"),
+            10
+        );
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_block')"), 1);
+        assert_eq!(
+            one_i64("SELECT current_used FROM segment_status() WHERE name = 'pgt_block'"),
+            10
+        );
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_block')"), 2);
+        let batch = Spi::get_one::<Vec<i64>>(
+            "SELECT array_agg(n) FROM segment_nextvals('pgt_block', 12) n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(batch, (3..=14).collect::<Vec<_>>());
+        assert_eq!(one_i64("SELECT segment_currval('pgt_block')"), 14);
+        // 3..=10 from the block, 11..=20 a new one (4 of it used).
+        assert_eq!(
+            one_i64("SELECT current_used FROM segment_status() WHERE name = 'pgt_block'"),
+            20
+        );
+        // A new cache takes effect at the next block; the block held is handed out first.
+        Spi::run("SELECT segment_alter('pgt_block', cache => 1)").unwrap();
+        assert_eq!(
+            one_i64("SELECT cache FROM segment_status() WHERE name = 'pgt_block'"),
+            1
+        );
+        for expected in 15..=21 {
+            assert_eq!(one_i64("SELECT segment_nextval('pgt_block')"), expected);
+        }
+        assert_eq!(
+            one_i64("SELECT current_used FROM segment_status() WHERE name = 'pgt_block'"),
+            21
+        );
+    }
+
+    /// `segment_setval` reaches the session's block: the next number is the value's next.
+    #[pg_test]
+    fn setval_drops_the_block() {
+        Spi::run("SELECT segment_create('pgt_block_setval', step => 100, cache => 50)").unwrap();
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_block_setval')"), 1);
+        assert_sqlstate("SELECT segment_setval('pgt_block_setval', 49)", "22003");
+        assert_eq!(one_i64("SELECT segment_setval('pgt_block_setval', 50)"), 50);
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_block_setval')"), 51);
+    }
+
+    /// `DISCARD SEQUENCES` forgets the block and the currval, as it does a sequence's.
+    #[pg_test]
+    fn discard_sequences_forgets_the_block_and_currval() {
+        Spi::run("SELECT segment_create('pgt_block_discard', step => 100, cache => 5)").unwrap();
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_block_discard')"), 1);
+        Spi::run("DISCARD SEQUENCES").unwrap();
+        assert_sqlstate("SELECT segment_currval('pgt_block_discard')", "55000");
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_block_discard')"), 6);
+    }
+
+    /// The adaptive cache takes one number at a time for a statement that draws one, and
+    /// growing blocks within a statement that draws many.
+    #[pg_test]
+    fn the_adaptive_cache_grows_within_a_statement() {
+        Spi::run("SELECT segment_create('pgt_block_auto', step => 10000, cache => 0)").unwrap();
+        assert_eq!(one_i64("SELECT segment_nextval('pgt_block_auto')"), 1);
+        assert_eq!(
+            one_i64("SELECT current_used FROM segment_status() WHERE name = 'pgt_block_auto'"),
+            1
+        );
+        // Blocks of 1, 2, 4, 8 for 10 numbers drawn in one statement (a #[pg_test] is one
+        // statement of its own, so the first block may already be 2): at most 16 taken.
+        assert_eq!(
+            one_i64("SELECT max(segment_nextval('pgt_block_auto')) FROM generate_series(1, 10)"),
+            11
+        );
+        let used =
+            one_i64("SELECT current_used FROM segment_status() WHERE name = 'pgt_block_auto'");
+        assert!((15..=16).contains(&used), "{used} numbers taken");
+    }
+
+    #[pg_test]
+    fn a_cache_out_of_range_changes_nothing() {
+        for (sql, code) in [
+            (
+                "SELECT segment_create('pgt_cache_bad', cache => -1)",
+                "22023",
+            ),
+            (
+                "SELECT segment_create('pgt_cache_bad', cache => 1000001)",
+                "22023",
+            ),
+            (
+                "SELECT segment_create('pgt_cache_bad', cache => NULL)",
+                "22004",
+            ),
+        ] {
+            assert_sqlstate(sql, code);
+        }
+        assert_eq!(
+            one_i64("SELECT count(*) FROM idgen_segment WHERE name = 'pgt_cache_bad'"),
+            0
+        );
+        Spi::run("SELECT segment_create('pgt_cache_alter', cache => 7)").unwrap();
+        assert_sqlstate(
+            "SELECT segment_alter('pgt_cache_alter', cache => -5)",
+            "22023",
+        );
+        assert_eq!(
+            one_i64("SELECT cache FROM idgen_segment WHERE name = 'pgt_cache_alter'"),
+            7
         );
     }
 

@@ -8,6 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
+use pgrx::pg_sys;
 use rustc_hash::FxBuildHasher;
 
 use super::buffer::Drawn;
@@ -25,7 +26,34 @@ struct Local {
     name: String,
     resolved: Cell<(usize, u64)>,
     currval: Cell<Option<i64>>,
+    /// Numbers taken from the shared range and not yet handed out (a segment with a cache).
+    block: Cell<Block>,
+    /// The adaptive cache's state: the statement (its start, `TimestampTz`) of the last block
+    /// taken, and that block's size.
+    auto: Cell<(i64, u64)>,
 }
+
+/// A block of numbers this session took from the segment's shared range in one `fetch_add`
+/// (a segment with `cache` other than 1, issue 30), handed out here one by one, as a
+/// PostgreSQL sequence's `CACHE` is: `left` numbers from `next` on. The numbers are this
+/// session's alone (the shared range counts them as taken, so `segment_setval`'s floor and a
+/// give-back's mark are above them); they are handed out only while slot `index` holds the
+/// same segment (`generation`: not dropped, evicted or recreated) and its buffers were not
+/// cleared (`clears`: a `segment_setval`, whose later numbers must be above its value).
+/// Otherwise they are dropped, a gap, never handed out again.
+#[derive(Clone, Copy, Default)]
+struct Block {
+    next: i64,
+    left: u64,
+    index: usize,
+    generation: u64,
+    clears: u64,
+}
+
+/// Largest block of the adaptive cache (`cache => 0`): a block doubles with every block a
+/// statement uses up, from 1 at the statement's first draw, up to this; what a session can
+/// lose at its end is below it.
+pub(crate) const AUTO_MAX_BLOCK: u64 = 1024;
 
 /// This session's segments by name (this backend's database only), keyed by the entry's own
 /// name, hashed with FxHash: the names are the session's own, and SipHash was a tenth of
@@ -52,6 +80,8 @@ pub(crate) fn entry(name: &str) -> Result<Entry, Error> {
         name: name.to_owned(),
         resolved: Cell::new(resolved),
         currval: Cell::new(None),
+        block: Cell::new(Block::default()),
+        auto: Cell::new((0, 0)),
     }));
     LOCAL.with_borrow_mut(|local| local.insert(e.name.as_str(), e));
     Ok(Entry(e))
@@ -80,6 +110,28 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
     }
     let e = entry.0;
     let mut left = n;
+    // This session's block first: its numbers are below every number the shared range gives
+    // from now on, so the session's numbers keep increasing.
+    let b = e.block.get();
+    if b.left > 0 {
+        let s = slot(b.index);
+        if s.generation.load(SeqCst) == b.generation && s.buffers.clears() == b.clears {
+            let count = b.left.min(left);
+            if !s.referenced.load(Relaxed) {
+                s.referenced.store(true, Relaxed);
+            }
+            e.block.set(Block {
+                next: b.next + count as i64,
+                left: b.left - count,
+                ..b
+            });
+            e.currval.set(Some(b.next + (count as i64 - 1)));
+            run(b.next, count);
+            left -= count;
+        } else {
+            e.block.set(Block::default()); // a gap, never handed out again
+        }
+    }
     while left > 0 {
         let (index, generation) = match e.resolved.get() {
             (i, g) if slot(i).generation.load(SeqCst) == g => (i, g),
@@ -91,7 +143,11 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
             }
         };
         let s = slot(index);
-        match s.buffers.draw(left) {
+        let want = block_size(e, s.cache.load(Relaxed), left);
+        // Read before the draw: a clear after this read drops the block at its next use (a
+        // gap), and none between the draw and this read can leave it in use.
+        let clears = if want > left { s.buffers.clears() } else { 0 };
+        match s.buffers.draw(want) {
             Some(Drawn {
                 first,
                 count,
@@ -108,14 +164,61 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
                 if !s.referenced.load(Relaxed) {
                     s.referenced.store(true, Relaxed);
                 }
-                e.currval.set(Some(first + (count as i64 - 1)));
-                run(first, count);
-                left -= count;
+                let given = count.min(left);
+                if count > given {
+                    e.block.set(Block {
+                        next: first + given as i64,
+                        left: count - given,
+                        index,
+                        generation,
+                        clears,
+                    });
+                }
+                e.currval.set(Some(first + (given as i64 - 1)));
+                run(first, given);
+                left -= given;
             }
             None => wait_for_range(&e.name, index, generation)?,
         }
     }
     Ok(())
+}
+
+/// How many numbers to take from the shared range for `left` numbers asked for, given the
+/// segment's cache (`Slot::cache`): `left` without a cache; with one, a block of `cache`
+/// numbers (the rest stays with this session); in the adaptive mode (0), a block that starts
+/// at 1 with each statement and doubles with every block the statement uses up, up to
+/// [`AUTO_MAX_BLOCK`], so that a session drawing one number per statement takes one number at
+/// a time, and a bulk statement few blocks.
+fn block_size(e: &Local, cache: u32, left: u64) -> u64 {
+    match cache {
+        1 => left,
+        0 => {
+            // SAFETY: reads a variable of this backend's xact.c, set when a statement starts.
+            let statement = unsafe { pg_sys::GetCurrentStatementStartTimestamp() };
+            let (last_statement, last) = e.auto.get();
+            let size = if last_statement == statement {
+                last.saturating_mul(2).clamp(1, AUTO_MAX_BLOCK)
+            } else {
+                1
+            };
+            e.auto.set((statement, size));
+            left.max(size)
+        }
+        n => left.max(u64::from(n)),
+    }
+}
+
+/// Forgets this session's blocks and `currval`s (`DISCARD SEQUENCES`, `DISCARD ALL`): the
+/// blocks' numbers are skipped, as a sequence's cached values are.
+pub(crate) fn discard() {
+    LOCAL.with_borrow(|local| {
+        for e in local.values() {
+            e.block.set(Block::default());
+            e.currval.set(None);
+            e.auto.set((0, 0));
+        }
+    });
 }
 
 /// This session's last number of segment `name`, if it drew one.

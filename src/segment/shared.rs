@@ -17,7 +17,7 @@
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 use pgrx::pg_sys;
 
@@ -45,6 +45,11 @@ pub(crate) struct Slot {
     /// draws (a load and a store only when clear), cleared by the sweep, which evicts a slot
     /// it finds clear.
     pub(crate) referenced: AtomicBool,
+    /// The segment's per-backend cache (`idgen_segment.cache`, issue 30): 1 for none (every
+    /// number from the shared range), n > 1 for blocks of n numbers taken by a backend at once,
+    /// 0 for the adaptive mode. Written under the LWLock when the slot is assigned and by
+    /// `segment_alter`; read without a lock when a backend takes a block.
+    pub(crate) cache: AtomicU32,
 }
 
 /// A segment's metadata, guarded by the LWLock.
@@ -188,6 +193,8 @@ pub(crate) struct Request {
     pub(crate) description: FixedText<1024>,
     /// Create: a global segment, whose mark is in the registry (DESIGN.md §6).
     pub(crate) global: bool,
+    /// Create: the per-backend cache (0 adaptive, 1 none, n); alter: the same, or -1 to keep.
+    pub(crate) cache: i32,
     /// Job: its arguments.
     pub(crate) args: [i64; 4],
     /// Outcome: the result (load: slot index; setval: the value).
@@ -204,6 +211,7 @@ impl Request {
         Self {
             kind,
             name: FixedText::new(name),
+            cache: if kind == RequestKind::Alter { -1 } else { 1 },
             ..Self::default()
         }
     }

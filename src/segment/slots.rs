@@ -44,6 +44,7 @@ impl Guarded {
         db: pg_sys::Oid,
         name: &str,
         base_step: i64,
+        cache: u32,
     ) -> Result<(usize, Option<Evicted>), Error> {
         let (index, evicted) = match self.free_slot() {
             Some(i) => (i, None),
@@ -64,6 +65,7 @@ impl Guarded {
             ..SlotMeta::default()
         };
         s.referenced.store(true, SeqCst);
+        s.cache.store(cache, SeqCst);
         s.generation.fetch_add(1, SeqCst);
         self.used += 1;
         if !self.index_insert(SlotKey::new(db, name), index) {
@@ -192,13 +194,18 @@ impl Guarded {
         }
     }
 
-    /// A new step of segment `name` of `db` (`segment_alter`): the dynamic step starts again
-    /// from it.
-    pub(crate) fn set_step(&mut self, db: pg_sys::Oid, name: &str, step: i64) {
+    /// The step and per-backend cache of segment `name` of `db` after `segment_alter`: the
+    /// dynamic step starts again from the step; a new cache applies to the next block each
+    /// backend takes (blocks held are handed out first, as PostgreSQL's `ALTER SEQUENCE ...
+    /// CACHE` leaves sessions' cached values).
+    pub(crate) fn set_step(&mut self, db: pg_sys::Oid, name: &str, step: i64, cache: u32) {
         if let Some(i) = self.find(db, name) {
             let m = &mut self.metas[i];
-            m.base_step = step;
-            m.step = 0;
+            if m.base_step != step {
+                m.base_step = step;
+                m.step = 0;
+            }
+            slot(i).cache.store(cache, SeqCst);
         }
     }
 

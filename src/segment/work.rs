@@ -192,8 +192,10 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
     if let Some(i) = lock().find(db, name) {
         return Ok(i as i64);
     }
-    let base_step = in_transaction(|| match catalog::step(name) {
-        Err(Error::UnknownSegment { .. }) if super::global::configured() => declare_global(name),
+    let (base_step, cache) = in_transaction(|| match catalog::settings(name) {
+        Err(Error::UnknownSegment { .. }) if super::global::configured() => {
+            declare_global(name).map(|step| (step, 1))
+        }
         other => other,
     })?;
     let mut g = lock();
@@ -201,7 +203,7 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
         return Ok(i as i64);
     }
     let (index, evicted) = g
-        .assign(db, name, base_step)
+        .assign(db, name, base_step, cache)
         .map_err(|e| Failure::from_error(&e))?;
     drop(g);
     // A segment of this database evicted to make room gives its unused numbers back; one of
@@ -282,7 +284,7 @@ fn declare_global(name: &str) -> Result<i64, Error> {
     // No mark seen yet: the registry's mark now may belong to another node's range, which
     // that node may still give back below it; only this node's own ranges set what it shows
     // the registry (`global::take`).
-    catalog::insert(name, i64::MIN, step, None, true)?;
+    catalog::insert(name, i64::MIN, step, None, true, 1)?;
     Ok(step.into())
 }
 
@@ -338,7 +340,7 @@ fn create(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
         } else {
             (r.step, max_id)
         };
-        if !catalog::insert(name, max_id, step, description, r.global)? {
+        if !catalog::insert(name, max_id, step, description, r.global, r.cache as u32)? {
             return Err(Error::SegmentExists { name: name.into() });
         }
         Ok(r.value)
@@ -371,10 +373,15 @@ fn alter(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
                 });
             }
         }
-        catalog::alter(name, (r.step != 0).then_some(r.step), description)
+        catalog::alter(
+            name,
+            (r.step != 0).then_some(r.step),
+            description,
+            (r.cache >= 0).then_some(r.cache as u32),
+        )
     })?;
-    lock().set_step(db, name, step);
-    Ok(step)
+    lock().set_step(db, name, step.0, step.1);
+    Ok(step.0)
 }
 
 fn drop_segment(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {

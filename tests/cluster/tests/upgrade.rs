@@ -1,7 +1,7 @@
 //! Pins the upgrade path: a database on the synthetic earlier release 0.0.9
 //! (`tests/upgrade/idgen--0.0.9.sql`) is brought to the current release by `ALTER EXTENSION idgen
 //! UPDATE` through every upgrade script (`sql/idgen--0.0.9--0.1.0.sql`,
-//! `sql/idgen--0.1.0--0.2.0.sql`, `sql/idgen--0.2.0--0.3.0.sql`, `sql/idgen--0.3.0--0.4.0.sql`, `sql/idgen--0.4.0--0.5.0.sql`, `sql/idgen--0.5.0--0.6.0.sql`), keeps its segments and high-water marks, and ends with
+//! `sql/idgen--0.1.0--0.2.0.sql`, `sql/idgen--0.2.0--0.3.0.sql`, `sql/idgen--0.3.0--0.4.0.sql`, `sql/idgen--0.4.0--0.5.0.sql`, `sql/idgen--0.5.0--0.6.0.sql`, `sql/idgen--0.6.0--0.7.0.sql`), keeps its segments and high-water marks, and ends with
 //! exactly the objects, privileges, comments and dump settings of a fresh `CREATE EXTENSION`.
 //! Also `DROP EXTENSION` and `CREATE EXTENSION` again while the library stays loaded, and the
 //! update of 0.4.0's PL/pgSQL serials to 0.6.0's while clients draw from them (issue 29).
@@ -106,7 +106,7 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
 
     old.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
     let version: String = old.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'");
-    assert_eq!(version, "0.6.0");
+    assert_eq!(version, "0.7.0");
     assert_eq!(rows(&mut old), rows_before);
     assert!(old.one::<i64>("SELECT max_id FROM idgen_segment") >= mark_before);
     // The new functions work on the old data, and numbers go on from where they were.
@@ -244,7 +244,7 @@ fn an_update_from_0_4_0_with_serials_in_use_keeps_every_period_and_next_number()
         all.get_mut(serial).unwrap().extend(d.join().unwrap());
     }
     let version: String = old.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'");
-    assert_eq!(version, "0.6.0");
+    assert_eq!(version, "0.7.0");
     for serial in ["inv", "inv:eu", "n", "g"] {
         let after: Vec<String> = column(
             &mut old,
