@@ -5,6 +5,14 @@
 #   bash scripts/bench.sh --registry   the registry's scale check (renewals, global ranges)
 #   bash scripts/bench.sh --names      segment_nextval with 1 to 100,000 names (the cache)
 #   bash scripts/bench.sh --serials    serial_nextval, fast and gapless
+#   bash scripts/bench.sh --cores [--quick]   many sessions at once (issue 30): PAR sessions each
+#                                      drawing N ids (segments with and without a per-backend
+#                                      cache, a segment per session, nextval CACHE 1000,
+#                                      snowflake), and pgbench single-row inserts at 16 and 64
+#                                      clients; target/bench/cores.md and cores.csv. ROUNDS,
+#                                      PARS ("1 4 16"), N (2000000), CLIENTS ("16 64"), SECS (10),
+#                                      or --rounds/--pars/--n/--clients/--seconds. Meant for 8 or
+#                                      more cores: on fewer it shows little (and says so)
 #   bash scripts/bench.sh --pg 18 [--seconds 5]   the benchmark on PostgreSQL 16 or 18 (fetched by
 #                                      scripts/pg-versions.sh; 18 adds uuidv7()); --seconds:
 #                                      each pgbench run's length (default 10)
@@ -33,11 +41,11 @@ export IDGEN_PG_BIN
 IDGEN_PG_BIN=$("$pgc" --bindir)
 cd tests/cluster
 case "${1:-}" in
-    --registry | --names | --serials)
+    --registry | --names | --serials | --cores)
         bin="idgen-${1#--}-bench"
         bin="${bin/serials/serial}"
-        idgen_log "$bin"
-        exec cargo run --release --quiet --bin "$bin"
+        idgen_log "$bin ${*:2}"
+        exec cargo run --release --quiet --bin "$bin" -- "${@:2}"
         ;;
 esac
 idgen_log "idgen-bench $*"

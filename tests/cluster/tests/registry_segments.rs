@@ -132,6 +132,45 @@ fn three_nodes_by_eight_clients_draw_one_global_segment_across_a_registry_restar
     }
 }
 
+/// A global segment with per-backend blocks (issue 30): each node's cache is its own setting
+/// (a column of its local catalog), blocks are cut from the ranges each node takes in the
+/// registry, and two nodes by four clients repeat nothing.
+#[test]
+fn global_segment_with_backend_blocks_on_two_nodes_repeats_nothing() {
+    let reg = registry("reg_global_blocks");
+    let nodes: Vec<Cluster> = (0..2)
+        .map(|i| node(&reg, &format!("gblocks{i}"), &[WAITING]))
+        .collect();
+    nodes[0]
+        .connect("postgres")
+        .batch_execute(
+            "SELECT segment_create('orders', step => 100, scope => 'global', cache => 7)",
+        )
+        .unwrap();
+    let mut second = nodes[1].connect("postgres");
+    second
+        .batch_execute(
+            "SELECT segment_create('orders', scope => 'global', cache => 0); \
+             SELECT segment_nextval('orders')",
+        )
+        .unwrap();
+    let caches: Vec<i32> = nodes
+        .iter()
+        .map(|n| {
+            n.connect("postgres")
+                .one("SELECT cache FROM segment_status() WHERE name = 'orders'")
+        })
+        .collect();
+    assert_eq!(caches, [7, 0]);
+    let refs: Vec<&Cluster> = nodes.iter().collect();
+    let (drawn, failures) = draw_while(&refs, 4, "orders", || {
+        thread::sleep(Duration::from_secs(3));
+    });
+    assert!(failures.is_empty(), "{:?}", &failures[..failures.len().min(5)]);
+    assert!(drawn.len() > 1_000, "only {} numbers", drawn.len());
+    assert_distinct(&drawn);
+}
+
 #[test]
 fn a_registry_failover_to_its_synchronous_standby_mid_run_repeats_no_number_and_no_id() {
     let primary = registry("reg_ha_primary");

@@ -188,6 +188,47 @@ fn an_interleaved_server_gives_back_within_its_own_block() {
     assert_eq!(rest, [15, 16, 17, 18, 19, 20, 31, 32, 33, 34]);
 }
 
+/// Per-backend blocks (issue 30) are cut from this server's own interleaved blocks: with
+/// `cache => 4` and two sessions, every number is in server 1's blocks (11..20, 31..40, ...),
+/// none twice, each session's increasing.
+#[test]
+fn an_interleaved_server_cuts_backend_blocks_from_its_own_blocks() {
+    let cluster = Cluster::with_idgen(
+        "cache-interleaved-blocks",
+        3,
+        &[
+            "idgen.segment_node_count = 2",
+            "idgen.segment_node_index = 1",
+        ],
+    );
+    let mut a = cluster.connect("postgres");
+    let mut b = cluster.connect("postgres");
+    a.batch_execute("SELECT segment_create('inv', step => 10, cache => 4)")
+        .unwrap();
+    let mut all = Vec::new();
+    let (mut from_a, mut from_b) = (Vec::new(), Vec::new());
+    for _ in 0..15 {
+        from_a.push(next(&mut a, "inv"));
+        from_b.extend(draw(&mut b, "inv", 3));
+    }
+    for numbers in [&from_a, &from_b] {
+        assert!(
+            numbers.windows(2).all(|w| w[0] < w[1]),
+            "a session's numbers increase: {numbers:?}"
+        );
+        all.extend(numbers.iter().copied());
+    }
+    let distinct: std::collections::HashSet<_> = all.iter().collect();
+    assert_eq!(distinct.len(), all.len(), "no number twice: {all:?}");
+    for n in &all {
+        assert_eq!(
+            (n - 1).div_euclid(10) % 2,
+            1,
+            "{n} lies in a block of server 1 of 2: {all:?}"
+        );
+    }
+}
+
 #[test]
 fn an_idle_segment_leaves_the_cache_giving_back_and_the_allocator_exits() {
     let cluster = Cluster::with_idgen(
