@@ -83,3 +83,21 @@ pub(crate) fn with_search_path<T>(path: &std::ffi::CStr, body: impl FnOnce() -> 
     unsafe { pg_sys::AtEOXact_GUC(true, level) };
     result
 }
+
+/// Sets setting `name` to `value` until the end of the current transaction (`SET LOCAL`).
+/// Call in a transaction; a value the setting refuses raises an ERROR.
+pub(crate) fn set_local(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    // SAFETY: in a transaction (the caller's contract); GUC_ACTION_LOCAL is undone at its end.
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_LOCAL,
+            true,
+            0,
+            false,
+        );
+    }
+}

@@ -378,11 +378,6 @@ impl Error {
             Error::AllocatorUnavailable { max_worker_processes } => Some(format!(
                 "All {max_worker_processes} background worker slots (max_worker_processes) are in use."
             )),
-            Error::CacheOutOfRange { .. } => Some(
-                "Use 1 for no per-backend cache, n for blocks of n numbers, 0 for blocks that adapt to each session's rate."
-                    .into(),
-            ),
-            Error::CacheNeedsUpdate => Some("Run ALTER EXTENSION idgen UPDATE.".into()),
             Error::SegmentCacheFull { max } => Some(format!(
                 "All {max} entries of the shared segment cache are being refilled or changed by admin calls at this moment."
             )),
@@ -506,6 +501,11 @@ impl Error {
             Error::InterleavedStepChange { .. } => Some(
                 "Create a new segment with the new step on every server and move to it.".into(),
             ),
+            Error::CacheOutOfRange { .. } => Some(
+                "Use 1 for no per-backend cache, n for blocks of n numbers, 0 for blocks that adapt to each session's rate."
+                    .into(),
+            ),
+            Error::CacheNeedsUpdate => Some("Run ALTER EXTENSION idgen UPDATE.".into()),
             Error::SegmentCacheFull { .. } => Some(
                 "Retry; if it persists, raise idgen.segment_cache_size (a restart) above the number of segments refilled at once.".into(),
             ),

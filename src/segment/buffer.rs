@@ -392,10 +392,6 @@ impl DoubleBuffer {
     /// Writer: empties both buffers and thaws; the numbers left in them are skipped, never
     /// reissued. An install in progress is cancelled (it returns false).
     pub(crate) fn clear(&self) {
-        // Before the state word changes: a block checked against the count after this clear
-        // (returned) sees the new count (SeqCst), and a draw racing with it is thrown away by
-        // the state word as before.
-        self.clears.fetch_add(1, SeqCst);
         loop {
             let s = self.state.load(SeqCst);
             let mut cleared = s & !FROZEN;
@@ -411,6 +407,13 @@ impl DoubleBuffer {
                 .compare_exchange(s, bumped(cleared), SeqCst, SeqCst)
                 .is_ok()
             {
+                // After the state word changed: a block is stamped with the count read before
+                // its draw, so a block drawn before this clear carries the old count (if read
+                // before this increment) and is dropped at its next use; one read after it was
+                // drawn after the clear (the draw's own state check orders it). Counting before
+                // the compare_exchange let a block drawn from the old range carry the new count.
+                // Every clear's caller returns after this, so a draw that starts later sees it.
+                self.clears.fetch_add(1, SeqCst);
                 return;
             }
         }

@@ -673,5 +673,20 @@ mod tests {
         assert_eq!(one_i64("SELECT segment_nextval('pgt_edge')"), i64::MAX - 1);
         assert_eq!(one_i64("SELECT segment_nextval('pgt_edge')"), i64::MAX);
         assert_sqlstate("SELECT segment_nextval('pgt_edge')", "2200H");
+        // A block that ends at the bigint maximum hands out its last number.
+        Spi::run(
+            "SELECT segment_create('pgt_edge_block', start => 9223372036854775806, step => 10, \
+             cache => 10)",
+        )
+        .unwrap();
+        assert_eq!(
+            one_i64("SELECT segment_nextval('pgt_edge_block')"),
+            i64::MAX - 1
+        );
+        assert_eq!(
+            one_i64("SELECT segment_nextval('pgt_edge_block')"),
+            i64::MAX
+        );
+        assert_sqlstate("SELECT segment_nextval('pgt_edge_block')", "2200H");
     }
 }

@@ -121,7 +121,9 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
                 s.referenced.store(true, Relaxed);
             }
             e.block.set(Block {
-                next: b.next + count as i64,
+                // Wraps only when the block's last number, i64::MAX, was just taken (then
+                // `left` is 0 and `next` is never read).
+                next: b.next.wrapping_add(count as i64),
                 left: b.left - count,
                 ..b
             });
@@ -143,7 +145,7 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
             }
         };
         let s = slot(index);
-        let want = block_size(e, s.cache.load(Relaxed), left);
+        let (want, auto) = block_size(e, s.cache.load(Relaxed), left);
         // Read before the draw: a clear after this read drops the block at its next use (a
         // gap), and none between the draw and this read can leave it in use.
         let clears = if want > left { s.buffers.clears() } else { 0 };
@@ -163,6 +165,11 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
                 // draws only read it (its cache line is the generation's, read anyway).
                 if !s.referenced.load(Relaxed) {
                     s.referenced.store(true, Relaxed);
+                }
+                // The adaptive state moves only with a block taken: a draw that had to wait
+                // for a range comes round again with the same size.
+                if let Some(auto) = auto {
+                    e.auto.set(auto);
                 }
                 let given = count.min(left);
                 if count > given {
@@ -189,10 +196,11 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
 /// numbers (the rest stays with this session); in the adaptive mode (0), a block that starts
 /// at 1 with each statement and doubles with every block the statement uses up, up to
 /// [`AUTO_MAX_BLOCK`], so that a session drawing one number per statement takes one number at
-/// a time, and a bulk statement few blocks.
-fn block_size(e: &Local, cache: u32, left: u64) -> u64 {
+/// a time, and a bulk statement few blocks. The second value is the adaptive state to keep once
+/// the block is taken (`Local::auto`), `None` outside the adaptive mode.
+fn block_size(e: &Local, cache: u32, left: u64) -> (u64, Option<(i64, u64)>) {
     match cache {
-        1 => left,
+        1 => (left, None),
         0 => {
             // SAFETY: reads a variable of this backend's xact.c, set when a statement starts.
             let statement = unsafe { pg_sys::GetCurrentStatementStartTimestamp() };
@@ -202,10 +210,9 @@ fn block_size(e: &Local, cache: u32, left: u64) -> u64 {
             } else {
                 1
             };
-            e.auto.set((statement, size));
-            left.max(size)
+            (left.max(size), Some((statement, size)))
         }
-        n => left.max(u64::from(n)),
+        n => (left.max(u64::from(n)), None),
     }
 }
 

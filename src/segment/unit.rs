@@ -16,6 +16,7 @@ use pgrx::prelude::*;
 
 use crate::error::Error;
 use crate::failure::Failure;
+use crate::guc;
 use crate::pgver::set_signal_handler;
 
 /// Installs the allocator's signal handlers: PostgreSQL's own, as in a regular backend, so that
@@ -204,6 +205,16 @@ fn run_transaction<R>(
         pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
     }
     PgTryBuilder::new(std::panic::AssertUnwindSafe(|| {
+        // No unit waits for a lock longer than a caller waits for a range: a session holding
+        // a lock on idgen's catalog (an uncommitted `ALTER EXTENSION idgen UPDATE`, a `LOCK
+        // TABLE`, a long `FOR UPDATE`) while it waits for this allocator would otherwise stop
+        // every refill of the database, unseen by the deadlock detector (the session sleeps on
+        // a condition variable, not on a lock). The unit then fails with 55P03, and the next
+        // one runs.
+        if let Some(ms) = guc::segment_wait_timeout_ms().filter(|&ms| ms > 0) {
+            let value = std::ffi::CString::new(ms.to_string()).expect("digits");
+            crate::backend::set_local(c"lock_timeout", &value);
+        }
         let outcome = (body.take().expect("runs once"))();
         // SAFETY: the transaction and snapshot started above are still open.
         unsafe {

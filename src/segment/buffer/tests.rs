@@ -416,3 +416,52 @@ proptest! {
         }
     }
 }
+
+/// A block stamped with the clear count read before its draw never comes from a range of an
+/// earlier clear epoch: a session that read count c drew from a range installed after the
+/// c-th clear (issue 30's review: counting before the clear's compare_exchange let a block
+/// drawn from the old range carry the new count). A clearing thread clears and installs the
+/// next range, without freezing, while a drawing thread stamps blocks.
+#[test]
+fn a_block_stamped_with_a_clear_count_comes_from_that_epochs_ranges() {
+    const LEN: i64 = 1_000_000;
+    let d = DoubleBuffer::default();
+    assert!(d.install(r(1, LEN)));
+    // floors[c]: the last number of every range installed before the c-th clear.
+    let floors = Mutex::new(vec![i64::MIN]);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let stamped = std::thread::scope(|s| {
+        let drawer = s.spawn(|| {
+            let mut stamped = Vec::new();
+            while !stop.load(SeqCst) {
+                let c = d.clears();
+                if let Some(x) = d.draw(10) {
+                    stamped.push((c, x.first));
+                }
+            }
+            stamped
+        });
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let mut last = LEN;
+        while Instant::now() < deadline {
+            let mut f = floors.lock();
+            d.clear();
+            f.push(last);
+            drop(f);
+            assert!(d.install(r(last + 1, last + LEN)));
+            last += LEN;
+            std::thread::yield_now();
+        }
+        stop.store(true, SeqCst);
+        drawer.join().unwrap()
+    });
+    let floors = floors.into_inner();
+    assert!(floors.len() > 10, "{} clears", floors.len() - 1);
+    for (c, first) in stamped {
+        let floor = floors[c as usize];
+        assert!(
+            first > floor,
+            "a block stamped after clear {c} came from an earlier range ({first} <= {floor})"
+        );
+    }
+}

@@ -166,7 +166,11 @@ fn global_segment_with_backend_blocks_on_two_nodes_repeats_nothing() {
     let (drawn, failures) = draw_while(&refs, 4, "orders", || {
         thread::sleep(Duration::from_secs(3));
     });
-    assert!(failures.is_empty(), "{:?}", &failures[..failures.len().min(5)]);
+    assert!(
+        failures.is_empty(),
+        "{:?}",
+        &failures[..failures.len().min(5)]
+    );
     assert!(drawn.len() > 1_000, "only {} numbers", drawn.len());
     assert_distinct(&drawn);
 }

@@ -277,3 +277,92 @@ fn an_update_from_0_4_0_with_serials_in_use_keeps_every_period_and_next_number()
         4
     );
 }
+
+/// The update to 0.7.0 (issue 30) re-creates `segment_create`, `segment_alter` and
+/// `segment_status` with the per-backend cache: their privileges are carried over (a grant to
+/// a role of the user's, a `REVOKE` from PUBLIC), `idgen_adopt_column` still checks the right
+/// to create segments (it named the old signature), existing segments have no cache, and
+/// setting a cache in the update's own transaction ends with 55P03 instead of waiting for the
+/// allocator, which waits for the update's lock, until cancelled (the review of issue 30).
+#[test]
+fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_lock() {
+    install_old_script();
+    let c = Cluster::start(
+        "upgrade-070",
+        &[
+            "shared_preload_libraries = 'idgen'",
+            "idgen.worker_id = 7",
+            "idgen.segment_wait_timeout = '2s'",
+        ],
+    );
+    let mut db = c.connect("postgres");
+    // Each its own transaction: the allocator must see the extension.
+    db.batch_execute("CREATE EXTENSION idgen VERSION '0.0.9'")
+        .unwrap();
+    db.batch_execute("ALTER EXTENSION idgen UPDATE TO '0.6.0'")
+        .unwrap();
+    db.batch_execute("SELECT segment_create('kept', step => 10)")
+        .unwrap();
+    db.batch_execute(
+        "SELECT segment_nextval('kept');
+         CREATE ROLE ops LOGIN;
+         GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text) TO ops;
+         REVOKE EXECUTE ON FUNCTION segment_status() FROM PUBLIC;
+         CREATE TABLE adopt_me (id bigserial PRIMARY KEY);",
+    )
+    .unwrap();
+
+    // The update and a cache in one transaction: the allocator cannot read idgen_segment
+    // (ALTER TABLE's lock) and gives up after idgen.segment_wait_timeout.
+    db.batch_execute("SET statement_timeout = '60s'").unwrap();
+    let mut tx = db.transaction().unwrap();
+    tx.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
+    assert_eq!(
+        sqlstate(tx.batch_execute("SELECT segment_alter('kept', cache => 10)")),
+        "55P03",
+        "a cache set in the update's transaction fails in time instead of waiting"
+    );
+    tx.rollback().unwrap();
+    // The allocator serves the database again.
+    assert_eq!(db.one::<i64>("SELECT segment_nextval('kept')"), 2);
+
+    db.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
+    assert_eq!(
+        db.one::<String>("SELECT extversion FROM pg_extension WHERE extname = 'idgen'"),
+        "0.7.0"
+    );
+    assert_eq!(
+        db.one::<i32>("SELECT cache FROM idgen_segment WHERE name = 'kept'"),
+        1,
+        "existing segments have no per-backend cache"
+    );
+    let privileges: Vec<bool> = column(
+        &mut db,
+        "SELECT has_function_privilege('ops', 'segment_alter(text, integer, text, integer)', 'EXECUTE')
+         UNION ALL SELECT has_function_privilege('public', 'segment_status()', 'EXECUTE')
+         UNION ALL SELECT has_function_privilege('public',
+                   'segment_create(text, bigint, integer, text, text, integer)', 'EXECUTE')
+         UNION ALL SELECT has_function_privilege('idgen_admin',
+                   'segment_create(text, bigint, integer, text, text, integer)', 'EXECUTE')",
+    );
+    assert_eq!(
+        privileges,
+        [true, false, false, true],
+        "ops keeps segment_alter, PUBLIC stays without segment_status and segment_create, \
+         idgen_admin keeps segment_create"
+    );
+    let mut ops = c.connect_as("postgres", "ops");
+    ops.batch_execute("SELECT segment_alter('kept', cache => 5)")
+        .unwrap();
+    assert_eq!(
+        db.one::<i32>("SELECT cache FROM idgen_segment WHERE name = 'kept'"),
+        5
+    );
+    // idgen_adopt_column checked the right to create segments on 0.6.0's signature.
+    let steps: Vec<String> = column(
+        &mut db,
+        "SELECT action FROM idgen_adopt_column('adopt_me', 'id', generator => 'segment',
+                                               dry_run => true)",
+    );
+    assert!(!steps.is_empty());
+}

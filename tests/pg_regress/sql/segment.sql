@@ -88,6 +88,21 @@ SELECT segment_nextval('orders');
 SELECT segment_create('orders', start => 10);
 SELECT segment_nextval('orders');
 
+-- A per-backend cache (issue 30): a block of 10 is taken at the first draw and handed out by
+-- this session; segment_status shows the cache; setval drops the block; bad caches are refused.
+SELECT segment_create('blocks', step => 100, cache => 10);
+SELECT segment_nextval('blocks'), segment_nextval('blocks');
+SELECT name, cache, current_used FROM segment_status() WHERE name = 'blocks';
+SELECT segment_setval('blocks', 9);
+SELECT segment_setval('blocks', 10);
+SELECT segment_nextval('blocks');
+SELECT segment_alter('blocks', cache => 0);
+SELECT name, cache FROM segment_status() WHERE name = 'blocks';
+SELECT segment_create('blocks_bad', cache => -1);
+SELECT segment_alter('blocks', cache => 1000001);
+SELECT segment_create('blocks_bad', cache => NULL);
+SELECT count(*) AS blocks_bad FROM idgen_segment WHERE name = 'blocks_bad';
+
 -- Dropping the extension forgets its cached ranges: rows restored into a new idgen_segment
 -- (as pg_restore's COPY does, without segment_create) start from their own max_id.
 DROP EXTENSION idgen;
