@@ -1,4 +1,4 @@
--- idgen 0.6.0 -> 0.7.0: a per-backend cache for segments (issue 30; README "Segment caches").
+-- idgen 0.6.0 -> 0.7.0: a per-backend cache for segments (issue 30; README "Per-backend cache").
 -- Also part of every fresh CREATE EXTENSION idgen (src/segment/mod.rs includes this file,
 -- after 0.6.0's), so a fresh install and an upgraded one have the same objects.
 --
@@ -14,101 +14,114 @@ ALTER TABLE idgen_segment
 
 -- segment_create and segment_alter gain cache, segment_status shows it. (In a fresh install pgrx
 -- has created the new segment_create and segment_alter already, identically; the old ones' C
--- symbols stay for databases not yet updated.) An old function is renamed, not dropped, until
--- its privileges are carried over to the new one: grants to other roles than idgen_admin, and
--- an administrator's REVOKE of segment_status from PUBLIC, survive the update. A view or
--- function of the user's that depends on one of the three stops the update (nothing changes):
--- drop it first, and create it again after.
-CREATE FUNCTION idgen_carry_privileges(old_name text, new_fn regprocedure)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+-- symbols stay for databases not yet updated.) The privileges of each old function are carried
+-- over to the new one: grants to other roles than idgen_admin (with their grant option; the
+-- grantor becomes the role running the update), and an administrator's REVOKE of
+-- segment_status from PUBLIC. A view or function of the user's that depends on one of the three
+-- stops the update (nothing changes): drop it first, and create it again after.
+--
+-- One DO block, no helper function: it runs as the superuser running the update, so every
+-- function, operator and type it names is schema-qualified, and the old functions are found by
+-- their exact signatures (a function of the same name that a role created in this schema can
+-- neither run here nor lend its privileges).
+DO $carry$
 DECLARE
-    old_fn regprocedure;
-    acl aclitem[];
+    old_create pg_catalog.regprocedure := pg_catalog.to_regprocedure(
+        '@extschema@.segment_create(pg_catalog.text, pg_catalog.int8, pg_catalog.int4, pg_catalog.text, pg_catalog.text)');
+    old_alter pg_catalog.regprocedure := pg_catalog.to_regprocedure(
+        '@extschema@.segment_alter(pg_catalog.text, pg_catalog.int4, pg_catalog.text)');
+    old_status pg_catalog.regprocedure := pg_catalog.to_regprocedure('@extschema@.segment_status()');
+    acl_create pg_catalog.aclitem[];
+    acl_alter pg_catalog.aclitem[];
+    acl_status pg_catalog.aclitem[];
+    carried pg_catalog.aclitem[];
+    target pg_catalog.text;
     g record;
 BEGIN
-    SELECT p.oid, p.proacl INTO old_fn, acl FROM pg_catalog.pg_proc p
-     WHERE p.proname = old_name AND p.pronamespace = '@extschema@'::regnamespace;
-    IF old_fn IS NULL THEN
-        RETURN;
+    SELECT p.proacl INTO acl_create FROM pg_catalog.pg_proc p
+     WHERE p.oid OPERATOR(pg_catalog.=) old_create::pg_catalog.oid;
+    SELECT p.proacl INTO acl_alter FROM pg_catalog.pg_proc p
+     WHERE p.oid OPERATOR(pg_catalog.=) old_alter::pg_catalog.oid;
+    SELECT p.proacl INTO acl_status FROM pg_catalog.pg_proc p
+     WHERE p.oid OPERATOR(pg_catalog.=) old_status::pg_catalog.oid;
+    IF old_create IS NOT NULL THEN
+        DROP FUNCTION @extschema@.segment_create(pg_catalog.text, pg_catalog.int8, pg_catalog.int4,
+                                                 pg_catalog.text, pg_catalog.text);
     END IF;
-    IF acl IS NOT NULL THEN
-        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', new_fn);
-        FOR g IN SELECT a.grantee FROM pg_catalog.aclexplode(acl) a
-                  WHERE a.privilege_type = 'EXECUTE' ORDER BY a.grantee LOOP
-            IF g.grantee = 0 THEN
-                EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', new_fn);
-            ELSE
-                EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', new_fn,
-                               pg_catalog.pg_get_userbyid(g.grantee));
-            END IF;
+    IF old_alter IS NOT NULL THEN
+        DROP FUNCTION @extschema@.segment_alter(pg_catalog.text, pg_catalog.int4, pg_catalog.text);
+    END IF;
+    IF old_status IS NOT NULL THEN
+        DROP FUNCTION @extschema@.segment_status();
+    END IF;
+
+    CREATE OR REPLACE FUNCTION @extschema@.segment_create(
+        "name" TEXT,
+        "start" bigint DEFAULT 1,
+        "step" INT DEFAULT 1000,
+        "description" TEXT DEFAULT NULL,
+        "scope" TEXT DEFAULT 'local',
+        "cache" INT DEFAULT 1
+    ) RETURNS void
+    VOLATILE PARALLEL UNSAFE
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'segment_create_cached_wrapper';
+    CREATE OR REPLACE FUNCTION @extschema@.segment_alter(
+        "name" TEXT,
+        "step" INT DEFAULT NULL,
+        "description" TEXT DEFAULT NULL,
+        "cache" INT DEFAULT NULL
+    ) RETURNS void
+    VOLATILE PARALLEL UNSAFE
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'segment_alter_cached_wrapper';
+    CREATE FUNCTION @extschema@.segment_status()
+    RETURNS TABLE (
+        name text, max_id bigint, step integer, description text,
+        cached_step bigint,
+        current_first bigint, current_last bigint, current_used bigint,
+        next_first bigint, next_last bigint,
+        refills bigint, last_refill_at timestamptz, refill_pending boolean,
+        cache integer
+    )
+    LANGUAGE sql VOLATILE PARALLEL RESTRICTED
+    SET search_path = pg_catalog
+    AS $status$
+      SELECT s.name, s.max_id, s.step, s.description,
+             c.cached_step, c.current_first, c.current_last, c.current_used,
+             c.next_first, c.next_last, COALESCE(c.refills, 0), c.last_refill_at,
+             COALESCE(c.refill_pending, false), s.cache
+        FROM @extschema@.idgen_segment s
+        LEFT JOIN @extschema@.segment_cache_status() c ON c.name = s.name
+       ORDER BY s.name
+    $status$;
+
+    -- Admin functions are not PUBLIC's, whatever the old ones' privileges were; then each old
+    -- function's grants (a NULL ACL is the default, which the new function has too).
+    REVOKE EXECUTE ON FUNCTION @extschema@.segment_create(pg_catalog.text, pg_catalog.int8,
+        pg_catalog.int4, pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+    REVOKE EXECUTE ON FUNCTION @extschema@.segment_alter(pg_catalog.text, pg_catalog.int4,
+        pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+    FOR target, carried IN VALUES
+        ('@extschema@.segment_create(pg_catalog.text, pg_catalog.int8, pg_catalog.int4, pg_catalog.text, pg_catalog.text, pg_catalog.int4)',
+         acl_create),
+        ('@extschema@.segment_alter(pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.int4)',
+         acl_alter),
+        ('@extschema@.segment_status()', acl_status)
+    LOOP
+        CONTINUE WHEN carried IS NULL;
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', target);
+        FOR g IN SELECT a.grantee, a.is_grantable FROM pg_catalog.aclexplode(carried) a
+                  WHERE a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+                  ORDER BY a.grantee LOOP
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', target,
+                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+                     ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
+                CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
         END LOOP;
-    END IF;
-    EXECUTE format('DROP FUNCTION %s', old_fn);
+    END LOOP;
 END
-$fn$;
-DO $$
-BEGIN
-    IF to_regprocedure('@extschema@.segment_create(text, bigint, integer, text, text)') IS NOT NULL THEN
-        ALTER FUNCTION segment_create(text, bigint, integer, text, text)
-            RENAME TO idgen_old_segment_create;
-    END IF;
-    IF to_regprocedure('@extschema@.segment_alter(text, integer, text)') IS NOT NULL THEN
-        ALTER FUNCTION segment_alter(text, integer, text) RENAME TO idgen_old_segment_alter;
-    END IF;
-    IF to_regprocedure('@extschema@.segment_status()') IS NOT NULL THEN
-        ALTER FUNCTION segment_status() RENAME TO idgen_old_segment_status;
-    END IF;
-END
-$$;
-CREATE OR REPLACE FUNCTION "segment_create"(
-	"name" TEXT,
-	"start" bigint DEFAULT 1,
-	"step" INT DEFAULT 1000,
-	"description" TEXT DEFAULT NULL,
-	"scope" TEXT DEFAULT 'local',
-	"cache" INT DEFAULT 1
-) RETURNS void
-VOLATILE PARALLEL UNSAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'segment_create_cached_wrapper';
-CREATE OR REPLACE FUNCTION "segment_alter"(
-	"name" TEXT,
-	"step" INT DEFAULT NULL,
-	"description" TEXT DEFAULT NULL,
-	"cache" INT DEFAULT NULL
-) RETURNS void
-VOLATILE PARALLEL UNSAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'segment_alter_cached_wrapper';
-CREATE FUNCTION segment_status()
-RETURNS TABLE (
-    name text, max_id bigint, step integer, description text,
-    cached_step bigint,
-    current_first bigint, current_last bigint, current_used bigint,
-    next_first bigint, next_last bigint,
-    refills bigint, last_refill_at timestamptz, refill_pending boolean,
-    cache integer
-)
-LANGUAGE sql VOLATILE PARALLEL RESTRICTED
-SET search_path = pg_catalog
-AS $$
-  SELECT s.name, s.max_id, s.step, s.description,
-         c.cached_step, c.current_first, c.current_last, c.current_used,
-         c.next_first, c.next_last, COALESCE(c.refills, 0), c.last_refill_at,
-         COALESCE(c.refill_pending, false), s.cache
-    FROM @extschema@.idgen_segment s
-    LEFT JOIN @extschema@.segment_cache_status() c ON c.name = s.name
-   ORDER BY s.name
-$$;
-SELECT idgen_carry_privileges('idgen_old_segment_create',
-                              'segment_create(text, bigint, integer, text, text, integer)');
-SELECT idgen_carry_privileges('idgen_old_segment_alter', 'segment_alter(text, integer, text, integer)');
-SELECT idgen_carry_privileges('idgen_old_segment_status', 'segment_status()');
--- Admin functions are not PUBLIC's, whatever the old ones' privileges were. (A fresh install
--- creates idgen_admin and grants it in finalize.sql; an update carried its grants over.)
-REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text, integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) FROM PUBLIC;
-DROP FUNCTION idgen_carry_privileges(text, regprocedure);
+$carry$;
 COMMENT ON FUNCTION segment_create(text, bigint, integer, text, text, integer) IS
   'Creates a segment whose first number is start, refilled step numbers at a time; not undone by ROLLBACK. scope => ''global'': its numbers come from the registry, shared by every node. cache => n: each backend takes blocks of n numbers (0: blocks that adapt to its rate).';
 COMMENT ON FUNCTION segment_alter(text, integer, text, integer) IS

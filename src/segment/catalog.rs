@@ -228,6 +228,12 @@ pub(crate) fn give_back(
 ) -> Result<GivenBack, Error> {
     let table = table()?;
     let (t, scope) = (&table.name, table.scope());
+    // The table's lock first, without waiting: the row's NOWAIT below does not cover the
+    // table lock its statement takes, and a give-back runs with interrupts held off, where
+    // lock_timeout and a cancel cannot end a wait (a session holding idgen_segment's lock,
+    // an uncommitted `ALTER EXTENSION idgen UPDATE` say, would stop the allocator until it
+    // ends). ROW EXCLUSIVE is what the UPDATE of `set_max_id` takes.
+    Spi::run(&format!("LOCK TABLE {t} IN ROW EXCLUSIVE MODE NOWAIT")).map_err(internal)?;
     let current = Spi::connect(|client| {
         let rows = client.select(
             &format!(

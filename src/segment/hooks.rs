@@ -6,8 +6,8 @@
 //! * `ProcessUtility_hook`: before a command that needs a database without other sessions
 //!   (`CREATE DATABASE ... TEMPLATE x`, `ALTER DATABASE x RENAME`, `ALTER DATABASE x SET
 //!   TABLESPACE`), x's allocator is asked to leave, as `DROP DATABASE` already makes it; after
-//!   `DISCARD SEQUENCES` or `DISCARD ALL`, this session's blocks and `segment_currval`s are
-//!   forgotten, as a sequence's are.
+//!   `DISCARD SEQUENCES` or `DISCARD ALL`, this session's blocks and `segment_currval`s (and
+//!   `snowflake_currval()`) are forgotten, as a sequence's are.
 
 use std::ffi::{c_char, c_void, CStr};
 
@@ -94,8 +94,9 @@ unsafe extern "C-unwind" fn process_utility(
 }
 
 /// After a utility command: `DISCARD SEQUENCES` and `DISCARD ALL` forget this session's
-/// segment blocks and `segment_currval`s, as they forget sequences' cached values and
-/// `currval`s (PostgreSQL's `ResetSequenceCaches`).
+/// segment blocks, `segment_currval`s and `snowflake_currval()`, as they forget sequences'
+/// cached values and `currval`s (PostgreSQL's `ResetSequenceCaches`): a pooler that resets a
+/// session with `DISCARD ALL` never shows its next client the previous client's values.
 ///
 /// # Safety
 /// `pstmt` is the valid planned statement PostgreSQL passed to the hook.
@@ -114,6 +115,7 @@ unsafe extern "C-unwind" fn after_utility(pstmt: *mut pg_sys::PlannedStmt) {
     };
     if discards {
         super::session::discard();
+        crate::snowflake::discard_currval();
     }
 }
 

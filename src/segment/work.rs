@@ -89,12 +89,16 @@ pub(crate) fn run(db: pg_sys::Oid, work: Work) {
             generation,
             meta,
         } => {
-            let outcome = refill(&meta).map_err(|f| {
+            let asked_registry = std::cell::Cell::new(false);
+            let outcome = refill(&meta, &asked_registry).map_err(|f| {
                 let gone = f.sqlstate() == PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT as i32;
                 (f, gone)
             });
             if let Err((f, _)) = &outcome {
-                if super::global::unreachable(f) {
+                // Only the registry's failures wait for a retry: a local refill that waited
+                // too long for idgen_segment's row (55P03, the units' lock_timeout) fails its
+                // callers with that error at once.
+                if asked_registry.get() && super::global::unreachable(f) {
                     // The registry of a global segment did not answer: its callers go on
                     // waiting (up to idgen.segment_wait_timeout, then 55P03) while this
                     // refill is tried again in 500 ms, the cached ranges serving meanwhile;
@@ -117,7 +121,10 @@ pub(crate) fn run(db: pg_sys::Oid, work: Work) {
 /// Takes the next range of a cached segment: Leaf's dynamic step (or, with
 /// `idgen.segment_node_count > 1`, this server's next own block), one committed UPDATE; of a
 /// global segment, in the registry (DESIGN.md §6).
-fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
+///
+/// `asked_registry` is set once the refill turns to the registry (a global segment): only
+/// then is a failure the registry's.
+fn refill(meta: &SlotMeta, asked_registry: &std::cell::Cell<bool>) -> Result<Refilled, Failure> {
     let name = meta.name.as_str();
     let since_ms = if meta.last_refill_at == 0 {
         0
@@ -140,6 +147,7 @@ fn refill(meta: &SlotMeta) -> Result<Refilled, Failure> {
     let mut done = in_transaction(|| {
         let row = catalog::lock_row(name)?;
         if row.global {
+            asked_registry.set(true);
             return refill_global(name, dynamic(row.step), row.max_id);
         }
         // Interleaved servers take one own block of the segment's step per refill: blocks must

@@ -213,6 +213,12 @@ fn exhausted(layout: &Layout, e: LayoutError) -> Error {
     }
 }
 
+/// Forgets this session's last id (`DISCARD SEQUENCES`, `DISCARD ALL`): `snowflake_currval()`
+/// raises 55000 again, as `currval` does after them.
+pub(crate) fn discard_currval() {
+    CURRVAL.store(NO_CURRVAL, Ordering::Relaxed);
+}
+
 /// This session's last id. Errors with 55000 before the first one, as `currval` does.
 pub(crate) fn currval() -> Result<i64, Error> {
     match CURRVAL.load(Ordering::Relaxed) {

@@ -97,6 +97,13 @@ fn snowflake_currval() -> i64 {
     issue::currval().or_report()
 }
 
+/// Forgets this session's `snowflake_currval()` (`DISCARD SEQUENCES`, `DISCARD ALL`, whose hook
+/// is the segment cache's `ProcessUtility_hook`): a pooler's next client gets 55000 before its
+/// first id, as with `currval`, never the previous client's id.
+pub(crate) fn discard_currval() {
+    issue::discard_currval();
+}
+
 /// The parts of a Snowflake id under this server's layout: the start of its tick, its worker id
 /// and its sequence. One row. Errors with 22023 for a negative id.
 #[pg_extern(immutable, strict, parallel_safe)]
@@ -227,6 +234,18 @@ mod tests {
         let worker =
             Spi::get_one::<i32>(&format!("SELECT worker_id FROM snowflake_decode({b})")).unwrap();
         assert_eq!(worker, Some(42));
+    }
+
+    /// `DISCARD SEQUENCES` (and `DISCARD ALL`, which a transaction block refuses) forget
+    /// `snowflake_currval()`, as they forget `currval` (issue 31: a pooler's next client got
+    /// the previous client's id).
+    #[pg_test]
+    fn discard_sequences_forgets_currval() {
+        let id = one_i64("SELECT snowflake_nextval()");
+        assert_eq!(one_i64("SELECT snowflake_currval()"), id);
+        Spi::run("DISCARD SEQUENCES").unwrap();
+        assert_sqlstate("SELECT snowflake_currval()", "55000");
+        assert!(one_i64("SELECT snowflake_nextval()") > id);
     }
 
     #[pg_test]

@@ -393,3 +393,81 @@ fn a_locked_row_makes_the_give_back_skip_without_waiting_or_failing() {
         "the skip is logged:\n{log}"
     );
 }
+
+/// A session holding idgen_segment's lock never stops the allocator for long (the reviews of
+/// issue 30): a refill that waits for a row longer than `idgen.segment_wait_timeout` fails its
+/// callers with the lock timeout (not retried as if the registry were down, holding the
+/// allocator again and again), another segment refills meanwhile, and a give-back never waits
+/// for the table's lock at all (it runs with interrupts held off, where no timeout ends a
+/// wait).
+#[test]
+fn a_lock_on_the_catalog_never_stops_the_allocator_for_long() {
+    let cluster = Cluster::with_idgen(
+        "cache-locked",
+        3,
+        &[
+            "idgen.segment_wait_timeout = '2s'",
+            "idgen.segment_worker_idle_timeout = '500ms'",
+        ],
+    );
+    let mut client = cluster.connect("postgres");
+    client
+        .batch_execute(
+            "SELECT segment_create('held', step => 10);
+             SELECT segment_create('other', step => 10);",
+        )
+        .unwrap();
+    // This session waits longer than the allocator's lock timeout (the server's setting).
+    client
+        .batch_execute("SET idgen.segment_wait_timeout = '20s'")
+        .unwrap();
+    draw(&mut client, "held", 1);
+    draw(&mut client, "other", 1);
+    let mut holder = cluster.connect("postgres");
+    let mut tx = holder.transaction().unwrap();
+    tx.batch_execute("SELECT * FROM idgen_segment WHERE name = 'held' FOR UPDATE")
+        .unwrap();
+    let error = client
+        .query(
+            "SELECT segment_nextval('held') FROM generate_series(1, 30)",
+            &[],
+        )
+        .unwrap_err();
+    let message = error.as_db_error().map(|e| e.message().to_owned());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("lock timeout")),
+        "the caller learns that the row was locked: {error}"
+    );
+    // Another segment refills while the row stays locked.
+    let others = draw(&mut client, "other", 30);
+    assert_eq!(others.len(), 30);
+    tx.rollback().unwrap();
+
+    // A give-back while the whole table is locked: the allocator skips it at once instead of
+    // waiting, with interrupts held off, for the lock.
+    let mut tx = holder.transaction().unwrap();
+    tx.batch_execute("LOCK TABLE idgen_segment IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    let locked_at = Instant::now();
+    let mut waits = Vec::new();
+    while locked_at.elapsed() < Duration::from_secs(6) {
+        let waiting: bool = client.one(
+            "SELECT count(*) > 0 FROM pg_stat_activity
+              WHERE backend_type = 'idgen allocator' AND wait_event_type = 'Lock'",
+        );
+        waits.push((locked_at.elapsed(), waiting));
+        thread::sleep(Duration::from_millis(100));
+    }
+    tx.rollback().unwrap();
+    let late: Vec<_> = waits
+        .iter()
+        .filter(|(at, waiting)| *waiting && *at > Duration::from_secs(3))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "the allocator waited for the table's lock past the lock timeout: {late:?}"
+    );
+    assert_eq!(next(&mut client, "other"), others.last().unwrap() + 1);
+}

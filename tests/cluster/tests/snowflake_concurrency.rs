@@ -1,11 +1,12 @@
 //! Pins the core Snowflake guarantee on a real server: 8 connections drawing concurrently, six
 //! in one database and two in another, get 800,000 distinct ids; each connection's ids strictly
-//! increase; every id carries the configured worker id.
+//! increase; every id carries the configured worker id. And `DISCARD ALL`/`SEQUENCES` forget
+//! `snowflake_currval()` as they forget `currval` (a pooler's reset between clients).
 
 use std::collections::HashSet;
 use std::thread;
 
-use idgen_cluster_tests::{twitter, Cluster, One};
+use idgen_cluster_tests::{sqlstate, twitter, Cluster, One};
 
 const CONNECTIONS: usize = 8;
 const IDS_PER_CONNECTION: usize = 100_000;
@@ -89,4 +90,34 @@ fn eight_connections_draw_distinct_increasing_ids() {
         CONNECTIONS * IDS_PER_CONNECTION,
         all.len()
     );
+}
+
+/// `DISCARD ALL` (pgbouncer's reset query in session mode) and `DISCARD SEQUENCES` forget
+/// `snowflake_currval()` as they forget a sequence's `currval`: the next client of a pooled
+/// connection gets 55000, never the previous client's id (issue 31).
+#[test]
+fn discard_forgets_snowflake_currval_as_it_forgets_currval() {
+    let cluster = Cluster::with_idgen("discard", WORKER_ID as u32, &[]);
+    let mut c = cluster.connect("postgres");
+    c.batch_execute("CREATE SEQUENCE s").unwrap();
+    for discard in ["DISCARD ALL", "DISCARD SEQUENCES"] {
+        let id: i64 = c.one("SELECT snowflake_nextval()");
+        c.batch_execute("SELECT nextval('s')").unwrap();
+        assert_eq!(c.one::<i64>("SELECT snowflake_currval()"), id);
+        c.batch_execute(discard).unwrap();
+        assert_eq!(
+            sqlstate(c.query_one("SELECT currval('s')", &[])),
+            "55000",
+            "currval after {discard}"
+        );
+        assert_eq!(
+            sqlstate(c.query_one("SELECT snowflake_currval()", &[])),
+            "55000",
+            "snowflake_currval after {discard}"
+        );
+    }
+    // DISCARD TEMP keeps both, as PostgreSQL's does.
+    let id: i64 = c.one("SELECT snowflake_nextval()");
+    c.batch_execute("DISCARD TEMP").unwrap();
+    assert_eq!(c.one::<i64>("SELECT snowflake_currval()"), id);
 }

@@ -366,3 +366,90 @@ fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_loc
     );
     assert!(!steps.is_empty());
 }
+
+/// The update to 0.7.0 and a fresh `CREATE EXTENSION` run as the superuser, in a database whose
+/// owner may create functions in the extension's schema (`public`): functions the owner plants
+/// there under the names the script uses (the second review of issue 30: an unqualified helper
+/// call ran a planted `idgen_carry_privileges(text, text)`, and a planted
+/// `idgen_old_segment_create()` lent its privileges to `segment_create`) never run and lend
+/// nothing; the owner stays an ordinary role.
+#[test]
+fn the_0_7_0_script_runs_nothing_a_database_owner_planted() {
+    install_old_script();
+    let c = Cluster::start(
+        "upgrade-070-traps",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 7"],
+    );
+    let mut admin = c.connect("postgres");
+    for sql in [
+        "CREATE ROLE dbowner LOGIN",
+        "CREATE ROLE app LOGIN",
+        "CREATE DATABASE owned OWNER dbowner",
+        "CREATE DATABASE owned_fresh OWNER dbowner",
+    ] {
+        admin.batch_execute(sql).unwrap();
+    }
+    let plant = |db: &str| {
+        let mut owner = c.connect_as(db, "dbowner");
+        owner
+            .batch_execute(
+                "CREATE TABLE public.sprung (what text);
+                 CREATE FUNCTION public.idgen_carry_privileges(a text, b text) RETURNS void
+                   LANGUAGE plpgsql AS $$
+                   BEGIN
+                     INSERT INTO public.sprung VALUES ('carry ' || current_user);
+                     IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+                       ALTER ROLE dbowner SUPERUSER;
+                     END IF;
+                   END $$;
+                 CREATE FUNCTION public.idgen_old_segment_create() RETURNS void
+                   LANGUAGE sql AS 'SELECT';
+                 GRANT EXECUTE ON FUNCTION public.idgen_old_segment_create() TO app;
+                 CREATE FUNCTION public.idgen_old_segment_status() RETURNS void
+                   LANGUAGE sql AS 'SELECT';",
+            )
+            .unwrap();
+    };
+    let check = |db: &str| {
+        let mut d = c.connect(db);
+        let sprung: Vec<String> = column(&mut d, "SELECT what FROM public.sprung");
+        assert!(
+            sprung.is_empty(),
+            "{db}: a planted function ran: {sprung:?}"
+        );
+        assert!(
+            !d.one::<bool>("SELECT rolsuper FROM pg_roles WHERE rolname = 'dbowner'"),
+            "{db}: the database owner became a superuser"
+        );
+        assert!(
+            !d.one::<bool>(
+                "SELECT has_function_privilege('app',
+                   'segment_create(text, bigint, integer, text, text, integer)', 'EXECUTE')"
+            ),
+            "{db}: a planted function lent its privileges to segment_create"
+        );
+        assert_eq!(
+            d.one::<String>("SELECT extversion FROM pg_extension WHERE extname = 'idgen'"),
+            "0.7.0"
+        );
+    };
+
+    // The update from 0.6.0.
+    let mut owned = c.connect("owned");
+    owned
+        .batch_execute("CREATE EXTENSION idgen VERSION '0.0.9'")
+        .unwrap();
+    owned
+        .batch_execute("ALTER EXTENSION idgen UPDATE TO '0.6.0'")
+        .unwrap();
+    plant("owned");
+    owned.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
+    check("owned");
+
+    // A fresh install runs the same script.
+    plant("owned_fresh");
+    c.connect("owned_fresh")
+        .batch_execute("CREATE EXTENSION idgen")
+        .unwrap();
+    check("owned_fresh");
+}
