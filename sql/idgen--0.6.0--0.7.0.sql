@@ -35,6 +35,7 @@ DECLARE
     acl_alter pg_catalog.aclitem[];
     acl_status pg_catalog.aclitem[];
     carried pg_catalog.aclitem[];
+    initial pg_catalog.aclitem[];
     target pg_catalog.text;
     g record;
 BEGIN
@@ -96,12 +97,24 @@ BEGIN
        ORDER BY s.name
     $status$;
 
-    -- Admin functions are not PUBLIC's, whatever the old ones' privileges were; then each old
-    -- function's grants (a NULL ACL is the default, which the new function has too).
+    -- Admin functions are not PUBLIC's, whatever the old ones' privileges were, and are
+    -- idgen_admin's (a fresh install grants it in finalize.sql, after this).
     REVOKE EXECUTE ON FUNCTION @extschema@.segment_create(pg_catalog.text, pg_catalog.int8,
         pg_catalog.int4, pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
     REVOKE EXECUTE ON FUNCTION @extschema@.segment_alter(pg_catalog.text, pg_catalog.int4,
         pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles r
+                WHERE r.rolname OPERATOR(pg_catalog.=) 'idgen_admin') THEN
+        GRANT EXECUTE ON FUNCTION @extschema@.segment_create(pg_catalog.text, pg_catalog.int8,
+            pg_catalog.int4, pg_catalog.text, pg_catalog.text, pg_catalog.int4) TO idgen_admin;
+        GRANT EXECUTE ON FUNCTION @extschema@.segment_alter(pg_catalog.text, pg_catalog.int4,
+            pg_catalog.text, pg_catalog.int4) TO idgen_admin;
+    END IF;
+    -- Then each old function's grants (a NULL ACL is the default, which the new function has
+    -- too). The privileges a fresh install gives stay the extension's initial privileges
+    -- (pg_init_privs, what pg_dump leaves out), not the carried ones: every GRANT in an
+    -- extension script is recorded there, and the user's grants would then be missing from
+    -- every dump.
     FOR target, carried IN VALUES
         ('@extschema@.segment_create(pg_catalog.text, pg_catalog.int8, pg_catalog.int4, pg_catalog.text, pg_catalog.text, pg_catalog.int4)',
          acl_create),
@@ -110,6 +123,9 @@ BEGIN
         ('@extschema@.segment_status()', acl_status)
     LOOP
         CONTINUE WHEN carried IS NULL;
+        SELECT p.proacl INTO initial FROM pg_catalog.pg_proc p
+         WHERE p.oid OPERATOR(pg_catalog.=)
+               pg_catalog.to_regprocedure(target)::pg_catalog.oid;
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', target);
         FOR g IN SELECT a.grantee, a.is_grantable FROM pg_catalog.aclexplode(carried) a
                   WHERE a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
@@ -119,6 +135,19 @@ BEGIN
                      ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
                 CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
         END LOOP;
+        IF initial IS NULL THEN
+            DELETE FROM pg_catalog.pg_init_privs i
+             WHERE i.objoid OPERATOR(pg_catalog.=)
+                   pg_catalog.to_regprocedure(target)::pg_catalog.oid
+               AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
+               AND i.objsubid OPERATOR(pg_catalog.=) 0;
+        ELSE
+            UPDATE pg_catalog.pg_init_privs i SET initprivs = initial
+             WHERE i.objoid OPERATOR(pg_catalog.=)
+                   pg_catalog.to_regprocedure(target)::pg_catalog.oid
+               AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
+               AND i.objsubid OPERATOR(pg_catalog.=) 0;
+        END IF;
     END LOOP;
 END
 $carry$;

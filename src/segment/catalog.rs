@@ -6,6 +6,7 @@
 //! `search_path`. The one query run in a caller's session ([`exists`]) runs with `search_path`
 //! fixed to `pg_catalog`, as if its function were declared `SET search_path = pg_catalog`.
 
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::error::Error;
@@ -151,6 +152,10 @@ pub(crate) struct Row {
 pub(crate) fn lock_row(name: &str) -> Result<Row, Error> {
     let table = table()?;
     let (t, scope) = (&table.name, table.scope());
+    // The lock the row's UPDATE needs, taken now: once a global segment's range is taken in
+    // the registry, the local UPDATE must not wait (and time out) for a lock a `SELECT ... FOR
+    // UPDATE` did not take.
+    Spi::run(&format!("LOCK TABLE {t} IN ROW EXCLUSIVE MODE")).map_err(internal)?;
     let row = Spi::connect(|client| {
         let rows = client.select(
             &format!(
@@ -228,12 +233,13 @@ pub(crate) fn give_back(
 ) -> Result<GivenBack, Error> {
     let table = table()?;
     let (t, scope) = (&table.name, table.scope());
-    // The table's lock first, without waiting: the row's NOWAIT below does not cover the
-    // table lock its statement takes, and a give-back runs with interrupts held off, where
-    // lock_timeout and a cancel cannot end a wait (a session holding idgen_segment's lock,
-    // an uncommitted `ALTER EXTENSION idgen UPDATE` say, would stop the allocator until it
-    // ends). ROW EXCLUSIVE is what the UPDATE of `set_max_id` takes.
-    Spi::run(&format!("LOCK TABLE {t} IN ROW EXCLUSIVE MODE NOWAIT")).map_err(internal)?;
+    // The locks of the table and of its indexes first, without waiting: the row's NOWAIT below
+    // covers neither the table's lock nor its indexes' (`ALTER INDEX ... SET TABLESPACE` locks
+    // only the index), and a give-back runs with interrupts held off, where lock_timeout and a
+    // cancel cannot end a wait (a session holding one of them, an uncommitted `ALTER EXTENSION
+    // idgen UPDATE` say, would stop the allocator until it ends). ROW EXCLUSIVE is what the
+    // UPDATE of `set_max_id` takes on each.
+    lock_without_waiting(t)?;
     let current = Spi::connect(|client| {
         let rows = client.select(
             &format!(
@@ -269,6 +275,41 @@ pub(crate) fn give_back(
     } else {
         GivenBack::Local
     })
+}
+
+/// Takes ROW EXCLUSIVE on table `t` (quoted, qualified) and on each of its indexes if no other
+/// session holds a conflicting lock; 55P03 (nothing waited for) otherwise. The locks last until
+/// the transaction ends.
+fn lock_without_waiting(t: &str) -> Result<(), Error> {
+    let relations = Spi::connect(|client| {
+        let rows = client.select(
+            "SELECT c.oid FROM pg_catalog.pg_class c \
+              WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1) \
+             UNION ALL \
+             SELECT i.indexrelid FROM pg_catalog.pg_index i \
+              WHERE i.indrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)",
+            None,
+            &[t.into()],
+        )?;
+        rows.map(|r| r.get::<pg_sys::Oid>(1))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .map_err(internal)?;
+    for relid in relations.into_iter().flatten() {
+        // SAFETY: in a transaction; a conditional lock never waits and raises no error.
+        let locked = unsafe {
+            pg_sys::ConditionalLockRelationOid(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE)
+        };
+        if !locked {
+            return Err(Error::Relayed {
+                sqlstate: PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE as i32,
+                message: format!("{t} or one of its indexes is locked by another session"),
+                detail: None,
+                hint: None,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Inserts a segment (`global`: its marks are in the registry); false if the name exists.

@@ -122,7 +122,7 @@ pub(crate) fn run(db: pg_sys::Oid, work: Work) {
 /// `idgen.segment_node_count > 1`, this server's next own block), one committed UPDATE; of a
 /// global segment, in the registry (DESIGN.md §6).
 ///
-/// `asked_registry` is set once the refill turns to the registry (a global segment): only
+/// `asked_registry` is set while the registry is asked for a range (a global segment): only
 /// then is a failure the registry's.
 fn refill(meta: &SlotMeta, asked_registry: &std::cell::Cell<bool>) -> Result<Refilled, Failure> {
     let name = meta.name.as_str();
@@ -147,8 +147,7 @@ fn refill(meta: &SlotMeta, asked_registry: &std::cell::Cell<bool>) -> Result<Ref
     let mut done = in_transaction(|| {
         let row = catalog::lock_row(name)?;
         if row.global {
-            asked_registry.set(true);
-            return refill_global(name, dynamic(row.step), row.max_id);
+            return refill_global(name, dynamic(row.step), row.max_id, asked_registry);
         }
         // Interleaved servers take one own block of the segment's step per refill: blocks must
         // be the same size on every server, so the dynamic step does not apply.
@@ -179,8 +178,19 @@ fn refill(meta: &SlotMeta, asked_registry: &std::cell::Cell<bool>) -> Result<Ref
 
 /// A range of global segment `name` from the registry: used only once the registry has
 /// answered with it (its commit); the local row keeps the registry's mark for `segment_status`.
-fn refill_global(name: &str, step: i64, known_mark: i64) -> Result<Refilled, Error> {
+///
+/// `asked_registry` is set while the registry is asked, and only then: a failure after its
+/// answer (the local row's UPDATE) is this server's, and is not retried as the registry's (a
+/// retry would take, and skip, another range each time).
+fn refill_global(
+    name: &str,
+    step: i64,
+    known_mark: i64,
+    asked_registry: &std::cell::Cell<bool>,
+) -> Result<Refilled, Error> {
+    asked_registry.set(true);
     let taken = super::global::take(name, step, known_mark)?;
+    asked_registry.set(false);
     catalog::set_max_id(name, taken.last)?;
     Ok(Refilled {
         range: Range {

@@ -358,6 +358,48 @@ fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_loc
         db.one::<i32>("SELECT cache FROM idgen_segment WHERE name = 'kept'"),
         5
     );
+    // pg_dump carries the grants carried over: they are not the extension's initial
+    // privileges (the third review of issue 30: every GRANT of an extension script is recorded
+    // in pg_init_privs, and pg_dump leaves those out).
+    let out = c
+        .program("pg_dump")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &c.port().to_string(),
+            "-U",
+            "postgres",
+        ])
+        .args(["-s", "postgres"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pg_dump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dump = String::from_utf8_lossy(&out.stdout);
+    let privileges: Vec<&str> = dump
+        .lines()
+        .filter(|l| (l.starts_with("GRANT") || l.starts_with("REVOKE")) && l.contains("segment_"))
+        .collect();
+    assert!(
+        privileges
+            .iter()
+            .any(|l| l.contains("segment_alter(") && l.ends_with("TO ops;")),
+        "the grant to ops is dumped: {privileges:?}"
+    );
+    assert!(
+        privileges
+            .iter()
+            .any(|l| l.contains("segment_status()") && l.contains("FROM PUBLIC")),
+        "the REVOKE of segment_status from PUBLIC is dumped: {privileges:?}"
+    );
+    assert!(
+        !privileges.iter().any(|l| l.contains("idgen_admin")),
+        "idgen_admin's grants are the extension's own, not dumped: {privileges:?}"
+    );
     // idgen_adopt_column checked the right to create segments on 0.6.0's signature.
     let steps: Vec<String> = column(
         &mut db,
