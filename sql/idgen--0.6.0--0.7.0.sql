@@ -126,7 +126,17 @@ BEGIN
         SELECT p.proacl INTO initial FROM pg_catalog.pg_proc p
          WHERE p.oid OPERATOR(pg_catalog.=)
                pg_catalog.to_regprocedure(target)::pg_catalog.oid;
+        -- The old function's ACL exactly: nothing the new one has that the old one lacked
+        -- (an administrator's REVOKE from idgen_admin or from PUBLIC stays).
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', target);
+        FOR g IN SELECT a.grantee FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+                  WHERE p.oid OPERATOR(pg_catalog.=)
+                        pg_catalog.to_regprocedure(target)::pg_catalog.oid
+                    AND a.grantee OPERATOR(pg_catalog.<>) p.proowner LOOP
+            EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s', target,
+                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+                     ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END);
+        END LOOP;
         FOR g IN SELECT a.grantee, a.is_grantable FROM pg_catalog.aclexplode(carried) a
                   WHERE a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
                   ORDER BY a.grantee LOOP

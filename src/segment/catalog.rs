@@ -127,6 +127,14 @@ pub(crate) fn settings(name: &str) -> Result<(i64, u32), Error> {
         rows.first().get_two::<i32, i32>().map(Some)
     })
     .map_err(internal)?;
+    step_and_cache(name, row)
+}
+
+/// A row's `(step, cache)` as the callers use them; 42704 when there was no row.
+fn step_and_cache(
+    name: &str,
+    row: Option<(Option<i32>, Option<i32>)>,
+) -> Result<(i64, u32), Error> {
     match row {
         Some((Some(step), Some(cache))) => Ok((step.into(), cache.max(0) as u32)),
         _ => Err(Error::UnknownSegment { name: name.into() }),
@@ -399,10 +407,7 @@ pub(crate) fn alter(
         rows.first().get_two::<i32, i32>().map(Some)
     })
     .map_err(internal)?;
-    match row {
-        Some((Some(step), Some(cache))) => Ok((step.into(), cache.max(0) as u32)),
-        _ => Err(Error::UnknownSegment { name: name.into() }),
-    }
+    step_and_cache(name, row)
 }
 
 /// Deletes a segment; false if it did not exist.

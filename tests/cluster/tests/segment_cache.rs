@@ -394,6 +394,24 @@ fn a_locked_row_makes_the_give_back_skip_without_waiting_or_failing() {
     );
 }
 
+/// Watches the allocator for 6 s from now: the moments after `after` at which it waited for a
+/// heavyweight lock.
+fn allocator_lock_waits_after(client: &mut Client, after: Duration) -> Vec<Duration> {
+    let started = Instant::now();
+    let mut late = Vec::new();
+    while started.elapsed() < Duration::from_secs(6) {
+        let waiting: bool = client.one(
+            "SELECT count(*) > 0 FROM pg_stat_activity
+              WHERE backend_type = 'idgen allocator' AND wait_event_type = 'Lock'",
+        );
+        if waiting && started.elapsed() > after {
+            late.push(started.elapsed());
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    late
+}
+
 /// A session holding idgen_segment's lock never stops the allocator for long (the reviews of
 /// issue 30): a refill that waits for a row longer than `idgen.segment_wait_timeout` fails its
 /// callers with the lock timeout (not retried as if the registry were down, holding the
@@ -450,21 +468,8 @@ fn a_lock_on_the_catalog_never_stops_the_allocator_for_long() {
     let mut tx = holder.transaction().unwrap();
     tx.batch_execute("LOCK TABLE idgen_segment IN ACCESS EXCLUSIVE MODE")
         .unwrap();
-    let locked_at = Instant::now();
-    let mut waits = Vec::new();
-    while locked_at.elapsed() < Duration::from_secs(6) {
-        let waiting: bool = client.one(
-            "SELECT count(*) > 0 FROM pg_stat_activity
-              WHERE backend_type = 'idgen allocator' AND wait_event_type = 'Lock'",
-        );
-        waits.push((locked_at.elapsed(), waiting));
-        thread::sleep(Duration::from_millis(100));
-    }
+    let late = allocator_lock_waits_after(&mut client, Duration::from_secs(3));
     tx.rollback().unwrap();
-    let late: Vec<_> = waits
-        .iter()
-        .filter(|(at, waiting)| *waiting && *at > Duration::from_secs(3))
-        .collect();
     assert!(
         late.is_empty(),
         "the allocator waited for the table's lock past the lock timeout: {late:?}"
@@ -491,21 +496,8 @@ fn a_lock_on_the_catalog_never_stops_the_allocator_for_long() {
     let mut tx = holder.transaction().unwrap();
     tx.batch_execute("ALTER INDEX idgen_segment_pkey SET TABLESPACE ts")
         .unwrap();
-    let locked_at = Instant::now();
-    let mut waits = Vec::new();
-    while locked_at.elapsed() < Duration::from_secs(6) {
-        let waiting: bool = client.one(
-            "SELECT count(*) > 0 FROM pg_stat_activity
-              WHERE backend_type = 'idgen allocator' AND wait_event_type = 'Lock'",
-        );
-        waits.push((locked_at.elapsed(), waiting));
-        thread::sleep(Duration::from_millis(100));
-    }
+    let late = allocator_lock_waits_after(&mut client, Duration::from_secs(3));
     tx.rollback().unwrap();
-    let late: Vec<_> = waits
-        .iter()
-        .filter(|(at, waiting)| *waiting && *at > Duration::from_secs(3))
-        .collect();
     assert!(
         late.is_empty(),
         "the allocator waited for the index's lock past the lock timeout: {late:?}"

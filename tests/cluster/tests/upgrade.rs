@@ -307,6 +307,7 @@ fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_loc
         "SELECT segment_nextval('kept');
          CREATE ROLE ops LOGIN;
          GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text) TO ops;
+         REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text) FROM idgen_admin;
          REVOKE EXECUTE ON FUNCTION segment_status() FROM PUBLIC;
          CREATE TABLE adopt_me (id bigserial PRIMARY KEY);",
     )
@@ -343,13 +344,16 @@ fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_loc
          UNION ALL SELECT has_function_privilege('public',
                    'segment_create(text, bigint, integer, text, text, integer)', 'EXECUTE')
          UNION ALL SELECT has_function_privilege('idgen_admin',
-                   'segment_create(text, bigint, integer, text, text, integer)', 'EXECUTE')",
+                   'segment_create(text, bigint, integer, text, text, integer)', 'EXECUTE')
+         UNION ALL SELECT has_function_privilege('idgen_admin',
+                   'segment_alter(text, integer, text, integer)', 'EXECUTE')",
     );
     assert_eq!(
         privileges,
-        [true, false, false, true],
+        [true, false, false, true, false],
         "ops keeps segment_alter, PUBLIC stays without segment_status and segment_create, \
-         idgen_admin keeps segment_create"
+         idgen_admin keeps segment_create and stays without segment_alter (the fourth review \
+         of issue 30: the update granted it back)"
     );
     let mut ops = c.connect_as("postgres", "ops");
     ops.batch_execute("SELECT segment_alter('kept', cache => 5)")
@@ -397,7 +401,13 @@ fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_loc
         "the REVOKE of segment_status from PUBLIC is dumped: {privileges:?}"
     );
     assert!(
-        !privileges.iter().any(|l| l.contains("idgen_admin")),
+        privileges
+            .iter()
+            .any(|l| l.contains("segment_alter(") && l.contains("FROM idgen_admin")),
+        "the REVOKE from idgen_admin is dumped: {privileges:?}"
+    );
+    assert!(
+        !privileges.iter().any(|l| l.contains("TO idgen_admin")),
         "idgen_admin's grants are the extension's own, not dumped: {privileges:?}"
     );
     // idgen_adopt_column checked the right to create segments on 0.6.0's signature.

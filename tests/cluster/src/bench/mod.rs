@@ -27,4 +27,5 @@ mod run;
 pub use config::*;
 pub use generators::*;
 pub use model::*;
-pub use run::{pgbench, run};
+pub use report::median;
+pub use run::{host, pgbench, run};

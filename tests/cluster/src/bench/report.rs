@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::*;
 
 /// The median of `values`, sorted in place.
-fn median(values: &mut [f64]) -> f64 {
+pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let mid = values.len() / 2;
     if values.len() % 2 == 1 {

@@ -216,24 +216,7 @@ pub fn pgbench(
 
 /// Cores, memory, CPU, PostgreSQL version and the settings that matter here.
 fn machine(db: &mut postgres::Client) -> Vec<(String, String)> {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|s| s.trim_start_matches([' ', '\t', ':']).to_owned())
-        .unwrap_or_else(|| "unknown".into());
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_gib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|s| s.trim().trim_end_matches(" kB").parse::<f64>().ok())
-        .map(|kb| format!("{:.1} GiB", kb / 1048576.0))
-        .unwrap_or_else(|| "unknown".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let mut rows = vec![
-        ("CPU".to_owned(), format!("{cores} cores, {cpu}")),
-        ("memory".to_owned(), mem_gib),
-    ];
+    let mut rows = host();
     let version: String = db.one("SELECT version()");
     rows.push(("PostgreSQL".into(), version));
     let settings = db
@@ -249,4 +232,26 @@ fn machine(db: &mut postgres::Client) -> Vec<(String, String)> {
         rows.push((r.get(0), r.get(1)));
     }
     rows
+}
+
+/// This machine's cores, CPU model and memory, as rows of a report's machine table.
+pub fn host() -> Vec<(String, String)> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|s| s.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|s| s.trim().trim_end_matches(" kB").parse::<f64>().ok())
+        .map(|kb| format!("{:.1} GiB", kb / 1048576.0))
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    vec![
+        ("CPU".to_owned(), format!("{cores} cores, {cpu}")),
+        ("memory".to_owned(), mem_gib),
+    ]
 }

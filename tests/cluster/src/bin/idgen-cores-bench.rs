@@ -37,7 +37,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use idgen_cluster_tests::bench::{count, pgbench, PgbenchLength, Protocol};
+use idgen_cluster_tests::bench::{count, host, median, pgbench, PgbenchLength, Protocol};
 use idgen_cluster_tests::{Cluster, One};
 
 /// Below this many cores the report warns that it shows little.
@@ -571,29 +571,14 @@ fn draws(cluster: &Cluster, draw: Draw, par: usize, n: u64) -> f64 {
 
 /// Cores, memory, CPU, PostgreSQL and idgen versions, and the settings that matter here.
 fn machine(db: &mut postgres::Client, config: &Config) -> Vec<(String, String)> {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|s| s.trim_start_matches([' ', '\t', ':']).to_owned())
-        .unwrap_or_else(|| "unknown".into());
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_gib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|s| s.trim().trim_end_matches(" kB").parse::<f64>().ok())
-        .map(|kb| format!("{:.1} GiB", kb / 1048576.0))
-        .unwrap_or_else(|| "unknown".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let mut rows = vec![
-        ("CPU".to_owned(), format!("{cores} cores, {cpu}")),
-        ("memory".to_owned(), mem_gib),
+    let mut rows = host();
+    rows.extend([
         ("PostgreSQL".to_owned(), db.one("SELECT version()")),
         (
             "idgen".to_owned(),
             db.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'"),
         ),
-    ];
+    ]);
     let settings = db
         .query(
             "SELECT name, setting || coalesce(' ' || unit, '') FROM pg_settings WHERE name IN \
@@ -619,17 +604,6 @@ fn machine(db: &mut postgres::Client, config: &Config) -> Vec<(String, String)> 
         format!("-M prepared {length}, -j = clients"),
     ));
     rows
-}
-
-/// The median of `values`, sorted in place.
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
 }
 
 impl Report {
