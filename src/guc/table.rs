@@ -242,7 +242,7 @@ pub(super) static INT_SETTINGS: [IntSetting; 17] = [
     IntSetting {
         name: c"idgen.segment_cache_size",
         short: c"How many segments the shared cache of ranges holds at once, over all databases.",
-        long: c"Not a limit on segment names: when the cache is full, the least recently used segment leaves it, giving its unused numbers back. About 1.2 kB of shared memory each.",
+        long: c"Not a limit on segment names: when the cache is full, the least recently used segment leaves it, giving its unused numbers back. About 1 kB of shared memory each.",
         value: &SEGMENT_CACHE_SIZE,
         min: 16,
         max: 1_000_000,

@@ -44,6 +44,7 @@ pub(crate) fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> 
         else {
             return Err(Error::RequestQueueFull { max: MAX_REQUESTS });
         };
+        request.ticket = g.next_ticket();
         g.requests[index] = request;
         if let Err(e) = g.ensure_allocator(db) {
             g.requests[index] = Request::default();
@@ -140,15 +141,23 @@ impl Drop for AbandonOnUnwind {
 }
 
 impl Guarded {
-    /// Worker side: the next pending request of `db` (a copy; the original is marked running).
-    pub(crate) fn take_request(&mut self, db: pg_sys::Oid) -> Option<(usize, Request)> {
-        let i = self
-            .requests
+    /// The pending requests of `db`, as (index, ticket).
+    pub(crate) fn pending_requests(
+        &self,
+        db: pg_sys::Oid,
+    ) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.requests
             .iter()
-            .position(|r| r.db == db && r.state == RequestState::Pending)?;
+            .enumerate()
+            .filter(move |(_, r)| r.db == db && r.state == RequestState::Pending)
+            .map(|(i, r)| (i, r.ticket))
+    }
+
+    /// Worker side: request `i` (a copy; the original is marked running).
+    pub(crate) fn take_request(&mut self, i: usize) -> (usize, Request) {
         let r = &mut self.requests[i];
         r.state = RequestState::Running;
-        Some((i, *r))
+        (i, *r)
     }
 
     /// Whether a request of `db` waits for its allocator.

@@ -255,8 +255,10 @@ fn ask_for_next_range(index: usize, generation: u64) {
     if m.frozen || m.refill_wanted || slot(index).buffers.next_remaining() > 0 {
         return;
     }
-    m.refill_wanted = true;
     let db = m.db;
+    // A prefetch: nobody waits for it, so the allocator runs it after every waited-for refill
+    // and request.
+    g.want_refill(index, false);
     // Failing to start the allocator is not this caller's problem yet: the current range still
     // has numbers. The caller that finds both empty reports it.
     if g.ensure_allocator(db).is_err() {
@@ -291,8 +293,10 @@ fn wait_for_range(name: &str, index: usize, generation: u64) -> Result<(), Error
         }
         if asked_at.is_none() {
             asked_at = Some(m.attempts);
-            g.metas[index].refill_wanted = true;
         }
+        // This caller waits: the refill goes before every prefetch (a prefetch already wanted
+        // keeps its earlier ticket).
+        g.want_refill(index, true);
         if let Err(e) = g.ensure_allocator(m.db) {
             return Some(Err(e));
         }

@@ -83,6 +83,12 @@ pub(crate) struct SlotMeta {
     pub(crate) retry_at: i64,
     /// The allocator should fetch the next range.
     pub(crate) refill_wanted: bool,
+    /// A caller waits for that range (both ranges are empty), as opposed to a prefetch of the
+    /// next range, which nobody waits for: the allocator runs it before every prefetch.
+    pub(crate) refill_waited: bool,
+    /// When the refill was wanted, in [`Guarded::tickets`] order: the allocator serves waited
+    /// refills and requests first come, first served.
+    pub(crate) refill_ticket: u64,
     /// An admin call (setval, drop, create) is changing the segment: draws wait.
     pub(crate) frozen: bool,
     /// The last refill attempt failed; why is in [`Guarded::failures`].
@@ -197,12 +203,36 @@ pub(crate) struct Request {
     pub(crate) cache: i32,
     /// Job: its arguments.
     pub(crate) args: [i64; 4],
+    /// When it was submitted, in [`Guarded::tickets`] order.
+    pub(crate) ticket: u64,
     /// Outcome: the result (load: slot index; setval: the value).
     pub(crate) result: i64,
     /// Outcome: failed with `failure`.
     pub(crate) failed: bool,
     /// Outcome: the error.
     pub(crate) failure: Failure,
+}
+
+impl Guarded {
+    /// The next ticket: what was asked for later gets a larger one.
+    pub(crate) fn next_ticket(&mut self) -> u64 {
+        self.tickets += 1;
+        self.tickets
+    }
+
+    /// Slot `index` wants its next range: a ticket if it did not already want one (an earlier
+    /// ticket is kept); `waited` when a caller waits for it (a prefetch is not waited for).
+    pub(crate) fn want_refill(&mut self, index: usize, waited: bool) {
+        if !self.metas[index].refill_wanted {
+            let ticket = self.next_ticket();
+            let m = &mut self.metas[index];
+            m.refill_wanted = true;
+            m.refill_ticket = ticket;
+        }
+        if waited {
+            self.metas[index].refill_waited = true;
+        }
+    }
 }
 
 impl Request {
@@ -306,6 +336,9 @@ pub(crate) struct Guarded {
     pub(crate) holds: [Hold; MAX_HOLDS],
     /// The request queue.
     pub(crate) requests: [Request; MAX_REQUESTS],
+    /// The last ticket handed out to a request or a wanted refill: the order the allocator
+    /// serves them in ([`super::allocator`]'s `take_work`).
+    pub(crate) tickets: u64,
     /// The mark of every global segment this server took a range of since its start, kept when
     /// the segment leaves the cache: what the registry client shows the registry.
     pub(crate) global_marks: [GlobalMark; MAX_GLOBAL_MARKS],

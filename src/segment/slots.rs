@@ -61,9 +61,10 @@ impl Guarded {
             db,
             name: FixedText::new(name),
             base_step,
-            refill_wanted: true,
             ..SlotMeta::default()
         };
+        // The caller that loads it waits for its first range.
+        self.want_refill(index, true);
         s.referenced.store(true, SeqCst);
         s.cache.store(cache, SeqCst);
         s.generation.fetch_add(1, SeqCst);
@@ -214,20 +215,31 @@ impl Guarded {
         self.metas.iter().any(|m| m.db == db && m.refill_wanted)
     }
 
-    /// The next refill for `db`'s allocator: a slot that wants one, is not frozen and is not
-    /// waiting to retry a refill the registry did not answer, with its generation and a copy of
-    /// its metadata.
-    pub(crate) fn take_refill(&self, db: pg_sys::Oid) -> Option<(usize, u64, SlotMeta)> {
+    /// The refills `db`'s allocator may run now: slots that want one, are not frozen and are
+    /// not waiting to retry a refill the registry did not answer, as (slot, ticket, waited).
+    pub(crate) fn refill_candidates(
+        &self,
+        db: pg_sys::Oid,
+    ) -> impl Iterator<Item = (usize, u64, bool)> + '_ {
         let now = crate::time::now_timestamptz_us();
-        let index = (0..cache_size()).find(|&i| {
+        (0..cache_size()).filter_map(move |i| {
             let m = &self.metas[i];
-            m.db == db && m.refill_wanted && !m.frozen && m.retry_at <= now
-        })?;
-        Some((
+            (m.db == db && m.refill_wanted && !m.frozen && m.retry_at <= now).then_some((
+                i,
+                m.refill_ticket,
+                m.refill_waited,
+            ))
+        })
+    }
+
+    /// The refill of slot `index`, for the allocator: its generation and a copy of its
+    /// metadata.
+    pub(crate) fn refill_at(&self, index: usize) -> (usize, u64, SlotMeta) {
+        (
             index,
             slot(index).generation.load(SeqCst),
             self.metas[index],
-        ))
+        )
     }
 
     /// Puts off the refill of slot `index` (if it still holds the same segment) until `until`
@@ -262,6 +274,7 @@ impl Guarded {
             let m = &mut self.metas[index];
             m.attempts += 1;
             m.refill_wanted = false;
+            m.refill_waited = false;
             match outcome {
                 Ok(done) => {
                     used = slot(index).buffers.install(done.range);
