@@ -155,8 +155,7 @@ pub(crate) fn pick(
     waited.or(prefetch).map(|(_, next)| next)
 }
 
-#[cfg(any(test, feature = "pg_test"))]
-#[pg_schema]
+#[cfg(test)]
 mod tests {
     use super::{pick, Next};
 
