@@ -13,7 +13,7 @@
 #                                      PARS ("1 4 16"), N (2000000), CLIENTS ("16 64"), SECS (10),
 #                                      or --rounds/--pars/--n/--clients/--seconds. Meant for 8 or
 #                                      more cores: on fewer it shows little (and says so)
-#   bash scripts/bench.sh --pg 18 [--seconds 5]   the benchmark on PostgreSQL 16 or 18 (fetched by
+#   bash scripts/bench.sh --pg 18 [--seconds 5]   the benchmark on PostgreSQL 16, 17 or 18 (fetched by
 #                                      scripts/pg-versions.sh; 18 adds uuidv7()); --seconds:
 #                                      each pgbench run's length (default 10)
 # Installs what is missing, builds and installs the release build, then starts its own server

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Debian package postgresql-N-idgen_<version>_<arch>.deb for PostgreSQL N (15 by
-# default; --pg 16 or --pg 18 for the others scripts/pg-versions.sh fetches), from the same
+# default; --pg 16, 17 or 18 for the others scripts/pg-versions.sh fetches), from the same
 # source: `cargo pgrx package` builds the release library against N's headers and stages it
 # with the control file and the install and upgrade scripts; the package puts them where
 # Debian's and the PostgreSQL apt repository's postgresql-N looks (/usr/lib/postgresql/N/lib,
@@ -16,7 +16,7 @@ major=15
 case "${1:-}" in
     --pg) major="${2:?--pg takes a major version}" ;;
     "") ;;
-    *) echo "usage: bash scripts/package.sh [--pg 15|16|18]" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/package.sh [--pg 15|16|17|18]" >&2; exit 2 ;;
 esac
 pgc=$(idgen_pg_fetch "$major")
 

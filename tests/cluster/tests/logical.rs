@@ -1,0 +1,614 @@
+//! idgen under logical replication (issue 31, point 4), against real servers. Run by
+//! `scripts/recipes/logical.sh`, which installs Debian's `postgresql-15-pglogical` first.
+//!
+//! **Bidirectional pglogical** (pgEdge's use case for Snowflake ids): servers A and B, both
+//! nodes of an idgen registry on a third server (`idgen.worker_id = auto`), replicate one table
+//! both ways with pglogical 2.4 (a subscription each way, `forward_origins := '{}'` so that no
+//! change comes back to where it started). The table's ids come from `snowflake_nextval()`, its
+//! order numbers from a global segment (its high-water mark in the registry). A's
+//! `shared_preload_libraries` lists idgen first, B's pglogical first: both orders work. Two
+//! writers per side insert one row per statement for [`WRITE_TIME`] (the issue's 60 s); then
+//! both sides must converge. Asserted: the two nodes leased distinct worker ids and each row's
+//! id carries its writer's; every insert a writer saw succeed is on both sides (same id, number
+//! and node), no other row is; no id and no number twice; both tables identical, row by row;
+//! no pglogical conflict in either server log. Controls then make pglogical conflict on
+//! purpose (one id, and one number under two ids, inserted on both sides while the
+//! subscriptions are disabled) to show that the log check sees conflicts, and what repeated
+//! ids or numbers do: both sides log `CONFLICT` (on the primary key, on the number's unique
+//! index), each keeps the other's row (`apply_remote`), the tables differ, and a committed row
+//! is gone from its own server.
+//!
+//! **One-way migration with built-in logical replication** (a major upgrade by replication,
+//! here 15 to 15): an old server (worker id 1, a local segment) is published and a new one
+//! (worker id 2, the same segment created there beforehand, as a schema script would) subscribes
+//! while two writers insert on the old one, through the initial copy and streaming. Cut-over:
+//! stop writes, wait for the subscription's slot to confirm the old server's WAL position, drop
+//! the subscription, move each local segment of the new server to the old server's high-water
+//! mark (`segment_setval`, statements generated on the old server), check that the new server's
+//! Snowflake ids are above the replicated ones. Asserted: the new server has exactly the old
+//! server's rows; without the segment step its first insert repeats a replicated number (23505,
+//! the negative control); after it, 2,000 new rows have ids and numbers above every replicated
+//! one, all distinct, ids of worker 2; a segment the new server did not have (numbers drawn on
+//! the old server outside the table) is created above the old mark. Also: idgen's tables can be
+//! published, and a `FOR ALL TABLES` publication includes them (which is why the recipe lists
+//! tables).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use idgen_cluster_tests::registry::{held_worker, registry, registry_setting};
+use idgen_cluster_tests::{as_postgres, column, db_error, twitter, wait_for, Cluster, One};
+
+/// How long the writers of both pglogical nodes insert (the issue asks for 60 s).
+const WRITE_TIME: Duration = Duration::from_secs(60);
+/// Writers per pglogical node.
+const WRITERS: usize = 2;
+/// Sanity bound for replication to catch up (not a performance claim).
+const CATCH_UP: Duration = Duration::from_secs(300);
+/// Sanity bound for a subscription to start replicating, a lease to be granted, a log line.
+const SETTLE: Duration = Duration::from_secs(60);
+/// The pglogical conflict report (pglogical_conflict.c), logged at
+/// `pglogical.conflict_log_level` (LOG by default, which the server log keeps).
+const CONFLICT: &str = "CONFLICT: remote";
+
+const TABLE: &str = "CREATE TABLE orders (
+    id   bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+    no   bigint UNIQUE DEFAULT segment_nextval('orders_no'),
+    node text NOT NULL,
+    at   timestamptz NOT NULL DEFAULT clock_timestamp())";
+
+/// One row as both sides must hold it: id, number, node, time (as text).
+type Row = (i64, i64, String, String);
+
+fn rows(c: &Cluster) -> Vec<Row> {
+    c.connect("postgres")
+        .query("SELECT id, no, node, at::text FROM orders ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect()
+}
+
+fn count(c: &Cluster) -> i64 {
+    c.connect("postgres").one("SELECT count(*) FROM orders")
+}
+
+/// `writers` connections to each of `nodes` insert one row per statement (`node` = the node's
+/// label) until `stop`, while `during` runs; returns per node the (id, number) of every insert
+/// that succeeded, and the failures.
+fn write_while(
+    nodes: &[(&Cluster, &str)],
+    writers: usize,
+    during: impl FnOnce(),
+) -> (Vec<Vec<(i64, i64)>>, Vec<String>) {
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        let handles: Vec<Vec<_>> = nodes
+            .iter()
+            .map(|&(node, label)| {
+                (0..writers)
+                    .map(|_| {
+                        let stop = &stop;
+                        s.spawn(move || {
+                            let mut client = node.connect("postgres");
+                            let insert = client
+                                .prepare("INSERT INTO orders (node) VALUES ($1) RETURNING id, no")
+                                .unwrap();
+                            let (mut done, mut failures) = (Vec::new(), Vec::new());
+                            while !stop.load(Ordering::Relaxed) {
+                                match client.query_one(&insert, &[&label]) {
+                                    Ok(r) => done.push((r.get::<_, i64>(0), r.get::<_, i64>(1))),
+                                    Err(e) => {
+                                        failures.push(format!("{label}: {e}"));
+                                        if failures.len() > 20 {
+                                            break;
+                                        }
+                                    }
+                                }
+                            }
+                            (done, failures)
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        during();
+        stop.store(true, Ordering::Relaxed);
+        let mut failures = Vec::new();
+        let per_node = handles
+            .into_iter()
+            .map(|hs| {
+                let mut done = Vec::new();
+                for h in hs {
+                    let (d, f) = h.join().unwrap();
+                    done.extend(d);
+                    failures.extend(f);
+                }
+                done
+            })
+            .collect();
+        (per_node, failures)
+    })
+}
+
+fn conflicts(c: &Cluster) -> Vec<String> {
+    c.log()
+        .lines()
+        .filter(|l| l.contains(CONFLICT))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn errors(c: &Cluster) -> Vec<String> {
+    c.log()
+        .lines()
+        .filter(|l| l.contains("ERROR:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A pglogical node of `reg`: idgen with a leased worker id, pglogical, the table in the
+/// replication set `default`, the global segment declared. `preload` is its
+/// `shared_preload_libraries`.
+fn pglogical_node(reg: &Cluster, tag: &str, preload: &str) -> Cluster {
+    let preload = format!("shared_preload_libraries = '{preload}'");
+    let registry = registry_setting(reg, "postgres");
+    let mut settings = vec![
+        preload.as_str(),
+        "idgen.worker_id = auto",
+        &registry,
+        "idgen.segment_wait_timeout = 60s",
+        "wal_level = logical",
+        "max_worker_processes = 16",
+        "max_replication_slots = 10",
+        "max_wal_senders = 10",
+    ];
+    // PostgreSQL 15.19 and later accept only the output plugins this setting lists (pgoutput
+    // and test_decoding by default); pglogical's providers decode with its own. Earlier
+    // releases do not know the setting (and would refuse to start with it).
+    if has_setting("output_plugin_libraries") {
+        settings.push("output_plugin_libraries = 'pgoutput, test_decoding, pglogical_output'");
+    }
+    let c = Cluster::start(tag, &settings);
+    let dsn = dsn(&c);
+    let mut client = c.connect("postgres");
+    // One statement at a time: segment_create needs CREATE EXTENSION idgen committed.
+    for sql in [
+        "CREATE EXTENSION idgen",
+        "CREATE EXTENSION pglogical",
+        &format!("SELECT pglogical.create_node(node_name := '{tag}', dsn := '{dsn}')"),
+        "SELECT segment_create('orders_no', scope => 'global')",
+        TABLE,
+        "SELECT pglogical.replication_set_add_table('default', 'orders')",
+    ] {
+        client
+            .batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{tag}: {sql}: {e}\n{}", c.log()));
+    }
+    c
+}
+
+/// Whether the server programs know the setting `name` (`postgres --describe-config`).
+fn has_setting(name: &str) -> bool {
+    let out = as_postgres("postgres")
+        .arg("--describe-config")
+        .output()
+        .expect("postgres --describe-config");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.split('\t').next() == Some(name))
+}
+
+fn dsn(c: &Cluster) -> String {
+    format!(
+        "host=127.0.0.1 port={} dbname=postgres user=postgres",
+        c.port()
+    )
+}
+
+fn subscribe(subscriber: &Cluster, name: &str, provider: &Cluster) {
+    subscriber
+        .connect("postgres")
+        .batch_execute(&format!(
+            "SELECT pglogical.create_subscription(
+                 subscription_name := '{name}', provider_dsn := '{}',
+                 replication_sets := ARRAY['default'], synchronize_structure := false,
+                 synchronize_data := false, forward_origins := '{{}}')",
+            dsn(provider)
+        ))
+        .unwrap();
+}
+
+fn subscription_status(c: &Cluster, name: &str) -> String {
+    c.connect("postgres").one(&format!(
+        "SELECT status FROM pglogical.show_subscription_status('{name}')"
+    ))
+}
+
+fn wait_status(c: &Cluster, name: &str, status: &str) {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let now = subscription_status(c, name);
+        if now == status {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "subscription {name} is {now}, not {status}, after {SETTLE:?}:\n{}",
+            c.log()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs postgresql-15-pglogical: run by scripts/recipes/logical.sh"]
+fn pglogical_both_ways_with_registry_worker_ids_and_a_global_segment_repeats_nothing() {
+    let started = Instant::now();
+    let reg = registry("lr_registry");
+    let a = pglogical_node(&reg, "lr_a", "idgen,pglogical");
+    let b = pglogical_node(&reg, "lr_b", "pglogical,idgen");
+    let (worker_a, worker_b) = (
+        held_worker(&a, SETTLE) as i64,
+        held_worker(&b, SETTLE) as i64,
+    );
+    assert_ne!(
+        worker_a, worker_b,
+        "the registry leased one worker id twice"
+    );
+    subscribe(&a, "a_from_b", &b);
+    subscribe(&b, "b_from_a", &a);
+    wait_status(&a, "a_from_b", "replicating");
+    wait_status(&b, "b_from_a", "replicating");
+    println!(
+        "pglogical: registry and two nodes ready in {:.1} s; worker ids A {worker_a}, B {worker_b}",
+        started.elapsed().as_secs_f64()
+    );
+
+    let writing = Instant::now();
+    let (done, failures) = write_while(&[(&a, "a"), (&b, "b")], WRITERS, || {
+        thread::sleep(WRITE_TIME)
+    });
+    let wrote = writing.elapsed();
+    assert!(
+        failures.is_empty(),
+        "{} failed inserts: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    let total = (done[0].len() + done[1].len()) as i64;
+    let waiting = Instant::now();
+    wait_for("both sides to hold every row", CATCH_UP, || {
+        (count(&a) == total && count(&b) == total).then_some(())
+    });
+    let caught_up = waiting.elapsed();
+
+    // Every acknowledged insert is on both sides, no other row is, nothing is repeated.
+    let (rows_a, rows_b) = (rows(&a), rows(&b));
+    assert_eq!(rows_a.len() as i64, total);
+    assert!(rows_a == rows_b, "the two tables differ");
+    let by_id: BTreeMap<i64, (i64, &str)> = rows_a
+        .iter()
+        .map(|(id, no, node, _)| (*id, (*no, node.as_str())))
+        .collect();
+    assert_eq!(by_id.len() as i64, total, "duplicate ids");
+    let numbers: HashSet<i64> = rows_a.iter().map(|r| r.1).collect();
+    assert_eq!(numbers.len() as i64, total, "duplicate numbers");
+    for (label, worker, inserted) in [("a", worker_a, &done[0]), ("b", worker_b, &done[1])] {
+        for &(id, no) in inserted {
+            assert_eq!(
+                by_id.get(&id),
+                Some(&(no, label)),
+                "insert ({id}, {no}) on {label}"
+            );
+            assert_eq!(
+                twitter::worker_of(id),
+                worker,
+                "worker id of {id} from {label}"
+            );
+        }
+    }
+    let (conflicts_a, conflicts_b) = (conflicts(&a), conflicts(&b));
+    assert!(
+        conflicts_a.is_empty() && conflicts_b.is_empty(),
+        "pglogical conflicts: {conflicts_a:?} {conflicts_b:?}"
+    );
+    let errs: Vec<String> = errors(&a).into_iter().chain(errors(&b)).collect();
+    assert_eq!(subscription_status(&a, "a_from_b"), "replicating");
+    assert_eq!(subscription_status(&b, "b_from_a"), "replicating");
+    let secs = wrote.as_secs_f64();
+    println!(
+        "pglogical: {} s of writes, {WRITERS} writers per side: A {} rows ({:.0}/s), B {} rows \
+         ({:.0}/s), {total} in all ({:.0}/s); both sides identical {:.1} s after the writes \
+         stopped; 0 duplicate ids, 0 duplicate numbers (numbers {}..{}), 0 conflicts, {} ERROR \
+         lines in the node logs{}",
+        WRITE_TIME.as_secs(),
+        done[0].len(),
+        done[0].len() as f64 / secs,
+        done[1].len(),
+        done[1].len() as f64 / secs,
+        total as f64 / secs,
+        caught_up.as_secs_f64(),
+        numbers.iter().min().unwrap(),
+        numbers.iter().max().unwrap(),
+        errs.len(),
+        if errs.is_empty() {
+            String::new()
+        } else {
+            format!(": {:?}", &errs[..errs.len().min(3)])
+        },
+    );
+
+    // Controls, what distinct worker ids and a global segment prevent: with both
+    // subscriptions disabled (neither side sees the other's rows), each side inserts a row with
+    // id 1 (one id on both sides, as two servers with one worker id would) and a row with
+    // number -5 under ids of its own (one number on both sides, as a local segment on each
+    // server would). Enabled again, pglogical logs a conflict for each on both sides (on the
+    // primary key, then on the number's unique index) and resolves it by `apply_remote`: the
+    // incoming row replaces the local one. So each side ends with the other's rows: the
+    // tables differ, and the row a writer committed with the repeated number (id 2 on A, id 3
+    // on B) is gone from its own server.
+    for (node, sub) in [(&a, "a_from_b"), (&b, "b_from_a")] {
+        node.connect("postgres")
+            .batch_execute(&format!(
+                "SELECT pglogical.alter_subscription_disable('{sub}', true)"
+            ))
+            .unwrap();
+        wait_status(node, sub, "disabled");
+    }
+    for (node, label, id) in [(&a, "a", 2), (&b, "b", 3)] {
+        node.connect("postgres")
+            .batch_execute(&format!(
+                "INSERT INTO orders (id, no, node) VALUES (1, -1, 'same id {label}');
+                 INSERT INTO orders (id, no, node) VALUES ({id}, -5, 'same number {label}');"
+            ))
+            .unwrap();
+    }
+    for (node, sub) in [(&a, "a_from_b"), (&b, "b_from_a")] {
+        node.connect("postgres")
+            .batch_execute(&format!(
+                "SELECT pglogical.alter_subscription_enable('{sub}', true)"
+            ))
+            .unwrap();
+    }
+    let control = "SELECT format('%s %s', id, node) FROM orders WHERE id < 10 ORDER BY id";
+    let expected = (
+        vec!["1 same id b".to_owned(), "3 same number b".to_owned()],
+        vec!["1 same id a".to_owned(), "2 same number a".to_owned()],
+    );
+    wait_for("the controls' rows applied", SETTLE, || {
+        let seen = (
+            column::<String>(&mut a.connect("postgres"), control),
+            column::<String>(&mut b.connect("postgres"), control),
+        );
+        (seen == expected).then_some(())
+    });
+    for node in [&a, &b] {
+        let logged = conflicts(node);
+        for index in ["(local index orders_pkey)", "(local index orders_no_key)"] {
+            assert!(
+                logged.iter().any(|l| l.contains(index)),
+                "no conflict on {index} logged: {logged:?}"
+            );
+        }
+    }
+    println!(
+        "pglogical controls: a repeated id and a repeated number, one row each side: A logged \
+         {:?}; B logged {:?}; A now holds {:?}, B {:?}",
+        conflicts(&a),
+        conflicts(&b),
+        expected.0,
+        expected.1
+    );
+    println!(
+        "pglogical: whole test {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Rows the old server holds before the migration starts (the initial copy's work).
+const PRELOADED: i64 = 50_000;
+/// The writers go on this long after the initial copy is done (the streaming phase).
+const STREAMING: Duration = Duration::from_secs(3);
+/// Rows inserted on the new server after the cut-over, per writer.
+const NEW_ROWS: usize = 1_000;
+const OLD_WORKER: i64 = 1;
+const NEW_WORKER: i64 = 2;
+
+#[test]
+#[ignore = "needs wal_level = logical servers: run by scripts/recipes/logical.sh"]
+fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_and_number() {
+    let started = Instant::now();
+    let old = Cluster::with_idgen("lr_old", OLD_WORKER as u32, &["wal_level = logical"]);
+    let new = Cluster::with_idgen("lr_new", NEW_WORKER as u32, &[]);
+    let mut o = old.connect("postgres");
+    o.batch_execute(&format!(
+        "SELECT segment_create('orders_no');
+         SELECT segment_create('invoice_no', start => 1000, step => 100);
+         {TABLE};
+         INSERT INTO orders (node) SELECT 'old' FROM generate_series(1, {PRELOADED});"
+    ))
+    .unwrap();
+    // A segment the new server will not have: numbers the application used elsewhere.
+    let invoices: i64 = o.one("SELECT max(n) FROM segment_nextvals('invoice_no', 1234) AS n");
+    // The new server gets the schema first (pg_dump --schema-only carries no segment marks:
+    // idgen_segment's rows are data), and the segment, as a schema script would create it.
+    let mut n = new.connect("postgres");
+    n.batch_execute(&format!("SELECT segment_create('orders_no'); {TABLE};"))
+        .unwrap();
+
+    // idgen's tables can be published (FOR TABLE), and FOR ALL TABLES publishes them without
+    // being asked: list the application's tables instead.
+    o.batch_execute(
+        "CREATE PUBLICATION marks FOR TABLE idgen_segment; DROP PUBLICATION marks;
+         CREATE PUBLICATION everything FOR ALL TABLES",
+    )
+    .unwrap();
+    let idgen_tables: Vec<String> = column(
+        &mut o,
+        "SELECT tablename::text FROM pg_publication_tables \
+         WHERE pubname = 'everything' AND tablename LIKE 'idgen%' ORDER BY 1",
+    );
+    for t in [
+        "idgen_segment",
+        "idgen_serial_counter",
+        "idgen_registry_install",
+    ] {
+        assert!(
+            idgen_tables.iter().any(|x| x == t),
+            "{t} not in {idgen_tables:?}"
+        );
+    }
+    o.batch_execute("DROP PUBLICATION everything").unwrap();
+
+    let mut copy_done = Duration::ZERO;
+    let (done, failures) = write_while(&[(&old, "old")], 2, || {
+        o.batch_execute("CREATE PUBLICATION migration FOR TABLE orders")
+            .unwrap();
+        let subscribing = Instant::now();
+        n.batch_execute(&format!(
+            "CREATE SUBSCRIPTION migration CONNECTION '{}' PUBLICATION migration",
+            dsn(&old)
+        ))
+        .unwrap();
+        wait_for("the initial copy", CATCH_UP, || {
+            let ready: bool = new
+                .connect("postgres")
+                .one("SELECT coalesce(bool_and(srsubstate = 'r'), false) FROM pg_subscription_rel");
+            ready.then_some(())
+        });
+        copy_done = subscribing.elapsed();
+        thread::sleep(STREAMING);
+    });
+    assert!(failures.is_empty(), "{failures:?}");
+
+    // Cut-over 1: writes stopped (the writers are done). Wait until the subscription has
+    // confirmed everything the old server wrote.
+    let catching_up = Instant::now();
+    let lsn: String = o.one("SELECT pg_current_wal_lsn()::text");
+    wait_for("the slot to confirm the old server's WAL", CATCH_UP, || {
+        let caught: bool = old.connect("postgres").one(&format!(
+            "SELECT confirmed_flush_lsn >= '{lsn}' FROM pg_replication_slots \
+             WHERE slot_name = 'migration'"
+        ));
+        caught.then_some(())
+    });
+    let caught_up = catching_up.elapsed();
+    let replicated = rows(&new);
+    assert!(
+        replicated == rows(&old),
+        "the new server's rows differ from the old one's"
+    );
+    assert_eq!(replicated.len() as i64, PRELOADED + done[0].len() as i64);
+    let max_id = replicated.iter().map(|r| r.0).max().unwrap();
+    let max_no = replicated.iter().map(|r| r.1).max().unwrap();
+
+    // Cut-over 2: stop replicating (this also drops the slot on the old server).
+    n.batch_execute("DROP SUBSCRIPTION migration").unwrap();
+
+    // Negative control: without the segment step, the new server's segment starts where it
+    // was created, below the replicated numbers: its first insert repeats one.
+    let repeat = db_error(n.execute("INSERT INTO orders (node) VALUES ('new')", &[]));
+    assert_eq!(
+        (repeat.code().code(), repeat.constraint()),
+        ("23505", Some("orders_no_key")),
+        "the first insert without the segment step: {repeat}"
+    );
+    let repeat = format!(
+        "{} on {}",
+        repeat.code().code(),
+        repeat.constraint().unwrap()
+    );
+
+    // Cut-over 3: every local segment of the new server above the old server's mark. The
+    // statements are generated on the old server and run on the new one.
+    // Segments the new server has are moved with segment_setval, those it lacks are created
+    // above the mark.
+    let setvals: Vec<String> = column(
+        &mut o,
+        "SELECT format('SELECT segment_setval(%L, %s)', name, max_id) \
+         FROM idgen_segment WHERE scope = 'local' ORDER BY name",
+    );
+    let creates: Vec<String> = column(
+        &mut o,
+        "SELECT format('SELECT segment_create(%L, start => %s, step => %s, cache => %s)', \
+                       name, max_id + 1, step, cache) \
+         FROM idgen_segment WHERE scope = 'local' ORDER BY name",
+    );
+    let old_mark: i64 = o.one("SELECT max_id FROM idgen_segment WHERE name = 'orders_no'");
+    assert!(
+        old_mark >= max_no,
+        "the old mark {old_mark} is below a number {max_no}"
+    );
+    let mut missing = Vec::new();
+    for (setval, create) in setvals.iter().zip(&creates) {
+        if let Err(e) = n.batch_execute(setval) {
+            assert_eq!(e.code().map(|c| c.code()), Some("42704"), "{setval}: {e}");
+            n.batch_execute(create).unwrap();
+            missing.push(create.clone());
+        }
+    }
+    assert_eq!(missing.len(), 1, "created: {missing:?}");
+    let next_invoice: i64 = n.one("SELECT segment_nextval('invoice_no')");
+    assert!(
+        next_invoice > invoices,
+        "invoice_no {next_invoice} after {invoices}"
+    );
+    // Cut-over 4: Snowflake ids. The worker ids differ, so ids cannot collide; the check shows
+    // that the new server's clock is past the old server's last id (ids keep their order).
+    let above: bool = n.one("SELECT snowflake_nextval() > (SELECT max(id) FROM orders)");
+    assert!(above, "the new server's first id is below a replicated one");
+
+    let new_rows: Vec<(i64, i64)> = thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let new = &new;
+                s.spawn(move || {
+                    let mut c = new.connect("postgres");
+                    let insert = c
+                        .prepare("INSERT INTO orders (node) VALUES ('new') RETURNING id, no")
+                        .unwrap();
+                    (0..NEW_ROWS)
+                        .map(|_| {
+                            let r = c.query_one(&insert, &[]).unwrap();
+                            (r.get::<_, i64>(0), r.get::<_, i64>(1))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let ids: HashSet<i64> = new_rows.iter().map(|r| r.0).collect();
+    let nos: HashSet<i64> = new_rows.iter().map(|r| r.1).collect();
+    assert_eq!(ids.len(), 2 * NEW_ROWS, "repeated new ids");
+    assert_eq!(nos.len(), 2 * NEW_ROWS, "repeated new numbers");
+    assert!(ids
+        .iter()
+        .all(|&id| id > max_id && twitter::worker_of(id) == NEW_WORKER));
+    assert!(nos.iter().all(|&no| no > max_no));
+    assert_eq!(count(&new), replicated.len() as i64 + 2 * NEW_ROWS as i64);
+    println!(
+        "migration: {PRELOADED} rows before, {} written on the old server during the copy and \
+         {} s of streaming; initial copy ready {:.1} s after CREATE SUBSCRIPTION; slot caught up \
+         {:.2} s after the writes stopped; {} rows replicated, identical; max replicated id {} \
+         (worker {}), max number {max_no}, old mark {old_mark}; without segment_setval the new \
+         server's first insert: {repeat}; after the cut-over {} rows on the new server, numbers \
+         {}..{}, ids of worker {NEW_WORKER}, all above; invoice_no (not on the new server) \
+         created by `{}`: next {next_invoice} after {invoices}; whole test {:.1} s",
+        done[0].len(),
+        STREAMING.as_secs(),
+        copy_done.as_secs_f64(),
+        caught_up.as_secs_f64(),
+        replicated.len(),
+        max_id,
+        twitter::worker_of(max_id),
+        2 * NEW_ROWS,
+        nos.iter().min().unwrap(),
+        nos.iter().max().unwrap(),
+        missing[0],
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -1,0 +1,652 @@
+//! idgen behind pgbouncer (issue 31, point 3), with Debian's pgbouncer (1.18 on Debian 12).
+//! Each test starts its own server and its own pgbouncer (as `postgres`, on a free port, with
+//! `auth_type = trust`, no Unix socket), never the packaged service, and kills it when done.
+//!
+//! - Session pooling with `server_reset_query = DISCARD ALL` and one server connection: the
+//!   second client lands on the first one's backend (same `pg_backend_pid()`) and gets 55000
+//!   from `snowflake_currval()`, `segment_currval('order_no')` and `currval('s')` alike; so does
+//!   a client after its own `DISCARD SEQUENCES` or `DISCARD ALL` sent through pgbouncer, and a
+//!   direct connection.
+//! - Transaction pooling, 8 clients on 2 server connections, short transactions of
+//!   `INSERT ... RETURNING id, no` into a table whose defaults draw both generators: every id and
+//!   number is distinct, every returned pair is in the table, the currvals inside the
+//!   transaction equal what RETURNING gave. A currval in a later transaction is answered by
+//!   whichever backend the pooler picks: the counts of "own value", "another client's value"
+//!   and 55000 are printed; on a pool of one backend the second client's id is what the first
+//!   client's later currval returns, always. Statement pooling: a single-statement
+//!   `INSERT ... RETURNING` works, a transaction block is refused.
+//! - psycopg 3 (PyPI, in the recipe's venv) through transaction pooling with
+//!   `prepare_threshold=None`: all ids distinct; with the default threshold, the second client on
+//!   a one-backend pool fails to prepare the statement the first one left there (42P05), the
+//!   failure that pgbouncer before 1.21 gives psycopg's prepared statements.
+//!
+//! Run by `scripts/recipes/pgbouncer.sh`, which installs pgbouncer and the venv.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use idgen_cluster_tests::{sqlstate, wait_for, Cluster, One};
+
+/// Sanity bound for every wait (not a performance claim).
+const BOUND: Duration = Duration::from_secs(60);
+
+/// Transaction pooling: clients, transactions per client, server connections.
+const CLIENTS: usize = 8;
+const TRANSACTIONS: usize = 150;
+const POOL: usize = 2;
+
+const CREATE_ORDERS: &str = "CREATE TABLE orders (
+    id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+    no bigint UNIQUE DEFAULT segment_nextval('order_no'),
+    client int NOT NULL)";
+
+/// A process that is killed (SIGKILL) and reaped when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The uid and gid of `postgres`, when we are root (pgbouncer refuses to run as root).
+fn postgres_ids() -> Option<(u32, u32)> {
+    let uid = String::from_utf8(Command::new("id").arg("-u").output().unwrap().stdout).unwrap();
+    if uid.trim() != "0" {
+        return None;
+    }
+    let passwd = fs::read_to_string("/etc/passwd").unwrap();
+    let line = passwd
+        .lines()
+        .find(|l| l.starts_with("postgres:"))
+        .expect("a postgres user (Debian's postgresql package makes it)");
+    let f: Vec<&str> = line.split(':').collect();
+    Some((f[2].parse().unwrap(), f[3].parse().unwrap()))
+}
+
+/// A port on 127.0.0.1 nothing listens on, below the harness's range (20000-31999) and below
+/// Linux's ephemeral range, spread by process id.
+fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let offset = std::process::id() % 400 * 20;
+    for _ in 0..8_000 {
+        let port = (12_000 + (offset + NEXT.fetch_add(1, Ordering::Relaxed)) % 8_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port from 12000 to 19999");
+}
+
+/// One pgbouncer process in front of `cluster`'s database `postgres`.
+struct Pgbouncer {
+    child: Option<Killed>,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Pgbouncer {
+    /// Starts pgbouncer with one `[databases]` entry per `(alias, options)` (options such as
+    /// `pool_mode=transaction pool_size=2`) and `settings` appended to `[pgbouncer]`; waits
+    /// until it listens.
+    fn start(cluster: &Cluster, databases: &[(&str, &str)], settings: &[&str]) -> Pgbouncer {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("idgen-pgbouncer-{}-{nanos}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let ids = postgres_ids();
+        if let Some((uid, gid)) = ids {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
+        }
+        fs::write(dir.join("userlist.txt"), "\"postgres\" \"\"\n").unwrap();
+        let mut pgb = Pgbouncer {
+            child: None,
+            dir,
+            port: 0,
+        };
+        for _ in 0..5 {
+            pgb.port = free_port();
+            let mut ini = String::from("[databases]\n");
+            for (alias, options) in databases {
+                ini += &format!(
+                    "{alias} = host=127.0.0.1 port={} dbname=postgres user=postgres {options}\n",
+                    cluster.port()
+                );
+            }
+            ini += &format!(
+                "[pgbouncer]\n\
+                 listen_addr = 127.0.0.1\n\
+                 listen_port = {port}\n\
+                 unix_socket_dir =\n\
+                 auth_type = trust\n\
+                 auth_file = {dir}/userlist.txt\n\
+                 logfile = {dir}/pgbouncer.log\n\
+                 pidfile = {dir}/pgbouncer.pid\n\
+                 admin_users = postgres\n\
+                 max_client_conn = 100\n\
+                 query_wait_timeout = 60\n",
+                port = pgb.port,
+                dir = pgb.dir.display()
+            );
+            for s in settings {
+                ini += s;
+                ini += "\n";
+            }
+            let ini_path = pgb.dir.join("pgbouncer.ini");
+            fs::write(&ini_path, ini).unwrap();
+            let _ = fs::remove_file(pgb.dir.join("pgbouncer.log"));
+            let mut cmd = Command::new("pgbouncer");
+            cmd.arg(&ini_path)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if let Some((uid, gid)) = ids {
+                cmd.uid(uid).gid(gid);
+            }
+            let mut child = Killed(
+                cmd.spawn()
+                    .expect("run pgbouncer (Debian package pgbouncer)"),
+            );
+            let listening = format!("listening on 127.0.0.1:{}", pgb.port);
+            let up = wait_for("pgbouncer to listen or exit", BOUND, || {
+                if child.0.try_wait().unwrap().is_some() {
+                    return Some(false);
+                }
+                let ok = pgb.log().contains(&listening)
+                    && TcpStream::connect(("127.0.0.1", pgb.port)).is_ok();
+                ok.then_some(true)
+            });
+            if up {
+                pgb.child = Some(child);
+                return pgb;
+            }
+            // Another process took the port since it was picked: take another one.
+            if !pgb.log().contains("Address already in use") {
+                panic!("pgbouncer did not start:\n{}", pgb.log());
+            }
+        }
+        panic!("pgbouncer found no free port:\n{}", pgb.log());
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default()
+    }
+
+    /// A libpq-style connection string for pgbouncer's database `alias`.
+    fn conninfo(&self, alias: &str) -> String {
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname={alias} connect_timeout=60",
+            self.port
+        )
+    }
+
+    fn connect(&self, alias: &str) -> postgres::Client {
+        postgres::Client::connect(&self.conninfo(alias), postgres::NoTls)
+            .unwrap_or_else(|e| panic!("connect to pgbouncer's {alias}: {e}\n{}", self.log()))
+    }
+}
+
+impl Drop for Pgbouncer {
+    fn drop(&mut self) {
+        self.child.take();
+        if std::env::var_os("IDGEN_KEEP_CLUSTERS").is_none() {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+const CURRVALS: [&str; 3] = [
+    "SELECT snowflake_currval()",
+    "SELECT segment_currval('order_no')",
+    "SELECT currval('s')",
+];
+
+/// Draws `snowflake_nextval()`, `segment_nextval('order_no')` and `nextval('s')`, and checks
+/// that the three currvals now return them.
+fn draw_all(client: &mut postgres::Client) -> [i64; 3] {
+    let drawn: [i64; 3] = [
+        client.one("SELECT snowflake_nextval()"),
+        client.one("SELECT segment_nextval('order_no')"),
+        client.one("SELECT nextval('s')"),
+    ];
+    for (sql, want) in CURRVALS.iter().zip(drawn) {
+        assert_eq!(client.one::<i64>(sql), want, "{sql} right after drawing");
+    }
+    drawn
+}
+
+/// The three currvals all raise 55000, as before the session's first draw.
+fn assert_currvals_unset(client: &mut postgres::Client, when: &str) {
+    for sql in CURRVALS {
+        assert_eq!(
+            sqlstate(client.query_one(sql, &[])),
+            "55000",
+            "{sql} {when}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs pgbouncer: run by scripts/recipes/pgbouncer.sh"]
+fn session_pooling_discard_all_resets_every_currval() {
+    let cluster = Cluster::with_idgen("pgb-session", 1, &[]);
+    cluster
+        .connect("postgres")
+        .batch_execute(
+            "SELECT segment_create('order_no', start => 1000, step => 100); CREATE SEQUENCE s",
+        )
+        .unwrap();
+
+    // A direct connection: DISCARD SEQUENCES and DISCARD ALL forget idgen's currvals as they
+    // forget currval('s').
+    let mut direct = cluster.connect("postgres");
+    assert_currvals_unset(&mut direct, "before the first draw (direct)");
+    for discard in ["DISCARD SEQUENCES", "DISCARD ALL"] {
+        draw_all(&mut direct);
+        direct.batch_execute(discard).unwrap();
+        assert_currvals_unset(&mut direct, &format!("after {discard} (direct)"));
+    }
+    drop(direct);
+
+    let pgb = Pgbouncer::start(
+        &cluster,
+        &[("sess", "pool_mode=session pool_size=1")],
+        &["server_reset_query = DISCARD ALL"],
+    );
+
+    // Client 1 draws all three and leaves; pgbouncer sends DISCARD ALL to its backend and hands
+    // it to client 2.
+    let mut client1 = pgb.connect("sess");
+    let pid1: i32 = client1.one("SELECT pg_backend_pid()");
+    let drawn = draw_all(&mut client1);
+    drop(client1);
+
+    let mut client2 = pgb.connect("sess");
+    let pid2: i32 = client2.one("SELECT pg_backend_pid()");
+    assert_eq!(
+        pid2, pid1,
+        "the pool of one hands client 2 client 1's backend"
+    );
+    assert_currvals_unset(
+        &mut client2,
+        "for the next client after DISCARD ALL (pgbouncer)",
+    );
+
+    // A client's own DISCARD SEQUENCES / DISCARD ALL through pgbouncer.
+    for discard in ["DISCARD SEQUENCES", "DISCARD ALL"] {
+        draw_all(&mut client2);
+        client2.batch_execute(discard).unwrap();
+        assert_currvals_unset(
+            &mut client2,
+            &format!("after the client's {discard} (pgbouncer)"),
+        );
+    }
+
+    // Once more through a client change, now that the backend has drawn several times.
+    let again = draw_all(&mut client2);
+    drop(client2);
+    let mut client3 = pgb.connect("sess");
+    assert_eq!(client3.one::<i32>("SELECT pg_backend_pid()"), pid1);
+    assert_currvals_unset(&mut client3, "for the third client (pgbouncer)");
+    println!(
+        "session pooling: backend {pid1} served 3 clients; drawn {drawn:?} then {again:?}; \
+         every currval raised 55000 for the next client"
+    );
+}
+
+/// `sql` run with the simple query protocol (one message, no named statement): the first
+/// column of its one row as i64, or the error's SQLSTATE.
+fn simple_one(client: &mut postgres::Client, sql: &str) -> Result<Vec<i64>, String> {
+    match client.simple_query(sql) {
+        Ok(messages) => {
+            let row = messages
+                .iter()
+                .find_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(r) => Some(r),
+                    _ => None,
+                })
+                .unwrap_or_else(|| panic!("{sql}: no row"));
+            Ok((0..row.len())
+                .map(|i| row.get(i).unwrap().parse().unwrap())
+                .collect())
+        }
+        Err(e) => Err(e
+            .code()
+            .map(|c| c.code().to_owned())
+            .unwrap_or_else(|| panic!("{sql}: {e}"))),
+    }
+}
+
+/// What one client saw in its transactions.
+#[derive(Default)]
+struct ClientRun {
+    /// (id, no) returned by each INSERT.
+    returned: Vec<(i64, i64)>,
+    /// Later transactions' snowflake_currval(): the client's own last id, another value, 55000.
+    own: usize,
+    other: Vec<i64>,
+    unset: usize,
+    /// Later transactions' segment_currval('order_no'), the same way.
+    seg_own: usize,
+    seg_other: Vec<i64>,
+    seg_unset: usize,
+}
+
+#[test]
+#[ignore = "needs pgbouncer: run by scripts/recipes/pgbouncer.sh"]
+fn transaction_pooling_returning_is_right_currval_is_the_backends() {
+    let started = Instant::now();
+    let cluster = Cluster::with_idgen("pgb-txn", 2, &[]);
+    cluster
+        .connect("postgres")
+        .batch_execute(&format!(
+            "SELECT segment_create('order_no', start => 1000, step => 100); {CREATE_ORDERS}"
+        ))
+        .unwrap();
+    let pgb = Pgbouncer::start(
+        &cluster,
+        &[
+            ("txn", &format!("pool_mode=transaction pool_size={POOL}")),
+            ("txn_one", "pool_mode=transaction pool_size=1"),
+            ("stmt", "pool_mode=statement pool_size=1"),
+        ],
+        &[],
+    );
+
+    // One backend for two clients: what A's later currval returns is B's id, always.
+    let mut a = pgb.connect("txn_one");
+    let mut b = pgb.connect("txn_one");
+    assert_eq!(
+        simple_one(&mut a, "SELECT snowflake_currval()"),
+        Err("55000".to_owned()),
+        "currval on a backend that never drew"
+    );
+    let insert_one = |c: &mut postgres::Client, client: i32| -> (i64, i64) {
+        let mut t = c.transaction().unwrap();
+        let row = t
+            .query_one(
+                "INSERT INTO orders (client) VALUES ($1) RETURNING id, no",
+                &[&client],
+            )
+            .unwrap();
+        t.commit().unwrap();
+        (row.get(0), row.get(1))
+    };
+    let (id_a, no_a) = insert_one(&mut a, -1);
+    let (id_b, no_b) = insert_one(&mut b, -2);
+    assert_ne!(id_a, id_b);
+    let later = simple_one(
+        &mut a,
+        "SELECT snowflake_currval(), segment_currval('order_no')",
+    );
+    assert_eq!(
+        later,
+        Ok(vec![id_b, no_b]),
+        "A's currval in a later transaction is B's id and number (A drew {id_a}, {no_a})"
+    );
+    println!(
+        "transaction pooling, one backend: A inserted ({id_a}, {no_a}), B inserted ({id_b}, \
+         {no_b}); A's later snowflake_currval(), segment_currval() = {later:?}"
+    );
+    drop((a, b));
+
+    // 8 clients on 2 server connections.
+    let runs: Vec<ClientRun> = thread::scope(|s| {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|i| {
+                let pgb = &pgb;
+                s.spawn(move || {
+                    let mut c = pgb.connect("txn");
+                    let mut run = ClientRun::default();
+                    for _ in 0..TRANSACTIONS {
+                        // A transaction keeps its server connection from BEGIN to COMMIT: the
+                        // prepared INSERT and the currvals run on one backend.
+                        let mut t = c.transaction().unwrap();
+                        let row = t
+                            .query_one(
+                                "INSERT INTO orders (client) VALUES ($1) RETURNING id, no",
+                                &[&(i as i32)],
+                            )
+                            .unwrap();
+                        let (id, no): (i64, i64) = (row.get(0), row.get(1));
+                        let cur = t
+                            .query_one(
+                                "SELECT snowflake_currval(), segment_currval('order_no')",
+                                &[],
+                            )
+                            .unwrap();
+                        assert_eq!(
+                            (cur.get::<_, i64>(0), cur.get::<_, i64>(1)),
+                            (id, no),
+                            "currval in the inserting transaction"
+                        );
+                        t.commit().unwrap();
+                        run.returned.push((id, no));
+
+                        // A later transaction: any backend of the pool answers.
+                        match simple_one(&mut c, "SELECT snowflake_currval()") {
+                            Ok(v) if v[0] == id => run.own += 1,
+                            Ok(v) => run.other.push(v[0]),
+                            Err(code) if code == "55000" => run.unset += 1,
+                            Err(code) => panic!("later snowflake_currval(): {code}"),
+                        }
+                        match simple_one(&mut c, "SELECT segment_currval('order_no')") {
+                            Ok(v) if v[0] == no => run.seg_own += 1,
+                            Ok(v) => run.seg_other.push(v[0]),
+                            Err(code) if code == "55000" => run.seg_unset += 1,
+                            Err(code) => panic!("later segment_currval(): {code}"),
+                        }
+                    }
+                    run
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    let total = CLIENTS * TRANSACTIONS;
+    let returned: Vec<(i64, i64)> = runs
+        .iter()
+        .flat_map(|r| r.returned.iter().copied())
+        .collect();
+    assert_eq!(returned.len(), total);
+    let ids: HashSet<i64> = returned.iter().map(|r| r.0).collect();
+    let nos: HashSet<i64> = returned.iter().map(|r| r.1).collect();
+    assert_eq!(ids.len(), total, "duplicate ids");
+    assert_eq!(nos.len(), total, "duplicate numbers");
+
+    let mut direct = cluster.connect("postgres");
+    let table: HashMap<i64, i64> = direct
+        .query("SELECT id, no FROM orders WHERE client >= 0", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(table.len(), total, "rows in the table");
+    for (id, no) in &returned {
+        assert_eq!(
+            table.get(id),
+            Some(no),
+            "returned ({id}, {no}) is the row in the table"
+        );
+    }
+    // A later currval that was not the client's own is still some client's id or number: the
+    // last one drawn on the backend that answered.
+    let all_nos: HashSet<i64> = nos.iter().copied().chain([no_a, no_b]).collect();
+    let all_ids: HashSet<i64> = ids.iter().copied().chain([id_a, id_b]).collect();
+    for r in &runs {
+        assert_eq!(r.own + r.other.len() + r.unset, TRANSACTIONS);
+        assert_eq!(r.seg_own + r.seg_other.len() + r.seg_unset, TRANSACTIONS);
+        assert!(r.other.iter().all(|v| all_ids.contains(v)));
+        assert!(r.seg_other.iter().all(|v| all_nos.contains(v)));
+    }
+    let sum = |f: &dyn Fn(&ClientRun) -> usize| runs.iter().map(f).sum::<usize>();
+    println!(
+        "transaction pooling: {CLIENTS} clients x {TRANSACTIONS} transactions on {POOL} server \
+         connections: {} distinct ids, {} distinct numbers, every RETURNING pair in the table; \
+         snowflake_currval() in the next transaction: own id {}, another client's id {}, 55000 \
+         {}; segment_currval('order_no'): own {}, another's {}, 55000 {}",
+        ids.len(),
+        nos.len(),
+        sum(&|r| r.own),
+        sum(&|r| r.other.len()),
+        sum(&|r| r.unset),
+        sum(&|r| r.seg_own),
+        sum(&|r| r.seg_other.len()),
+        sum(&|r| r.seg_unset),
+    );
+
+    // Statement pooling: a single-statement INSERT ... RETURNING (simple protocol) works; a
+    // transaction block is refused.
+    let mut st = pgb.connect("stmt");
+    let row = simple_one(
+        &mut st,
+        "INSERT INTO orders (client) VALUES (-3) RETURNING id, no",
+    )
+    .expect("INSERT ... RETURNING under statement pooling");
+    assert_eq!(
+        direct.one::<i64>(&format!("SELECT no FROM orders WHERE id = {}", row[0])),
+        row[1]
+    );
+    // Several statements in one simple-protocol message are one request: they pass.
+    st.batch_execute("BEGIN; INSERT INTO orders (client) VALUES (-4); COMMIT")
+        .expect("one message BEGIN; INSERT; COMMIT under statement pooling");
+    assert_eq!(
+        direct.one::<i64>("SELECT count(*) FROM orders WHERE client = -4"),
+        1
+    );
+    // A transaction left open after a statement is refused, and the client disconnected.
+    let err = st
+        .batch_execute("BEGIN")
+        .expect_err("BEGIN alone under statement pooling");
+    let refusal = "transaction blocks not allowed in statement pooling mode";
+    assert!(
+        err.to_string().contains(refusal) || pgb.log().contains(refusal),
+        "BEGIN under statement pooling: {err}\n{}",
+        pgb.log()
+    );
+    assert!(st.is_closed() || st.simple_query("SELECT 1").is_err());
+    println!(
+        "statement pooling: INSERT ... RETURNING gave ({}, {}); one-message BEGIN; INSERT; \
+         COMMIT passed; BEGIN alone: {}",
+        row[0],
+        row[1],
+        err.as_db_error()
+            .map(|e| e.message().to_owned())
+            .unwrap_or(err.to_string())
+    );
+    println!(
+        "transaction/statement pooling test took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+#[ignore = "needs pgbouncer and psycopg: run by scripts/recipes/pgbouncer.sh"]
+fn psycopg_through_transaction_pooling_with_prepare_threshold_none() {
+    let python = std::env::var("IDGEN_PGBOUNCER_PYTHON")
+        .unwrap_or_else(|_| "/var/cache/idgen/recipes/pgbouncer/venv/bin/python".to_owned());
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../recipes/pgbouncer/psycopg_txn.py"
+    );
+    const PY_CLIENTS: usize = 6;
+    const PY_INSERTS: usize = 150;
+
+    let cluster = Cluster::with_idgen("pgb-psycopg", 3, &[]);
+    cluster
+        .connect("postgres")
+        .batch_execute(&format!(
+            "SELECT segment_create('order_no', start => 1000, step => 100); {}",
+            CREATE_ORDERS
+                .replace("TABLE orders", "TABLE py_orders")
+                .replace("client int NOT NULL", "client int NOT NULL, note text")
+        ))
+        .unwrap();
+    let pgb = Pgbouncer::start(
+        &cluster,
+        &[
+            ("txn", "pool_mode=transaction pool_size=2"),
+            ("txn_one", "pool_mode=transaction pool_size=1"),
+        ],
+        &[],
+    );
+
+    let out_path = pgb.dir.join("psycopg.out");
+    let out = fs::File::create(&out_path).unwrap();
+    let mut py = Killed(
+        Command::new(&python)
+            .arg(script)
+            .env("IDGEN_DSN", pgb.conninfo("txn"))
+            .env("IDGEN_DSN_ONE", pgb.conninfo("txn_one"))
+            .env("IDGEN_CLIENTS", PY_CLIENTS.to_string())
+            .env("IDGEN_INSERTS", PY_INSERTS.to_string())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| panic!("run {python} (made by scripts/recipes/pgbouncer.sh): {e}")),
+    );
+    let status = wait_for("the psycopg script", BOUND, || py.0.try_wait().unwrap());
+    let mut output = String::new();
+    fs::File::open(&out_path)
+        .unwrap()
+        .read_to_string(&mut output)
+        .unwrap();
+    print!("{output}");
+    assert!(
+        status.success(),
+        "psycopg script failed:\n{output}\n{}",
+        pgb.log()
+    );
+
+    let value = |key: &str| -> String {
+        output
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in:\n{output}"))
+            .to_owned()
+    };
+    let total = (PY_CLIENTS * PY_INSERTS).to_string();
+    assert_eq!(value("errors"), "0");
+    assert_eq!(value("returned"), total);
+    assert_eq!(value("distinct_ids"), total);
+    assert_eq!(value("distinct_nos"), total);
+    assert_eq!(value("found"), total);
+    assert_eq!(
+        value("threshold_none"),
+        "none",
+        "prepare_threshold=None on one backend"
+    );
+    assert_eq!(
+        value("default_threshold"),
+        "42P05",
+        "the default prepare_threshold: the second client's prepare of _pg3_0 on the backend \
+         the first one left it on"
+    );
+
+    let mut direct = cluster.connect("postgres");
+    let (rows, ids, nos): (i64, i64, i64) = {
+        let r = direct
+            .query_one(
+                "SELECT count(*), count(DISTINCT id), count(DISTINCT no) FROM py_orders",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert_eq!((ids, nos), (rows, rows));
+    println!("psycopg through transaction pooling: {rows} rows in py_orders, all ids and numbers distinct");
+}
