@@ -57,7 +57,9 @@ pub(crate) fn max_batch() -> u64 {
 /// when the layout has run out of time, 53400 when the clock is too far behind, XX001 for a
 /// corrupt reservation file, 58030 when it cannot be written.
 pub(crate) fn reserve(count: u64) -> Result<Drawn, Error> {
-    let worker = worker_id()?;
+    // A standby (or a read-only transaction) refuses with 25006 first, as nextval() does: a
+    // standby of a node whose worker id comes from the registry has none (its registry client
+    // starts at promotion), and 55000's "not yet" would send its users waiting for nothing.
     if crate::recovery::in_progress() {
         return Err(Error::InRecovery);
     }
@@ -70,6 +72,7 @@ pub(crate) fn reserve(count: u64) -> Result<Drawn, Error> {
             },
         });
     }
+    let worker = worker_id()?;
     let layout = layout();
     let shared = shared();
     let mut waiting_since: Option<Instant> = None;

@@ -441,3 +441,47 @@ fn bad_registries_and_settings_fail_clearly_and_issue_nothing() {
         "42501"
     );
 }
+
+/// README ("Replicas and failover"): on a standby both generators fail with 25006, as
+/// `nextval()` does. A standby of a registry node (`idgen.worker_id = auto`, as every Patroni
+/// replica of the registry configuration) never claims a worker id (its registry client starts
+/// when recovery ends), and `snowflake_nextval()` checks the worker id first: it fails with
+/// 55000 "this server has no worker id from the registry yet", whose hint sends the user to wait
+/// for the registry, which will never answer on a standby. Found by the Patroni recipe's test (patroni.rs).
+#[test]
+fn a_standby_of_a_registry_node_refuses_snowflake_ids_with_25006() {
+    let reg = registry("reg_standby_25006");
+    let primary = node(&reg, "reg_primary_25006", &["idgen.worker_id = auto"]);
+    held_worker(&primary, Duration::from_secs(20));
+    let standby = Cluster::standby_of(
+        &primary,
+        "standby_25006",
+        &["idgen.node_name = 'standby'"],
+    );
+    let mut c = standby.connect("postgres");
+    let mut got = Vec::new();
+    for sql in [
+        "SELECT snowflake_nextval()",
+        "SELECT snowflake_nextvals(2) LIMIT 1",
+        "SELECT segment_nextval('order_no')",
+    ] {
+        let code = match c.query_one(sql, &[]) {
+            Ok(r) => format!("returned {}", r.get::<_, i64>(0)),
+            Err(e) => e
+                .as_db_error()
+                .map(|d| format!("{}: {}", d.code().code(), d.message()))
+                .unwrap_or_else(|| e.to_string()),
+        };
+        got.push((sql, code));
+    }
+    let wrong: Vec<String> = got
+        .iter()
+        .filter(|(_, code)| !code.starts_with("25006"))
+        .map(|(sql, code)| format!("{sql}: {code}"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "on a standby of a registry node, not 25006:\n{}",
+        wrong.join("\n")
+    );
+}
