@@ -128,76 +128,27 @@ pub(crate) enum Next {
     Refill(usize),
 }
 
-/// The allocator's order: what callers wait for (requests, and refills of segments whose both
-/// ranges are empty) first come, first served by ticket; prefetches of next ranges, which
-/// nobody waits for, only when no caller waits, oldest first.
+/// The allocator's order: requests and refills (a prefetch of the next range, or a range a
+/// caller waits for), first come, first served, by ticket.
 ///
-/// Every caller waits for one unit at a time, so a waiting caller has at most one unit per
-/// other waiting caller ahead of it. (Requests used to go first, and each kind by its index:
-/// under churn through many segment names a draw's refill waited behind a stream of loads and
-/// prefetches until `idgen.segment_wait_timeout` failed it with 55P03.)
+/// A slot wants at most one refill and a caller waits for one unit at a time, so a unit has at
+/// most one unit per cache slot and per request ahead of it, whatever else keeps coming. (Requests
+/// used to go first, and each kind by its index: under churn through many segment names a
+/// draw's refill waited behind a stream of loads until `idgen.segment_wait_timeout` failed it
+/// with 55P03. Prefetches are not put last either: a slot whose prefetch waits cannot be
+/// evicted, and a stream of loads then filled a small cache with them (54000).)
 ///
-/// `requests`: (index, ticket); `refills`: (slot, ticket, waited).
+/// `requests`: (index, ticket); `refills`: (slot, ticket).
 pub(crate) fn pick(
     requests: impl Iterator<Item = (usize, u64)>,
-    refills: impl Iterator<Item = (usize, u64, bool)>,
+    refills: impl Iterator<Item = (usize, u64)>,
 ) -> Option<Next> {
-    let mut waited: Option<(u64, Next)> = requests
-        .map(|(i, t)| (t, Next::Request(i)))
-        .min_by_key(|&(t, _)| t);
-    let mut prefetch: Option<(u64, Next)> = None;
-    for (i, t, w) in refills {
-        let best = if w { &mut waited } else { &mut prefetch };
-        if best.is_none_or(|(b, _)| t < b) {
-            *best = Some((t, Next::Refill(i)));
-        }
-    }
-    waited.or(prefetch).map(|(_, next)| next)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{pick, Next};
-
-    #[test]
-    fn a_waited_refill_goes_before_a_later_request() {
-        // The old order ran every request first: a draw's refill waited behind each load.
-        assert_eq!(
-            pick([(0, 7)].into_iter(), [(200, 5, true)].into_iter()),
-            Some(Next::Refill(200))
-        );
-        assert_eq!(
-            pick([(3, 4)].into_iter(), [(200, 5, true)].into_iter()),
-            Some(Next::Request(3))
-        );
-    }
-
-    #[test]
-    fn requests_are_served_by_ticket_not_by_queue_index() {
-        // The old order took the lowest queue index: a caller in a high one could wait for
-        // ever behind callers that kept taking the low ones again.
-        assert_eq!(
-            pick([(0, 9), (5, 2), (1, 6)].into_iter(), [].into_iter()),
-            Some(Next::Request(5))
-        );
-    }
-
-    #[test]
-    fn prefetches_wait_for_every_waited_unit_whatever_their_slot_or_age() {
-        // The old order took the lowest slot: prefetches in low slots went before a waited
-        // refill in a high one.
-        let refills = [(0, 1, false), (1, 2, false), (250, 9, true)];
-        assert_eq!(
-            pick([].into_iter(), refills.into_iter()),
-            Some(Next::Refill(250))
-        );
-        let prefetches = [(9, 8, false), (4, 3, false), (1, 6, false)];
-        assert_eq!(
-            pick([].into_iter(), prefetches.into_iter()),
-            Some(Next::Refill(4))
-        );
-        assert_eq!(pick([].into_iter(), [].into_iter()), None);
-    }
+    let requests = requests.map(|(i, t)| (t, Next::Request(i)));
+    let refills = refills.map(|(i, t)| (t, Next::Refill(i)));
+    requests
+        .chain(refills)
+        .min_by_key(|&(t, _)| t)
+        .map(|(_, next)| next)
 }
 
 /// `before_shmem_exit` callback of the allocator: leaves the allocator table; if it had reported in,
@@ -224,4 +175,37 @@ unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
     }
     drop(g);
     broadcast();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{pick, Next};
+
+    #[test]
+    fn a_refill_goes_before_a_later_request() {
+        // The old order ran every request first: a draw's refill waited behind each load.
+        assert_eq!(
+            pick([(0, 7)].into_iter(), [(200, 5)].into_iter()),
+            Some(Next::Refill(200))
+        );
+        assert_eq!(
+            pick([(3, 4)].into_iter(), [(200, 5)].into_iter()),
+            Some(Next::Request(3))
+        );
+    }
+
+    #[test]
+    fn requests_and_refills_are_served_by_ticket_not_by_index() {
+        // The old order took the lowest index: a caller in a high one could wait for ever
+        // behind callers that kept taking the low ones again.
+        assert_eq!(
+            pick([(0, 9), (5, 2), (1, 6)].into_iter(), [].into_iter()),
+            Some(Next::Request(5))
+        );
+        assert_eq!(
+            pick([].into_iter(), [(0, 8), (250, 3), (1, 6)].into_iter()),
+            Some(Next::Refill(250))
+        );
+        assert_eq!(pick([].into_iter(), [].into_iter()), None);
+    }
 }

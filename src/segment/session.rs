@@ -256,9 +256,7 @@ fn ask_for_next_range(index: usize, generation: u64) {
         return;
     }
     let db = m.db;
-    // A prefetch: nobody waits for it, so the allocator runs it after every waited-for refill
-    // and request.
-    g.want_refill(index, false);
+    g.want_refill(index);
     // Failing to start the allocator is not this caller's problem yet: the current range still
     // has numbers. The caller that finds both empty reports it.
     if g.ensure_allocator(db).is_err() {
@@ -294,9 +292,8 @@ fn wait_for_range(name: &str, index: usize, generation: u64) -> Result<(), Error
         if asked_at.is_none() {
             asked_at = Some(m.attempts);
         }
-        // This caller waits: the refill goes before every prefetch (a prefetch already wanted
-        // keeps its earlier ticket).
-        g.want_refill(index, true);
+        // A prefetch already wanted keeps its earlier ticket.
+        g.want_refill(index);
         if let Err(e) = g.ensure_allocator(m.db) {
             return Some(Err(e));
         }

@@ -83,10 +83,7 @@ pub(crate) struct SlotMeta {
     pub(crate) retry_at: i64,
     /// The allocator should fetch the next range.
     pub(crate) refill_wanted: bool,
-    /// A caller waits for that range (both ranges are empty), as opposed to a prefetch of the
-    /// next range, which nobody waits for: the allocator runs it before every prefetch.
-    pub(crate) refill_waited: bool,
-    /// When the refill was wanted, in [`Guarded::tickets`] order: the allocator serves waited
+    /// When the refill was first wanted, in [`Guarded::tickets`] order: the allocator serves
     /// refills and requests first come, first served.
     pub(crate) refill_ticket: u64,
     /// An admin call (setval, drop, create) is changing the segment: draws wait.
@@ -220,17 +217,14 @@ impl Guarded {
         self.tickets
     }
 
-    /// Slot `index` wants its next range: a ticket if it did not already want one (an earlier
-    /// ticket is kept); `waited` when a caller waits for it (a prefetch is not waited for).
-    pub(crate) fn want_refill(&mut self, index: usize, waited: bool) {
+    /// Slot `index` wants its next range: a ticket if it did not already want one (a caller
+    /// that comes to wait for a prefetch already wanted keeps its earlier ticket).
+    pub(crate) fn want_refill(&mut self, index: usize) {
         if !self.metas[index].refill_wanted {
             let ticket = self.next_ticket();
             let m = &mut self.metas[index];
             m.refill_wanted = true;
             m.refill_ticket = ticket;
-        }
-        if waited {
-            self.metas[index].refill_waited = true;
         }
     }
 }

@@ -64,7 +64,7 @@ impl Guarded {
             ..SlotMeta::default()
         };
         // The caller that loads it waits for its first range.
-        self.want_refill(index, true);
+        self.want_refill(index);
         s.referenced.store(true, SeqCst);
         s.cache.store(cache, SeqCst);
         s.generation.fetch_add(1, SeqCst);
@@ -216,19 +216,16 @@ impl Guarded {
     }
 
     /// The refills `db`'s allocator may run now: slots that want one, are not frozen and are
-    /// not waiting to retry a refill the registry did not answer, as (slot, ticket, waited).
+    /// not waiting to retry a refill the registry did not answer, as (slot, ticket).
     pub(crate) fn refill_candidates(
         &self,
         db: pg_sys::Oid,
-    ) -> impl Iterator<Item = (usize, u64, bool)> + '_ {
+    ) -> impl Iterator<Item = (usize, u64)> + '_ {
         let now = crate::time::now_timestamptz_us();
         (0..cache_size()).filter_map(move |i| {
             let m = &self.metas[i];
-            (m.db == db && m.refill_wanted && !m.frozen && m.retry_at <= now).then_some((
-                i,
-                m.refill_ticket,
-                m.refill_waited,
-            ))
+            (m.db == db && m.refill_wanted && !m.frozen && m.retry_at <= now)
+                .then_some((i, m.refill_ticket))
         })
     }
 
@@ -274,7 +271,6 @@ impl Guarded {
             let m = &mut self.metas[index];
             m.attempts += 1;
             m.refill_wanted = false;
-            m.refill_waited = false;
             match outcome {
                 Ok(done) => {
                     used = slot(index).buffers.install(done.range);

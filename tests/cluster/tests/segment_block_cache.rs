@@ -108,10 +108,10 @@ fn evict(client: &mut Client, prefix: &str, count: i32, names: &[&str]) -> usize
             Ok(_) => {}
             // Every entry of the tiny cache was being refilled at once (the evictor thread
             // loads names too): "Retry", as the hint says.
-            Err(e) if e.code().is_some_and(|c| c.code() == "53400") => {
+            Err(e) if e.code().is_some_and(|c| c.code() == "54000") => {
                 thread::sleep(Duration::from_millis(50));
             }
-            Err(e) => panic!("evicting {names:?}: {e}"),
+            Err(e) => panic!("evicting {names:?}: {e:?}"),
         }
         let cached: Vec<String> = column(client, "SELECT name FROM segment_cache_status()");
         if !cached.iter().any(|n| names.contains(&n.as_str())) {
