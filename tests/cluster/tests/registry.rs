@@ -445,9 +445,9 @@ fn bad_registries_and_settings_fail_clearly_and_issue_nothing() {
 /// README ("Replicas and failover"): on a standby both generators fail with 25006, as
 /// `nextval()` does. A standby of a registry node (`idgen.worker_id = auto`, as every Patroni
 /// replica of the registry configuration) never claims a worker id (its registry client starts
-/// when recovery ends), and `snowflake_nextval()` checks the worker id first: it fails with
-/// 55000 "this server has no worker id from the registry yet", whose hint sends the user to wait
-/// for the registry, which will never answer on a standby. Found by the Patroni recipe's test (patroni.rs).
+/// when recovery ends). `snowflake_nextval()` used to check the worker id first and failed with
+/// 55000 "this server has no worker id from the registry yet", whose hint sent the user waiting
+/// for a registry a standby never asks; found by the Patroni recipe's test (patroni.rs).
 #[test]
 fn a_standby_of_a_registry_node_refuses_snowflake_ids_with_25006() {
     let reg = registry("reg_standby_25006");
