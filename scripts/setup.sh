@@ -44,6 +44,19 @@ idgen_setup() {
     idgen_pg_fetch 15 >/dev/null
 }
 
+# Installs those of the Debian packages named that are missing (apt-get update first); returns
+# non-zero if apt-get fails. The recipes (scripts/recipes/*.sh) install their components with it.
+idgen_apt_install() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    idgen_log "apt-get install ${missing[*]}"
+    apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null &&
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${missing[@]}" >/dev/null
+}
+
 # Prints a free TCP port on 127.0.0.1.
 idgen_free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

@@ -24,16 +24,6 @@ SQLALCHEMY=(SQLAlchemy==2.1.9 psycopg==3.3.9 psycopg-binary==3.3.9 typing_extens
 PG_NPM=8.23.1
 mkdir -p "$CLIENTS"
 
-deb_install() {
-    local missing=()
-    for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-    done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    idgen_log "apt-get install ${missing[*]}"
-    apt-get update -q >/dev/null &&
-        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${missing[@]}" >/dev/null
-}
 
 # venv DIR PYTHON PACKAGES...: a virtual environment of PYTHON holding exactly the pinned
 # PACKAGES; kept while its record of them matches. Prints why on failure.
@@ -52,7 +42,7 @@ venv() {
 }
 
 skip=()
-if deb_install python3 python3-venv; then
+if idgen_apt_install python3 python3-venv; then
     why=$(venv "$CLIENTS/django-5.2" /usr/bin/python3 "${DJANGO5[@]}") ||
         { echo "clients skipped: Django 5.2: ${why##*$'\n'}"; skip+=(--skip django_5_2); }
     why=$(venv "$CLIENTS/sqlalchemy" /usr/bin/python3 "${SQLALCHEMY[@]}") ||
@@ -82,7 +72,7 @@ fi
 
 node_ok=1
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    deb_install nodejs npm || { echo "clients skipped: node-postgres: apt-get install nodejs npm failed"; node_ok=0; }
+    idgen_apt_install nodejs npm || { echo "clients skipped: node-postgres: apt-get install nodejs npm failed"; node_ok=0; }
 fi
 if [ $node_ok = 1 ] &&
     [ "$(node -p "require('$CLIENTS/node/node_modules/pg/package.json').version" 2>/dev/null)" != "$PG_NPM" ]; then

@@ -39,17 +39,7 @@ pglogical_missing() {
     filter=(migration)
 }
 pkgs=(postgresql-15-pglogical)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    idgen_log "apt-get install ${missing[*]}"
-    if ! apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null \
-        || ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${missing[@]}" >/dev/null; then
-        pglogical_missing "apt-get install ${missing[*]} failed"
-    fi
-fi
+idgen_apt_install "${pkgs[@]}" || pglogical_missing "apt-get install ${pkgs[*]} failed"
 if [ ${#filter[@]} -eq 0 ]; then
     if [ -f /usr/lib/postgresql/15/lib/pglogical.so ]; then
         idgen_log "postgresql-15-pglogical $(dpkg-query -W -f='${Version}' postgresql-15-pglogical)"

@@ -26,16 +26,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 pkgs=(postgresql-15-partman)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    idgen_log "apt-get install ${missing[*]}"
-    apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${missing[@]}" >/dev/null \
-        || skip "apt-get install ${missing[*]} failed"
-fi
+idgen_apt_install "${pkgs[@]}" || skip "apt-get install ${pkgs[*]} failed"
 libdir=$(/usr/lib/postgresql/15/bin/pg_config --pkglibdir)
 sharedir=$(/usr/lib/postgresql/15/bin/pg_config --sharedir)
 [ -f "$libdir/pg_partman_bgw.so" ] && [ -f "$sharedir/extension/pg_partman.control" ] \

@@ -25,25 +25,18 @@ skip() {
     exit 0
 }
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    [ "$(id -u)" = 0 ] || skip "${missing[*]} not installed, and installing needs root"
-    idgen_log "apt-get install ${missing[*]}"
-    apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${missing[@]}" >/dev/null ||
-        skip "apt-get install ${missing[*]} failed"
-    # Where an init system let the packages start their services, stop them: the test runs its
-    # own processes (and the packaged etcd would hold 2379/2380).
-    for s in etcd patroni; do
-        if [ -x "/etc/init.d/$s" ] && "/etc/init.d/$s" status >/dev/null 2>&1; then
-            idgen_log "stopping the packaged $s service"
-            "/etc/init.d/$s" stop >/dev/null 2>&1 || true
-        fi
-    done
+if ! idgen_apt_install "${PACKAGES[@]}"; then
+    [ "$(id -u)" = 0 ] || skip "${PACKAGES[*]} not all installed, and installing needs root"
+    skip "apt-get install ${PACKAGES[*]} failed"
 fi
+# Where an init system let the packages start their services, stop them: the test runs its
+# own processes (and the packaged etcd would hold 2379/2380).
+for s in etcd patroni; do
+    if [ -x "/etc/init.d/$s" ] && "/etc/init.d/$s" status >/dev/null 2>&1; then
+        idgen_log "stopping the packaged $s service"
+        "/etc/init.d/$s" stop >/dev/null 2>&1 || true
+    fi
+done
 for program in patroni patronictl etcd; do
     command -v "$program" >/dev/null || skip "$program is not on PATH after installing ${PACKAGES[*]}"
 done

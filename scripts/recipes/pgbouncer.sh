@@ -27,17 +27,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 pkgs=(pgbouncer python3-venv)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    idgen_log "apt-get install ${missing[*]}"
-    apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
-    # The package enables a pgbouncer service on port 6432; the tests never use it.
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${missing[@]}" >/dev/null \
-        || skip "apt-get install ${missing[*]} failed"
-fi
+# The package enables a pgbouncer service on port 6432; the tests never use it.
+idgen_apt_install "${pkgs[@]}" || skip "apt-get install ${pkgs[*]} failed"
 command -v pgbouncer >/dev/null || skip "no pgbouncer program after installing the package"
 idgen_log "$(pgbouncer --version | head -1)"
 

@@ -115,8 +115,10 @@ fn run(mut cmd: Command, what: &str) -> Output {
 /// A port on 127.0.0.1 that nothing listens on now. Taken below Linux's ephemeral range
 /// (32768-60999), so that no outgoing connection picks it as its local port before the server
 /// binds it (which failed a start now and then), and spread by process id, so that test
-/// processes running side by side try different ports first.
-fn free_port() -> u16 {
+/// processes running side by side try different ports first. Also for the other servers a
+/// test starts (pgbouncer, etcd, Patroni's REST API): one counter per process, so no two callers
+/// in a test process get the same port.
+pub fn free_port() -> u16 {
     const FIRST: u32 = 20_000;
     const COUNT: u32 = 12_000;
     static NEXT: AtomicU32 = AtomicU32::new(0);

@@ -55,16 +55,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use idgen_cluster_tests::registry::registry;
-use idgen_cluster_tests::{pg_bin, twitter, Cluster};
+use idgen_cluster_tests::{free_port, pg_bin, twitter, Cluster};
 
 const CLIENTS: usize = 8;
 const MEMBERS: usize = 3;
@@ -166,23 +166,6 @@ fn postgres_owner() -> Option<(u32, u32)> {
         .expect("a postgres user");
     let f: Vec<&str> = line.split(':').collect();
     Some((f[2].parse().unwrap(), f[3].parse().unwrap()))
-}
-
-/// A port on 127.0.0.1 that nothing listens on now, from 12000-19999: below the range the
-/// harness's servers take theirs from (20000-31999) and below Linux's ephemeral range, spread by
-/// process id.
-fn free_port() -> u16 {
-    const FIRST: u32 = 12_000;
-    const COUNT: u32 = 8_000;
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let offset = std::process::id() % 400 * 20;
-    for _ in 0..COUNT {
-        let port = (FIRST + (offset + NEXT.fetch_add(1, Ordering::Relaxed)) % COUNT) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port from {FIRST} to {}", FIRST + COUNT - 1);
 }
 
 /// One HTTP/1.0 request to 127.0.0.1:`port`; the status code and body, None if no answer.

@@ -25,15 +25,14 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use idgen_cluster_tests::{sqlstate, wait_for, Cluster, One};
+use idgen_cluster_tests::{free_port, sqlstate, wait_for, Cluster, One};
 
 /// Sanity bound for every wait (not a performance claim).
 const BOUND: Duration = Duration::from_secs(60);
@@ -71,20 +70,6 @@ fn postgres_ids() -> Option<(u32, u32)> {
         .expect("a postgres user (Debian's postgresql package makes it)");
     let f: Vec<&str> = line.split(':').collect();
     Some((f[2].parse().unwrap(), f[3].parse().unwrap()))
-}
-
-/// A port on 127.0.0.1 nothing listens on, below the harness's range (20000-31999) and below
-/// Linux's ephemeral range, spread by process id.
-fn free_port() -> u16 {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let offset = std::process::id() % 400 * 20;
-    for _ in 0..8_000 {
-        let port = (12_000 + (offset + NEXT.fetch_add(1, Ordering::Relaxed)) % 8_000) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port from 12000 to 19999");
 }
 
 /// One pgbouncer process in front of `cluster`'s database `postgres`.

@@ -453,11 +453,7 @@ fn a_standby_of_a_registry_node_refuses_snowflake_ids_with_25006() {
     let reg = registry("reg_standby_25006");
     let primary = node(&reg, "reg_primary_25006", &["idgen.worker_id = auto"]);
     held_worker(&primary, Duration::from_secs(20));
-    let standby = Cluster::standby_of(
-        &primary,
-        "standby_25006",
-        &["idgen.node_name = 'standby'"],
-    );
+    let standby = Cluster::standby_of(&primary, "standby_25006", &["idgen.node_name = 'standby'"]);
     let mut c = standby.connect("postgres");
     let mut got = Vec::new();
     for sql in [

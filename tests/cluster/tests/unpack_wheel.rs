@@ -59,7 +59,11 @@ fn scratch(tag: &str) -> PathBuf {
 #[test]
 fn a_chain_of_links_out_of_the_directory_is_refused_with_and_without_the_data_filter() {
     for fallback in [true, false] {
-        let dir = scratch(if fallback { "evil-fallback" } else { "evil-filter" });
+        let dir = scratch(if fallback {
+            "evil-fallback"
+        } else {
+            "evil-filter"
+        });
         fs::write(dir.join("victim"), "outside\n").unwrap();
         let whl = wheel(
             &dir,
@@ -91,7 +95,11 @@ fn a_chain_of_links_out_of_the_directory_is_refused_with_and_without_the_data_fi
 #[test]
 fn an_installation_with_links_inside_unpacks_with_its_modes() {
     for fallback in [true, false] {
-        let dir = scratch(if fallback { "good-fallback" } else { "good-filter" });
+        let dir = scratch(if fallback {
+            "good-fallback"
+        } else {
+            "good-filter"
+        });
         let whl = wheel(
             &dir,
             "good",
