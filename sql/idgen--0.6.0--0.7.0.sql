@@ -158,6 +158,22 @@ BEGIN
                AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
                AND i.objsubid OPERATOR(pg_catalog.=) 0;
         END IF;
+        -- PostgreSQL 17 and later record each role named in initial privileges as a
+        -- dependency (pg_shdepend, deptype 'i', which earlier versions do not have). The
+        -- carried grantees are not in them any more: their dependencies go too, or DROP ROLE
+        -- would fail after a REVOKE (2BP01), and DROP OWNED BY would not clear it.
+        DELETE FROM pg_catalog.pg_shdepend d
+         WHERE d.dbid OPERATOR(pg_catalog.=)
+               (SELECT db.oid FROM pg_catalog.pg_database db
+                 WHERE db.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+           AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
+           AND d.objid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(target)::pg_catalog.oid
+           AND d.objsubid OPERATOR(pg_catalog.=) 0
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_authid'::pg_catalog.regclass::pg_catalog.oid
+           AND d.deptype OPERATOR(pg_catalog.=) 'i'::pg_catalog.char
+           AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(initial) a
+                            WHERE a.grantee OPERATOR(pg_catalog.=) d.refobjid
+                               OR a.grantor OPERATOR(pg_catalog.=) d.refobjid);
     END LOOP;
 END
 $carry$;

@@ -505,3 +505,46 @@ fn the_0_7_0_script_runs_nothing_a_database_owner_planted() {
         .unwrap();
     check("owned_fresh");
 }
+
+/// A role that received a grant the 0.7.0 update carried over can be dropped once the grant is
+/// revoked. On PostgreSQL 17 and later every GRANT in an extension script also records the
+/// grantee as a dependency of the extension's initial privileges (`pg_shdepend`, deptype 'i');
+/// the script sets `pg_init_privs` back to a fresh install's, and left that dependency behind:
+/// `DROP ROLE` failed with 2BP01 "initial privileges for function segment_create(...)", and
+/// `DROP OWNED BY` did not help (found by running it on 17; review 4 of issue 30 suspected it).
+/// On 15 and 16 there is no such dependency and the test passes either way.
+#[test]
+fn a_role_given_a_carried_grant_can_be_dropped_after_the_revoke() {
+    install_old_script();
+    let c = Cluster::start(
+        "upgrade-070-drop-role",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 7"],
+    );
+    let mut db = c.connect("postgres");
+    db.batch_execute("CREATE EXTENSION idgen VERSION '0.0.9'")
+        .unwrap();
+    db.batch_execute("ALTER EXTENSION idgen UPDATE TO '0.6.0'")
+        .unwrap();
+    db.batch_execute(
+        "CREATE ROLE carried;
+         GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text) TO carried;
+         GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text) TO carried WITH GRANT OPTION;",
+    )
+    .unwrap();
+    db.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
+    assert_eq!(
+        db.one::<bool>(
+            "SELECT has_function_privilege('carried',
+                 'segment_create(text, bigint, integer, text, text, integer)', 'EXECUTE')"
+        ),
+        true,
+        "the grant was carried over"
+    );
+    db.batch_execute(
+        "REVOKE ALL ON FUNCTION segment_create(text, bigint, integer, text, text, integer) FROM carried;
+         REVOKE ALL ON FUNCTION segment_alter(text, integer, text, integer) FROM carried CASCADE;",
+    )
+    .unwrap();
+    db.batch_execute("DROP ROLE carried")
+        .unwrap_or_else(|e| panic!("DROP ROLE after the revokes: {e:?}"));
+}
