@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Recipe test: idgen under Patroni (issue 31, point 2; README "High availability with Patroni").
+# Recipe test: idgen under Patroni (issue 31, point 2; README "Recipe: Patroni, three members and etcd").
 # Runs tests/cluster/tests/patroni.rs: one etcd and three Patroni members of PostgreSQL 15 with
 # idgen preloaded, in synchronous_mode; 8 clients insert rows (snowflake_nextval() and
 # segment_nextval() defaults, RETURNING) through a multi-host connection string with
