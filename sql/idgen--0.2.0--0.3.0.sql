@@ -394,7 +394,9 @@ SELECT l.worker_id, l.node_name, l.incarnation, l.address, l.system_identifier, 
             WHEN l.expires_at < clock_timestamp() THEN 'expired'
             ELSE 'held' END AS state,
        l.fence_tick,
-       to_timestamp((f.epoch_unix_ms + (l.fence_tick + 1) * f.time_unit_ms) / 1000.0) AS fenced_until,
+       pg_catalog.to_timestamp(
+           (f.epoch_unix_ms + (l.fence_tick + 1) * f.time_unit_ms)::pg_catalog.float8
+           OPERATOR(pg_catalog./) 1000::pg_catalog.float8) AS fenced_until,
        l.start_tick, l.released_tick, l.claimed_at, l.renewed_at, l.expires_at, l.lease_ms,
        l.renew_interval_ms, l.clock_offset_ms, l.renewals,
        f.epoch_unix_ms, f.worker_bits, f.sequence_bits, f.time_unit_ms
@@ -443,6 +445,25 @@ COMMENT ON FUNCTION idgen_registry_release(integer, text, bigint) IS
 -- Nodes connect as a role that is a member of idgen_registry and can do nothing else here.
 DO $$
 BEGIN
+  -- A role of that name made by someone else (a CREATEROLE holder, before the first install)
+  -- would hand what idgen grants it to whoever controls it: refuse one that can log in, has
+  -- any attribute, a password, or an administrator who is not a superuser. Members a superuser
+  -- granted (GRANT idgen_registry TO ...) are how it is meant to be used, and stay.
+  IF EXISTS (SELECT FROM pg_catalog.pg_authid a
+              WHERE a.rolname OPERATOR(pg_catalog.=) 'idgen_registry'::pg_catalog.name
+                AND (a.rolsuper OR a.rolcreaterole OR a.rolcreatedb OR a.rolcanlogin
+                     OR a.rolreplication OR a.rolbypassrls OR a.rolpassword IS NOT NULL
+                     OR a.rolvaliduntil IS NOT NULL
+                     OR EXISTS (SELECT FROM pg_catalog.pg_auth_members m
+                                  JOIN pg_catalog.pg_authid adm
+                                    ON adm.oid OPERATOR(pg_catalog.=) m.member
+                                 WHERE m.roleid OPERATOR(pg_catalog.=) a.oid
+                                   AND m.admin_option AND NOT adm.rolsuper))) THEN
+    RAISE EXCEPTION 'role idgen_registry exists with rights idgen does not give it'
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'It can log in, has attributes or a password, or a role that is not a superuser administers it: idgen''s grants to it would go to whoever made it.',
+            HINT = 'Drop the role (or make it NOLOGIN with no attributes, no password and no ADMIN OPTION held by other roles), then create the extension again.';
+  END IF;
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_registry') THEN
     CREATE ROLE idgen_registry NOLOGIN;
     COMMENT ON ROLE idgen_registry IS

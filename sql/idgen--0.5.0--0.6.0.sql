@@ -27,12 +27,12 @@ DO $$
 DECLARE
     bad text;
 BEGIN
-    SELECT string_agg(format('%L (%L)', s.name, s.time_zone), ', ') INTO bad
+    SELECT pg_catalog.string_agg(pg_catalog.format('%L (%L)'::pg_catalog.text, s.name, s.time_zone), ', '::pg_catalog.text) INTO bad
       FROM @extschema@.idgen_serial s
      WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_names z WHERE z.name = s.time_zone);
     IF bad IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('serials with a time zone that is not an IANA zone name: %s', bad),
+            MESSAGE = pg_catalog.format('serials with a time zone that is not an IANA zone name: %s'::pg_catalog.text, bad),
             HINT = 'Recreate them with an IANA zone (pg_timezone_names) before the update: idgen 0.6.0 reads time zones the same in every session.';
     END IF;
 END
@@ -48,9 +48,9 @@ ALTER TABLE idgen_serial
     ADD COLUMN scope text NOT NULL DEFAULT 'local' CHECK (scope IN ('local', 'global')),
     ADD COLUMN usage_public boolean NOT NULL DEFAULT false,
     ADD COLUMN usage_roles text[] NOT NULL DEFAULT '{}';
-UPDATE idgen_serial SET id = nextval('idgen_serial_id_seq');
+UPDATE idgen_serial SET id = pg_catalog.nextval('@extschema@.idgen_serial_id_seq'::pg_catalog.regclass);
 ALTER TABLE idgen_serial
-    ALTER COLUMN id SET DEFAULT nextval('idgen_serial_id_seq'),
+    ALTER COLUMN id SET DEFAULT pg_catalog.nextval('@extschema@.idgen_serial_id_seq'::pg_catalog.regclass),
     ALTER COLUMN id SET NOT NULL,
     ADD CONSTRAINT idgen_serial_id_key UNIQUE (id),
     ADD CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless);
@@ -280,7 +280,7 @@ ALTER TABLE idgen_registry_regression
     ADD COLUMN serial_period text,
     DROP CONSTRAINT idgen_registry_regression_check,
     ADD CONSTRAINT idgen_registry_regression_check
-        CHECK (num_nonnulls(worker_id, segment, serial) = 1 AND (serial IS NULL) = (serial_period IS NULL));
+        CHECK (pg_catalog.num_nonnulls(worker_id, segment, serial) = 1 AND (serial IS NULL) = (serial_period IS NULL));
 
 -- Registry: records that a node holds mark node_value of global serial `serial`'s counter for
 -- `period` while the registry has registry_value (below it): a lost commit. Once per open

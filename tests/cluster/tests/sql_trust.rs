@@ -1,0 +1,287 @@
+//! Pins that a database owner who is not a superuser cannot become one through idgen's SQL
+//! (README "Security"): functions and operators she plants in `public` *before* `CREATE
+//! EXTENSION` or `ALTER EXTENSION UPDATE` are never bound into idgen's column defaults, views
+//! or CHECKs, an install captured by an earlier release stops being captured after the update,
+//! a renamed extension schema makes `segment_status()` and `idgen_adopt_column()` refuse
+//! instead of running her objects, and roles named `idgen_admin` / `idgen_registry` that
+//! someone else made are refused, not reused. `script_capture.rs` plants a decoy for every name
+//! the scripts use; this file replays the attacks that were found, one per binding.
+
+use idgen_cluster_tests::{as_postgres, column, sqlstate, Cluster, One};
+use postgres::Client;
+
+/// Puts the 0.0.9 install script beside the installed extension, as upgrade.rs does.
+fn install_old_script() {
+    let out = as_postgres("pg_config").arg("--sharedir").output();
+    let sharedir = match out {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_owned(),
+        _ => "/usr/share/postgresql/15".to_owned(),
+    };
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo test");
+    std::fs::copy(
+        format!("{manifest}/../upgrade/idgen--0.0.9.sql"),
+        format!("{sharedir}/extension/idgen--0.0.9.sql"),
+    )
+    .expect("copy the 0.0.9 script into the extension directory (tests run as root)");
+}
+
+/// The attack of the review: `pwn()` makes `app` a superuser when a superuser runs it; each
+/// overload calls it, then the function it stands for. Planted in `public` by `app`, the owner
+/// of the database (on PostgreSQL 15 the owner may CREATE in public).
+const PLANT: &str = "
+    CREATE FUNCTION public.pwn() RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+      RAISE WARNING 'planted code ran as %', current_user;
+      IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+        EXECUTE 'ALTER ROLE app SUPERUSER';
+      END IF;
+    END $$;
+    CREATE FUNCTION public.nextval(text) RETURNS bigint LANGUAGE plpgsql AS $$
+    BEGIN PERFORM public.pwn(); RETURN pg_catalog.nextval($1::pg_catalog.regclass); END $$;
+    CREATE FUNCTION public.to_timestamp(numeric) RETURNS timestamptz LANGUAGE plpgsql AS $$
+    BEGIN PERFORM public.pwn(); RETURN pg_catalog.to_timestamp($1::pg_catalog.float8); END $$;
+    CREATE FUNCTION public.planted_div(bigint, numeric) RETURNS numeric LANGUAGE plpgsql AS $$
+    BEGIN PERFORM public.pwn(); RETURN $1::pg_catalog.numeric OPERATOR(pg_catalog./) $2; END $$;
+    CREATE OPERATOR public./ (LEFTARG = bigint, RIGHTARG = numeric, FUNCTION = public.planted_div);
+    CREATE FUNCTION public.num_nonnulls(integer, text, text) RETURNS integer LANGUAGE plpgsql AS $$
+    BEGIN PERFORM public.pwn(); RETURN pg_catalog.num_nonnulls($1, $2, $3); END $$;
+    CREATE FUNCTION public.format(text, text, text) RETURNS text LANGUAGE plpgsql AS $$
+    BEGIN PERFORM public.pwn(); RETURN pg_catalog.format($1, $2, $3); END $$;";
+
+/// Functions and operators outside pg_catalog that an object of idgen (a member of the
+/// extension, or a default, constraint or rule of one) was bound to, one line each.
+fn foreign_bindings(c: &mut Client) -> Vec<String> {
+    column(
+        c,
+        "WITH ext AS (SELECT oid, extnamespace FROM pg_extension WHERE extname = 'idgen'),
+              members AS (SELECT d.classid, d.objid FROM pg_depend d, ext
+                           WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid
+                             AND d.deptype = 'e'),
+              owned AS (SELECT classid, objid FROM members
+                        UNION SELECT 'pg_attrdef'::regclass, ad.oid FROM pg_attrdef ad
+                               JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = ad.adrelid
+                        UNION SELECT 'pg_constraint'::regclass, co.oid FROM pg_constraint co
+                               JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = co.conrelid
+                        UNION SELECT 'pg_rewrite'::regclass, r.oid FROM pg_rewrite r
+                               JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = r.ev_class)
+         SELECT pg_describe_object(d.classid, d.objid, d.objsubid) || ' -> '
+                || pg_describe_object(d.refclassid, d.refobjid, 0)
+           FROM pg_depend d JOIN owned o ON o.classid = d.classid AND o.objid = d.objid
+          WHERE (d.refclassid = 'pg_proc'::regclass
+                 AND (SELECT pronamespace FROM pg_proc WHERE oid = d.refobjid) <> 'pg_catalog'::regnamespace
+                 AND NOT EXISTS (SELECT FROM members m WHERE m.classid = 'pg_proc'::regclass AND m.objid = d.refobjid))
+             OR (d.refclassid = 'pg_operator'::regclass
+                 AND (SELECT oprnamespace FROM pg_operator WHERE oid = d.refobjid) <> 'pg_catalog'::regnamespace)
+          ORDER BY 1",
+    )
+}
+
+fn is_superuser(c: &mut Client, role: &str) -> bool {
+    c.one(&format!(
+        "SELECT rolsuper FROM pg_roles WHERE rolname = '{role}'"
+    ))
+}
+
+/// A cluster with `app` (LOGIN, not a superuser) and a database `db` that app owns.
+fn owned_database(tag: &str, db: &str) -> Cluster {
+    let c = Cluster::with_idgen(tag, 5, &[]);
+    let mut su = c.connect("postgres");
+    su.batch_execute("CREATE ROLE app LOGIN").unwrap();
+    su.batch_execute(&format!("CREATE DATABASE {db} OWNER app"))
+        .unwrap();
+    c
+}
+
+/// Sets off every stored expression of the attack as a superuser would in normal operation:
+/// a serial's default, a read of idgen_registry_workers with a lease in it, a regression row.
+fn use_everything(su: &mut Client) {
+    su.batch_execute("SELECT serial_create('inv2', 'INV-{seq:06}')")
+        .unwrap();
+    su.batch_execute("SELECT serial_nextval('inv2')").unwrap();
+    su.batch_execute(
+        "SELECT * FROM idgen_registry_claim('n1', 'i1', repeat('s', 40), '1', 1, NULL,
+             1704067200000, 10, 12, 1, 60000, 1000, 0, 5432, 0)",
+    )
+    .unwrap();
+    let _: Vec<String> = column(su, "SELECT node_name FROM idgen_registry_workers");
+    // A forged renewal far ahead of the registry's fence records a regression (the CHECK).
+    let _ = su.batch_execute(
+        "SELECT * FROM idgen_registry_renew(0, 'forged', repeat('z', 40), 60000, 1000, 0,
+             999999999999)",
+    );
+    let _ = su.batch_execute("SELECT * FROM idgen_registry_resolve()");
+}
+
+#[test]
+fn objects_planted_before_create_extension_are_never_bound_or_run() {
+    let c = owned_database("sqltrust-fresh", "ids");
+    let mut app = c.connect_as("ids", "app");
+    app.batch_execute(PLANT).unwrap();
+    let mut su = c.connect("ids");
+    su.batch_execute("CREATE EXTENSION idgen").unwrap();
+    assert_eq!(foreign_bindings(&mut su), Vec::<String>::new());
+    use_everything(&mut su);
+    assert!(
+        !is_superuser(&mut su, "app"),
+        "the database owner became a superuser through idgen"
+    );
+    assert!(
+        !c.log().contains("planted code ran"),
+        "planted code ran: {}",
+        c.log()
+    );
+}
+
+#[test]
+fn objects_planted_before_an_update_from_0_5_0_are_never_run() {
+    install_old_script();
+    let c = owned_database("sqltrust-update", "ids");
+    let mut su = c.connect("ids");
+    su.batch_execute("CREATE EXTENSION idgen VERSION '0.5.0'")
+        .unwrap();
+    su.batch_execute("SELECT serial_create('inv', 'INV-{seq:06}')")
+        .unwrap();
+    let mut app = c.connect_as("ids", "app");
+    app.batch_execute(PLANT).unwrap();
+    // The update numbers the existing serial (0.6.0) and re-creates the bound objects.
+    su.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
+    assert_eq!(foreign_bindings(&mut su), Vec::<String>::new());
+    use_everything(&mut su);
+    assert!(!is_superuser(&mut su, "app"));
+    assert!(!c.log().contains("planted code ran"), "{}", c.log());
+}
+
+/// An install captured by an earlier release (as 0.7.0's scripts let a planted function be
+/// bound) is set right by the update: the default, the view and the CHECK are created again.
+#[test]
+fn the_update_rebinds_what_an_earlier_release_let_a_planted_function_capture() {
+    install_old_script();
+    let c = owned_database("sqltrust-heal", "ids");
+    let mut su = c.connect("ids");
+    su.batch_execute("CREATE EXTENSION idgen VERSION '0.7.0'")
+        .unwrap();
+    let mut app = c.connect_as("ids", "app");
+    app.batch_execute(PLANT).unwrap();
+    // What 0.7.0's scripts bound when the functions were planted first (the review's S1).
+    su.batch_execute(
+        "ALTER TABLE idgen_serial ALTER COLUMN id SET DEFAULT nextval('idgen_serial_id_seq');
+         CREATE OR REPLACE VIEW idgen_registry_workers AS
+         SELECT l.worker_id, l.node_name, l.incarnation, l.address, l.system_identifier, l.timeline,
+                CASE WHEN l.released_tick IS NOT NULL THEN 'released'
+                     WHEN l.expires_at < clock_timestamp() THEN 'expired'
+                     ELSE 'held' END AS state,
+                l.fence_tick,
+                to_timestamp((f.epoch_unix_ms + (l.fence_tick + 1) * f.time_unit_ms) / 1000.0) AS fenced_until,
+                l.start_tick, l.released_tick, l.claimed_at, l.renewed_at, l.expires_at, l.lease_ms,
+                l.renew_interval_ms, l.clock_offset_ms, l.renewals,
+                f.epoch_unix_ms, f.worker_bits, f.sequence_bits, f.time_unit_ms
+           FROM idgen_registry_lease l CROSS JOIN idgen_registry_fleet f;
+         ALTER TABLE idgen_registry_regression
+             DROP CONSTRAINT idgen_registry_regression_check,
+             ADD CONSTRAINT idgen_registry_regression_check
+                 CHECK (num_nonnulls(worker_id, segment, serial) = 1
+                        AND (serial IS NULL) = (serial_period IS NULL));",
+    )
+    .unwrap();
+    let captured = foreign_bindings(&mut su);
+    assert!(
+        captured.len() >= 3,
+        "the capture of 0.7.0 is reproduced: {captured:?}"
+    );
+    su.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
+    assert_eq!(foreign_bindings(&mut su), Vec::<String>::new());
+    use_everything(&mut su);
+    assert!(!is_superuser(&mut su, "app"));
+    assert!(!c.log().contains("planted code ran"), "{}", c.log());
+}
+
+/// The owner renames `public` (where idgen is) and creates her own `public` with a table
+/// `idgen_segment` whose rows run her code: functions whose bodies name idgen's schema refuse.
+#[test]
+fn a_renamed_extension_schema_makes_schema_named_bodies_refuse() {
+    let c = owned_database("sqltrust-rename", "ids");
+    let mut su = c.connect("ids");
+    su.batch_execute("CREATE EXTENSION idgen").unwrap();
+    su.batch_execute("SELECT segment_create('orders')").unwrap();
+    su.batch_execute("CREATE TABLE public.t (id bigserial PRIMARY KEY)")
+        .unwrap();
+    su.batch_execute("ALTER TABLE public.t OWNER TO app")
+        .unwrap();
+    let mut app = c.connect_as("ids", "app");
+    app.batch_execute(
+        "ALTER SCHEMA public RENAME TO old_public;
+         CREATE SCHEMA public;
+         CREATE FUNCTION public.pwn() RETURNS text LANGUAGE plpgsql AS $$
+         BEGIN
+           RAISE WARNING 'planted code ran as %', current_user;
+           IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+             EXECUTE 'ALTER ROLE app SUPERUSER';
+           END IF;
+           RETURN 'x';
+         END $$;
+         CREATE VIEW public.idgen_segment AS
+           SELECT public.pwn() AS name, 0::bigint AS max_id, 1 AS step, NULL::text AS description,
+                  1 AS cache, 'local'::text AS scope;",
+    )
+    .unwrap();
+    assert_eq!(
+        sqlstate(su.batch_execute("SELECT * FROM old_public.segment_status()")),
+        "55000"
+    );
+    assert_eq!(
+        sqlstate(su.batch_execute(
+            "SELECT * FROM old_public.idgen_adopt_column('old_public.t', 'id', 'segment', dry_run => true)"
+        )),
+        "55000"
+    );
+    assert!(!is_superuser(&mut su, "app"));
+    assert!(!c.log().contains("planted code ran"), "{}", c.log());
+    // Named back, both work again.
+    app.batch_execute("DROP SCHEMA public CASCADE; ALTER SCHEMA old_public RENAME TO public")
+        .unwrap();
+    let names: Vec<String> = column(&mut su, "SELECT name FROM segment_status()");
+    assert_eq!(names, ["orders"]);
+}
+
+/// A role named idgen_admin or idgen_registry made before the first install by a CREATEROLE
+/// holder (who could log in as it, or administer it) is refused, not reused.
+#[test]
+fn squatted_idgen_roles_are_refused_at_create_extension() {
+    // No CREATE EXTENSION yet anywhere in the cluster (with_idgen would run one).
+    let c = Cluster::start(
+        "sqltrust-squat",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 6"],
+    );
+    let mut su = c.connect("postgres");
+    for sql in [
+        "CREATE ROLE ops LOGIN CREATEROLE",
+        "CREATE DATABASE a",
+        "CREATE DATABASE b",
+    ] {
+        su.batch_execute(sql).unwrap();
+    }
+    let mut ops = c.connect_as("postgres", "ops");
+    // One that can log in, with a password its maker knows.
+    ops.batch_execute("CREATE ROLE idgen_registry LOGIN PASSWORD 'x'")
+        .unwrap();
+    let mut a = c.connect("a");
+    assert_eq!(sqlstate(a.batch_execute("CREATE EXTENSION idgen")), "55000");
+    // One administered by a role that is not a superuser.
+    su.batch_execute("DROP ROLE idgen_registry").unwrap();
+    ops.batch_execute(
+        "CREATE ROLE squat NOLOGIN; CREATE ROLE idgen_admin NOLOGIN;
+         GRANT idgen_admin TO squat WITH ADMIN OPTION",
+    )
+    .unwrap();
+    assert_eq!(sqlstate(a.batch_execute("CREATE EXTENSION idgen")), "55000");
+    // Made by a superuser, with members a superuser granted: how the role is used, kept.
+    su.batch_execute(
+        "DROP ROLE idgen_admin; CREATE ROLE idgen_admin NOLOGIN; GRANT idgen_admin TO ops",
+    )
+    .unwrap();
+    a.batch_execute("CREATE EXTENSION idgen").unwrap();
+    // The second database reuses both roles.
+    c.connect("b")
+        .batch_execute("CREATE EXTENSION idgen")
+        .unwrap();
+}
