@@ -101,6 +101,10 @@ run_version() {  # run_version N full|smoke
     tier "pg$v-pgrx" cargo pgrx test "pg$v" --runas postgres --pgdata "$PGRX_DATA"
     # cargo pgrx test leaves its test build installed: install the real one.
     tier "pg$v-install" idgen_install_release "$pgc"
+    if [ "$v" = 15 ]; then
+        # The committed install script is what a fresh CREATE EXTENSION runs.
+        tier install-script bash scripts/install-script.sh --check
+    fi
     if [ "$v" -ge 18 ]; then
         # uuidv7() against idgen across a restart with the clock behind (README).
         tier "pg$v-uuidv7" env IDGEN_PG_BIN="$bindir" bash -c 'cd tests/cluster &&
