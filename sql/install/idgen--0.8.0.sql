@@ -3713,8 +3713,11 @@ $fn$;
 -- public.num_nonnulls(integer, text, text) before CREATE EXTENSION or ALTER EXTENSION UPDATE
 -- had them bound into idgen's objects and run by superusers. Each is created again here, every
 -- function and operator schema-qualified with exact types, so an install that was captured
--- stops being captured. segment_status() and idgen_adopt_column() name idgen's schema in their
--- bodies: they now refuse to run when that name no longer means idgen's schema.
+-- stops being captured. Bodies that name idgen's schema (the registry's SECURITY DEFINER
+-- functions, segment_status(), idgen_adopt_column()) would run another schema's objects if
+-- idgen's were renamed and another created under its name: the event trigger
+-- idgen_schema_guard refuses the rename, and segment_status() and idgen_adopt_column() also
+-- check the name before they use it.
 
 \echo Use "ALTER EXTENSION idgen UPDATE TO '0.8.0'" to load this file. \quit
 
@@ -3740,6 +3743,39 @@ SELECT l.worker_id, l.node_name, l.incarnation, l.address, l.system_identifier, 
        l.renew_interval_ms, l.clock_offset_ms, l.renewals,
        f.epoch_unix_ms, f.worker_bits, f.sequence_bits, f.time_unit_ms
   FROM @extschema@.idgen_registry_lease l CROSS JOIN @extschema@.idgen_registry_fleet f;
+
+-- The bodies of idgen's functions (the registry's SECURITY DEFINER functions among them) name
+-- idgen's schema as it was called at install: renamed, with another schema created under the
+-- old name, every such body would run the objects of whoever owns that schema (on PostgreSQL 15
+-- and later, the owner of the database owns public) with the rights of the function's caller or
+-- owner. The schema keeps its name: this event trigger refuses, at the end of any ALTER SCHEMA,
+-- a name of idgen's schema other than the one installed (as ALTER EXTENSION ... SET SCHEMA is
+-- refused for an extension that is not relocatable).
+CREATE FUNCTION @extschema@.idgen_schema_guard()
+RETURNS event_trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $guard$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension e
+                 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+                WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name
+                  AND pg_catalog.quote_ident(n.nspname::pg_catalog.text)
+                      OPERATOR(pg_catalog.<>) '@extschema@'::pg_catalog.text) THEN
+        RAISE EXCEPTION 'the schema of extension idgen cannot be renamed'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'idgen''s functions name their schema; another schema under the old name would run in their place.',
+                  HINT = 'Keep the name; to move idgen, DROP EXTENSION idgen and CREATE EXTENSION idgen SCHEMA ... (segments and serials are in its tables: pg_dump them first).';
+    END IF;
+END
+$guard$;
+COMMENT ON FUNCTION @extschema@.idgen_schema_guard() IS
+  'Internal: the event trigger idgen_schema_guard, which refuses renaming idgen''s schema.';
+CREATE EVENT TRIGGER idgen_schema_guard ON ddl_command_end
+    WHEN TAG IN ('ALTER SCHEMA')
+    EXECUTE FUNCTION @extschema@.idgen_schema_guard();
+COMMENT ON EVENT TRIGGER idgen_schema_guard IS
+  'Refuses renaming the schema of extension idgen (its functions name it).';
 
 -- OR REPLACE keeps the function's privileges and comment.
 CREATE OR REPLACE FUNCTION @extschema@.segment_status()

@@ -195,10 +195,13 @@ fn the_update_rebinds_what_an_earlier_release_let_a_planted_function_capture() {
     assert!(!c.log().contains("planted code ran"), "{}", c.log());
 }
 
-/// The owner renames `public` (where idgen is) and creates her own `public` with a table
-/// `idgen_segment` whose rows run her code: functions whose bodies name idgen's schema refuse.
+/// The owner renames `public` (where idgen is) to create her own `public` with look-alikes of
+/// what idgen's bodies name (the registry's SECURITY DEFINER functions call
+/// `public.idgen_registry_key`, segment_status reads `public.idgen_segment`): the rename is
+/// refused; with that refusal switched off by a superuser, the two functions that read the
+/// schema's name refuse to run.
 #[test]
-fn a_renamed_extension_schema_makes_schema_named_bodies_refuse() {
+fn a_renamed_extension_schema_is_refused_and_schema_named_bodies_check_it() {
     let c = owned_database("sqltrust-rename", "ids");
     let mut su = c.connect("ids");
     su.batch_execute("CREATE EXTENSION idgen").unwrap();
@@ -208,8 +211,25 @@ fn a_renamed_extension_schema_makes_schema_named_bodies_refuse() {
     su.batch_execute("ALTER TABLE public.t OWNER TO app")
         .unwrap();
     let mut app = c.connect_as("ids", "app");
-    app.batch_execute(
-        "ALTER SCHEMA public RENAME TO old_public;
+    let rename = "ALTER SCHEMA public RENAME TO old_public";
+    assert_eq!(sqlstate(app.batch_execute(rename)), "55000");
+    // In a transaction with the rest of the plan, as while another session waits on a lock.
+    assert_eq!(
+        sqlstate(app.batch_execute(&format!("BEGIN; {rename}; CREATE SCHEMA public; COMMIT"))),
+        "55000"
+    );
+    app.batch_execute("ROLLBACK").unwrap();
+    // What does not rename it is not refused.
+    app.batch_execute("ALTER SCHEMA public OWNER TO app; COMMENT ON SCHEMA public IS 'mine'")
+        .unwrap();
+    let names: Vec<String> = column(&mut su, "SELECT name FROM segment_status()");
+    assert_eq!(names, ["orders"]);
+
+    // Behind the event trigger, the functions check the name themselves.
+    su.batch_execute("ALTER EVENT TRIGGER idgen_schema_guard DISABLE")
+        .unwrap();
+    app.batch_execute(&format!(
+        "{rename};
          CREATE SCHEMA public;
          CREATE FUNCTION public.pwn() RETURNS text LANGUAGE plpgsql AS $$
          BEGIN
@@ -221,8 +241,8 @@ fn a_renamed_extension_schema_makes_schema_named_bodies_refuse() {
          END $$;
          CREATE VIEW public.idgen_segment AS
            SELECT public.pwn() AS name, 0::bigint AS max_id, 1 AS step, NULL::text AS description,
-                  1 AS cache, 'local'::text AS scope;",
-    )
+                  1 AS cache, 'local'::text AS scope;"
+    ))
     .unwrap();
     assert_eq!(
         sqlstate(su.batch_execute("SELECT * FROM old_public.segment_status()")),
@@ -238,6 +258,8 @@ fn a_renamed_extension_schema_makes_schema_named_bodies_refuse() {
     assert!(!c.log().contains("planted code ran"), "{}", c.log());
     // Named back, both work again.
     app.batch_execute("DROP SCHEMA public CASCADE; ALTER SCHEMA old_public RENAME TO public")
+        .unwrap();
+    su.batch_execute("ALTER EVENT TRIGGER idgen_schema_guard ENABLE")
         .unwrap();
     let names: Vec<String> = column(&mut su, "SELECT name FROM segment_status()");
     assert_eq!(names, ["orders"]);
@@ -284,4 +306,30 @@ fn squatted_idgen_roles_are_refused_at_create_extension() {
     c.connect("b")
         .batch_execute("CREATE EXTENSION idgen")
         .unwrap();
+}
+
+/// The update from 0.0.9, which creates idgen_admin, refuses a squatted one too.
+#[test]
+fn a_squatted_idgen_admin_is_refused_by_the_update_that_creates_it() {
+    install_old_script();
+    let c = Cluster::start(
+        "sqltrust-squat-update",
+        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 7"],
+    );
+    let mut su = c.connect("postgres");
+    su.batch_execute("CREATE ROLE ops LOGIN CREATEROLE")
+        .unwrap();
+    c.connect_as("postgres", "ops")
+        .batch_execute("CREATE ROLE idgen_admin LOGIN PASSWORD 'x'")
+        .unwrap();
+    su.batch_execute("CREATE EXTENSION idgen VERSION '0.0.9'")
+        .unwrap();
+    assert_eq!(
+        sqlstate(su.batch_execute("ALTER EXTENSION idgen UPDATE")),
+        "55000"
+    );
+    assert_eq!(
+        su.one::<String>("SELECT extversion FROM pg_extension WHERE extname = 'idgen'"),
+        "0.0.9"
+    );
 }
