@@ -1,6 +1,6 @@
 -- idgen 0.2.0 -> 0.3.0: the registry (DESIGN.md §6, README "Many servers with a registry").
--- Also part of every fresh CREATE EXTENSION idgen (src/registry/mod.rs includes this file), so
--- a fresh install and an upgraded one have the same objects.
+-- Run only by ALTER EXTENSION idgen UPDATE: a fresh install runs the current definitions
+-- (src/sql.rs), and the upgrade test checks that both end with the same objects.
 --
 -- A registry is any database with idgen installed. Nodes (servers with idgen.registry set)
 -- lease their Snowflake worker ids here, through the four functions below, each one short
@@ -362,8 +362,8 @@ $$;
 ALTER TABLE idgen_segment
     ADD COLUMN scope text NOT NULL DEFAULT 'local' CHECK (scope IN ('local', 'global'));
 
--- segment_create gains scope => 'global'. (In a fresh install pgrx has created the new one
--- already, identically; the old one's C symbol stays for databases not yet updated.)
+-- segment_create gains scope => 'global'. (The old one's C symbol stays for databases not yet
+-- updated: src/upgrade.rs.)
 DROP FUNCTION IF EXISTS segment_create(text, bigint, integer, text);
 CREATE OR REPLACE FUNCTION "segment_create"(
 	"name" TEXT,
@@ -376,7 +376,6 @@ VOLATILE PARALLEL UNSAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'segment_create_scoped_wrapper';
 REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text) FROM PUBLIC;
--- (A fresh install creates idgen_admin and grants it later, in finalize.sql.)
 DO $$
 BEGIN
   IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_admin') THEN

@@ -1,11 +1,11 @@
 -- idgen 0.3.0 -> 0.4.0: the text form of a Snowflake id, adopting existing serial / identity
--- columns (README "Adopting an existing column"), and the registry's side of a give-back. Also part of every fresh CREATE EXTENSION idgen (src/lib.rs includes this
--- file), so a fresh install and an upgraded one have the same objects.
+-- columns (README "Adopting an existing column"), and the registry's side of a give-back.
+-- Run only by ALTER EXTENSION idgen UPDATE: a fresh install runs the current definitions
+-- (src/sql.rs), and the upgrade test checks that both end with the same objects.
 
 \echo Use "ALTER EXTENSION idgen UPDATE TO '0.4.0'" to load this file. \quit
 
--- The text form of a Snowflake id (seed 003's serial number). In a fresh install pgrx has
--- created both already, identically.
+-- The text form of a Snowflake id (seed 003's serial number).
 CREATE OR REPLACE FUNCTION "snowflake_format"(
 	"id" bigint,
 	"prefix" TEXT DEFAULT ''
@@ -289,8 +289,7 @@ GRANT EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint)
 -- caller's transaction (rolled back with it: no gaps; writers of one serial wait for each
 -- other's COMMIT).
 
--- The format's parser and the rendering, in Rust (src/serial). In a fresh install pgrx has
--- created both already, identically.
+-- The format's parser and the rendering, in Rust (src/upgrade.rs keeps them for this SQL).
 CREATE OR REPLACE FUNCTION "idgen_serial_check"(
 	"format" TEXT,
 	"reset" TEXT

@@ -1,7 +1,7 @@
 -- idgen 0.4.0 -> 0.5.0: trust across servers (issue 28; DESIGN.md §6, README "Many servers
--- with a registry"). Also part of every fresh CREATE EXTENSION idgen (src/registry/mod.rs
--- includes this file after 0.4.0's), so a fresh install and an updated one have the same
--- objects.
+-- with a registry").
+-- Run only by ALTER EXTENSION idgen UPDATE: a fresh install runs the current definitions
+-- (src/sql.rs), and the upgrade test checks that both end with the same objects.
 --
 -- * Holders prove who they are. A node sends a secret of its own with its claim (32 random
 --   bytes made at its start, src/identity.rs); the registry keeps only its SHA-256 and renews,

@@ -1,6 +1,6 @@
 -- idgen 0.5.0 -> 0.6.0: serial numbers rebuilt in Rust (issue 29; README "Serial numbers").
--- Also part of every fresh CREATE EXTENSION idgen (src/serial/mod.rs includes this file, after
--- 0.5.0's), so a fresh install and an upgraded one have the same objects.
+-- Run only by ALTER EXTENSION idgen UPDATE: a fresh install runs the current definitions
+-- (src/sql.rs), and the upgrade test checks that both end with the same objects.
 --
 -- idgen 0.4.0's serials were SECURITY DEFINER PL/pgSQL: a database owner could run code as the
 -- superuser through an overload of segment_create, their counters were segments found by name
@@ -897,8 +897,7 @@ $$;
 -- Ids for the web (issue 29, point 8). snowflake_status() gains the column id_bits
 -- (idgen.id_bits, the width of a whole id) after worker_id: its row type changes, which CREATE
 -- OR REPLACE cannot do, so it is dropped and created again (an update fails with 2BP01 while a
--- user's view or function depends on it). sqids_encode / sqids_decode: short ids for URLs
--- (pgrx creates them already in a fresh install).
+-- user's view or function depends on it). sqids_encode / sqids_decode: short ids for URLs.
 DROP FUNCTION snowflake_status();
 CREATE FUNCTION "snowflake_status"() RETURNS TABLE (
 	"worker_id" INT,  /* Option < i32 > */

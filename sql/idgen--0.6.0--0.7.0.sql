@@ -1,6 +1,6 @@
 -- idgen 0.6.0 -> 0.7.0: a per-backend cache for segments (issue 30; README "Per-backend cache").
--- Also part of every fresh CREATE EXTENSION idgen (src/segment/mod.rs includes this file,
--- after 0.6.0's), so a fresh install and an upgraded one have the same objects.
+-- Run only by ALTER EXTENSION idgen UPDATE: a fresh install runs the current definitions
+-- (src/sql.rs), and the upgrade test checks that both end with the same objects.
 --
 -- idgen_segment.cache is a segment's per-backend cache, as a sequence's CACHE: 1 none (every
 -- number from the range shared in memory), n > 1 blocks of n numbers a backend takes at once
@@ -12,9 +12,8 @@
 ALTER TABLE idgen_segment
     ADD COLUMN cache integer NOT NULL DEFAULT 1 CHECK (cache BETWEEN 0 AND 1000000);
 
--- segment_create and segment_alter gain cache, segment_status shows it. (In a fresh install pgrx
--- has created the new segment_create and segment_alter already, identically; the old ones' C
--- symbols stay for databases not yet updated.) The privileges of each old function are carried
+-- segment_create and segment_alter gain cache, segment_status shows it. (The old ones' C symbols stay
+-- for databases not yet updated: src/upgrade.rs.) The privileges of each old function are carried
 -- over to the new one: grants to other roles than idgen_admin (with their grant option; the
 -- grantor becomes the role running the update), and an administrator's REVOKE of
 -- segment_status from PUBLIC. A view or function of the user's that depends on one of the three
@@ -98,7 +97,7 @@ BEGIN
     $status$;
 
     -- Admin functions are not PUBLIC's, whatever the old ones' privileges were, and are
-    -- idgen_admin's (a fresh install grants it in finalize.sql, after this).
+    -- idgen_admin's (a fresh install grants it in sql/segment.sql).
     REVOKE EXECUTE ON FUNCTION @extschema@.segment_create(pg_catalog.text, pg_catalog.int8,
         pg_catalog.int4, pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
     REVOKE EXECUTE ON FUNCTION @extschema@.segment_alter(pg_catalog.text, pg_catalog.int4,

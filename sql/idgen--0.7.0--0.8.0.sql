@@ -1,6 +1,6 @@
 -- idgen 0.7.0 -> 0.8.0: nothing a database owner planted is bound or run (README "Security").
--- Also part of every fresh CREATE EXTENSION idgen (src/lib.rs includes this file last but
--- finalize.sql), so a fresh install and an upgraded one have the same objects.
+-- Run only by ALTER EXTENSION idgen UPDATE: a fresh install runs the current definitions
+-- (src/sql.rs), and the upgrade test checks that both end with the same objects.
 --
 -- A column default, a view and a CHECK of earlier releases were bound, when their script ran,
 -- to the best-matching function or operator along the whole search_path: a database owner who
@@ -86,7 +86,8 @@ LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 AS $status$
 BEGIN
-    -- As idgen_adopt_column: the query below names idgen's schema as it was called at install.
+    -- The query below names idgen's schema as it was called at install (as idgen_adopt_column;
+    -- the event trigger idgen_schema_guard refuses renaming it).
     IF pg_catalog.to_regnamespace('@extschema@'::pg_catalog.text)::pg_catalog.oid IS DISTINCT FROM
        (SELECT e.extnamespace FROM pg_catalog.pg_extension e
          WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name) THEN

@@ -30,24 +30,14 @@ mod serial;
 mod shmem;
 mod snowflake;
 mod sqids;
+mod sql;
 mod time;
+mod upgrade;
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 pgrx::pg_module_magic!();
-
-pgrx::extension_sql_file!("../sql/bootstrap.sql", bootstrap);
-pgrx::extension_sql_file!("../sql/finalize.sql", finalize);
-
-// The objects of idgen 0.8.0 (the default, view and CHECK bound to pg_catalog, the schema checks
-// of segment_status and idgen_adopt_column): the upgrade script from 0.7.0 is also part of
-// every fresh install, after 0.7.0's, so that both end with the same objects.
-pgrx::extension_sql_file!(
-    "../sql/idgen--0.7.0--0.8.0.sql",
-    name = "v0_8_0",
-    requires = ["v0_7_0"]
-);
 
 /// Library entry point, run once per process that loads idgen. idgen keeps its generator in
 /// shared memory and its settings are postmaster-level, so it must be loaded by the postmaster

@@ -7,583 +7,48 @@ The ordering of items is not stable, it is driven by a dependency graph.
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:40
+-- src/sql.rs:16
 -- bootstrap
--- Runs first in the extension script: the catalog of segments (DESIGN.md §2).
+-- idgen's install script, part 1 of 8 (src/sql.rs orders the parts): the roles.
 --
--- One row per segment: max_id is its high-water mark. Every number <= max_id may already have
--- been handed out; numbers above it never have. Only idgen's allocator background worker
--- writes this table, each advance in a committed transaction of its own, before any number of
--- the new range is used. pg_dump carries the rows (pg_extension_config_dump, in finalize.sql).
-CREATE TABLE idgen_segment (
-    name        text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 63),
-    max_id      bigint      NOT NULL,
-    step        integer     NOT NULL CHECK (step > 0),
-    description text        CHECK (octet_length(description) <= 1024),
-    created_at  timestamptz NOT NULL DEFAULT now(),
-    updated_at  timestamptz NOT NULL DEFAULT now()
-);
-
--- pg_dump carries every row: the high-water marks survive dump and restore.
-SELECT pg_catalog.pg_extension_config_dump('idgen_segment', '');
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/lib.rs:103
--- idgen::idgen_call_floor
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/registry/mod.rs:37
--- idgen::registry::idgen_registry_client_status
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/serial/mod.rs:49
--- idgen::serial::idgen_serial_check
-CREATE  FUNCTION "idgen_serial_check"(
-	"format" TEXT, /* & str */
-	"reset" TEXT /* & str */
-) RETURNS void
-IMMUTABLE STRICT PARALLEL SAFE
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'idgen_serial_check_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/serial/mod.rs:238
--- idgen::serial::idgen_serial_period
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/serial/mod.rs:70
--- idgen::serial::idgen_serial_render
-CREATE  FUNCTION "idgen_serial_render"(
-	"name" TEXT, /* & str */
-	"format" TEXT, /* & str */
-	"at" timestamp, /* Timestamp */
-	"seq" bigint /* i64 */
-) RETURNS TEXT /* String */
-STRICT STABLE PARALLEL SAFE
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'idgen_serial_render_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/segment/mod.rs:365
--- idgen::segment::segment_alter
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/segment/mod.rs:353
--- idgen::segment::segment_alter
-CREATE  FUNCTION "segment_alter"(
-	"name" TEXT, /* Option < & str > */
-	"step" INT DEFAULT NULL, /* Option < i32 > */
-	"description" TEXT DEFAULT NULL, /* Option < & str > */
-	"cache" INT DEFAULT NULL /* Option < i32 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'segment_alter_cached_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/segment/mod.rs:404
--- idgen::segment::segment_cache_status
-CREATE  FUNCTION "segment_cache_status"() RETURNS TABLE (
-	"name" TEXT,  /* String */
-	"cached_step" bigint,  /* i64 */
-	"current_first" bigint,  /* Option < i64 > */
-	"current_last" bigint,  /* Option < i64 > */
-	"current_used" bigint,  /* Option < i64 > */
-	"next_first" bigint,  /* Option < i64 > */
-	"next_last" bigint,  /* Option < i64 > */
-	"refills" bigint,  /* i64 */
-	"last_refill_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
-	"refill_pending" bool  /* bool */
-)
-STRICT VOLATILE PARALLEL RESTRICTED
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'segment_cache_status_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/segment/mod.rs:212
--- idgen::segment::segment_create
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/segment/mod.rs:142
--- idgen::segment::segment_create
-CREATE  FUNCTION "segment_create"(
-	"name" TEXT, /* Option < & str > */
-	"start" bigint DEFAULT 1, /* Option < i64 > */
-	"step" INT DEFAULT 1000, /* Option < i32 > */
-	"description" TEXT DEFAULT NULL, /* Option < & str > */
-	"scope" TEXT DEFAULT 'local', /* Option < & str > */
-	"cache" INT DEFAULT 1 /* Option < i32 > */
-) RETURNS void
-VOLATILE PARALLEL UNSAFE 
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'segment_create_cached_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/segment/mod.rs:189
--- requires:
---   segment_create_cached
-
--- idgen 0.2.0 -> 0.3.0: the registry (DESIGN.md §6, README "Many servers with a registry").
--- Also part of every fresh CREATE EXTENSION idgen (src/registry/mod.rs includes this file), so
--- a fresh install and an upgraded one have the same objects.
+-- Runs first, before pgrx's CREATE FUNCTIONs. Roles belong to the cluster, not the database:
+-- the first database's CREATE EXTENSION creates them, every other database reuses them, and
+-- DROP EXTENSION leaves them (without their grants). A role of either name that someone else
+-- made first is refused (README "Privileges").
 --
--- A registry is any database with idgen installed. Nodes (servers with idgen.registry set)
--- lease their Snowflake worker ids here, through the four functions below, each one short
--- transaction on the registry's own clock (clock_timestamp()). The guarantee: every id a node
--- issues under a worker id has a tick at most the fence_tick (R) recorded here for its lease,
--- and whoever takes the worker id next starts strictly above it (at floor_tick), whatever the
--- nodes' clocks say.
+-- idgen_admin: members create, alter, drop and setval segments and serials.
+-- idgen_registry: members (the nodes' role) lease worker ids and ranges from this database
+-- when it serves as the registry.
 
-\echo Use "ALTER EXTENSION idgen UPDATE TO '0.3.0'" to load this file. \quit
-
--- The one Snowflake layout of every node of this registry, recorded by the first claim.
-CREATE TABLE idgen_registry_fleet (
-    singleton     boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
-    epoch_unix_ms bigint      NOT NULL,
-    worker_bits   integer     NOT NULL CHECK (worker_bits BETWEEN 0 AND 31),
-    sequence_bits integer     NOT NULL CHECK (sequence_bits BETWEEN 0 AND 31),
-    time_unit_ms  integer     NOT NULL CHECK (time_unit_ms > 0),
-    created_at    timestamptz NOT NULL
-);
-
--- One row per worker id ever leased. fence_tick is R: the holder issues no id with a larger
--- tick. released_tick is set by a clean release: the holder's final reservation, the first tick
--- it never reached. A new holder starts at released_tick, else at fence_tick + 1.
-CREATE TABLE idgen_registry_lease (
-    worker_id         integer     PRIMARY KEY CHECK (worker_id >= 0),
-    node_name         text        NOT NULL CHECK (octet_length(node_name) BETWEEN 1 AND 63),
-    incarnation       text        NOT NULL,
-    system_identifier text        NOT NULL,
-    timeline          integer     NOT NULL,
-    address           text,
-    start_tick        bigint      NOT NULL,
-    fence_tick        bigint      NOT NULL,
-    released_tick     bigint,
-    lease_ms          integer     NOT NULL,
-    renew_interval_ms integer     NOT NULL,
-    claimed_at        timestamptz NOT NULL,
-    renewed_at        timestamptz NOT NULL,
-    expires_at        timestamptz NOT NULL,
-    clock_offset_ms   double precision,
-    renewals          bigint      NOT NULL DEFAULT 0
-);
-
--- The registry's clock and idgen version: the client's first call, to measure its clock offset
--- and to find out that the registry has idgen at all.
-CREATE FUNCTION idgen_registry_hello(OUT registry_now timestamptz, OUT version text)
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT clock_timestamp(), (SELECT extversion FROM pg_extension WHERE extname = 'idgen') $$;
-
--- Claims a worker id for a node incarnation: wanted_worker, or with NULL (worker_id = auto) the
--- id this node name held last if free, else the lowest free one. Returns the id, the floor
--- (the first tick the node may use) and the fence (R). Errors: 22023 bad arguments or a layout
--- that differs from the fleet's; 55006 the id is held by a live server; 53400 no id is free.
-CREATE FUNCTION idgen_registry_claim(
-    node text, incarnation_id text, system_id text, on_timeline integer, wanted_worker integer,
-    epoch_ms bigint, worker_bit_count integer, sequence_bit_count integer, tick_ms integer,
-    lease_length_ms integer, renew_every_ms integer, offset_ms double precision,
-    node_port integer)
-RETURNS TABLE (worker_id integer, floor_tick bigint, fence_tick bigint,
-               expires_at timestamptz, registry_now timestamptz, previous_holder text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    f          @extschema@.idgen_registry_fleet;
-    l          @extschema@.idgen_registry_lease;
-    now_ts     timestamptz := clock_timestamp();
-    now_ms     bigint := floor(extract(epoch FROM clock_timestamp()) * 1000);
-    max_worker bigint;
-    chosen     integer;
-    start_at   bigint;
-    bound      bigint;
-    prev       text;
-    diffs      text[] := '{}';
-    found_row  boolean := false;
-BEGIN
-    IF node IS NULL OR octet_length(node) NOT BETWEEN 1 AND 63 OR node !~ '^[A-Za-z0-9._:-]+$' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('invalid node name %L', node),
-            HINT = 'A node name is 1 to 63 bytes of ASCII letters, digits and . _ - :';
-    END IF;
-    IF incarnation_id IS NULL OR system_id IS NULL OR on_timeline IS NULL OR epoch_ms IS NULL
-       OR worker_bit_count IS NULL OR sequence_bit_count IS NULL OR tick_ms IS NULL
-       OR lease_length_ms IS NULL OR renew_every_ms IS NULL
-       OR lease_length_ms < 1 OR renew_every_ms < 1 OR tick_ms < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid worker id claim';
-    END IF;
-    now_ms := floor(extract(epoch FROM now_ts) * 1000);
-    -- Claims are rare: one at a time. Renewals (row updates) wait for a claim, and back.
-    LOCK TABLE @extschema@.idgen_registry_lease IN SHARE ROW EXCLUSIVE MODE;
-
-    SELECT * INTO f FROM @extschema@.idgen_registry_fleet;
-    IF NOT FOUND THEN
-        INSERT INTO @extschema@.idgen_registry_fleet
-        VALUES (true, epoch_ms, worker_bit_count, sequence_bit_count, tick_ms, now_ts)
-        RETURNING * INTO f;
-    END IF;
-    IF f.epoch_unix_ms <> epoch_ms THEN
-        diffs := diffs || format('idgen.epoch is %s ms after 1970 in the fleet and %s ms on this node', f.epoch_unix_ms, epoch_ms);
-    END IF;
-    IF f.worker_bits <> worker_bit_count THEN
-        diffs := diffs || format('idgen.worker_bits is %s in the fleet and %s on this node', f.worker_bits, worker_bit_count);
-    END IF;
-    IF f.sequence_bits <> sequence_bit_count THEN
-        diffs := diffs || format('idgen.sequence_bits is %s in the fleet and %s on this node', f.sequence_bits, sequence_bit_count);
-    END IF;
-    IF f.time_unit_ms <> tick_ms THEN
-        diffs := diffs || format('idgen.time_unit_ms is %s in the fleet and %s on this node', f.time_unit_ms, tick_ms);
-    END IF;
-    IF cardinality(diffs) > 0 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = 'this node''s snowflake layout differs from the fleet''s in the registry',
-            DETAIL = array_to_string(diffs, '; ') || '.',
-            HINT = 'Every node of a registry needs the same idgen.epoch, idgen.worker_bits, idgen.sequence_bits and idgen.time_unit_ms: ids of two layouts can collide.';
-    END IF;
-    max_worker := (1::bigint << f.worker_bits) - 1;
-    IF wanted_worker IS NOT NULL AND (wanted_worker < 0 OR wanted_worker > max_worker) THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('worker id %s does not fit the fleet''s layout', wanted_worker),
-            DETAIL = format('idgen.worker_bits = %s allows worker ids 0 to %s.', f.worker_bits, max_worker);
-    END IF;
-
-    -- 1. This incarnation holds one already (a claim whose answer was lost, a restarted client).
-    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-     WHERE r.incarnation = incarnation_id AND r.released_tick IS NULL
-       AND (wanted_worker IS NULL OR r.worker_id = wanted_worker);
-    IF FOUND THEN
-        chosen := l.worker_id;
-        start_at := l.start_tick;
-    ELSE
-        -- 2. A promoted standby succeeds its primary: same system, a later timeline. The
-        --    primary's ids stay below its R; the successor starts above it, without waiting
-        --    for the lease to expire.
-        SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-         WHERE r.system_identifier = system_id AND r.timeline < on_timeline
-           AND r.released_tick IS NULL AND r.expires_at >= now_ts
-           AND (wanted_worker IS NULL OR r.worker_id = wanted_worker)
-         ORDER BY r.timeline DESC, r.renewed_at DESC LIMIT 1;
-        found_row := FOUND;
-        IF found_row THEN
-            prev := format('%s (incarnation %s, timeline %s, succeeded by promotion)', l.node_name, l.incarnation, l.timeline);
-        ELSIF wanted_worker IS NOT NULL THEN
-            SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = wanted_worker;
-            found_row := FOUND;
-        ELSE
-            -- 3. auto: the id this node name held last, if it is free.
-            SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-             WHERE r.node_name = node ORDER BY r.renewed_at DESC LIMIT 1;
-            found_row := FOUND;
-        END IF;
-        IF found_row AND prev IS NULL THEN
-            IF l.released_tick IS NOT NULL THEN
-                prev := format('%s (incarnation %s, released)', l.node_name, l.incarnation);
-            ELSIF l.expires_at < now_ts THEN
-                prev := format('%s (incarnation %s, lease expired at %s)', l.node_name, l.incarnation, l.expires_at);
-            ELSIF l.node_name = node AND l.renewed_at < now_ts - make_interval(secs => 2 * l.renew_interval_ms / 1000.0) THEN
-                -- The same node name, silent for two renewal intervals: a restart after a crash.
-                prev := format('%s (incarnation %s, not renewed since %s)', l.node_name, l.incarnation, l.renewed_at);
-            ELSIF l.node_name = node THEN
-                RAISE EXCEPTION USING ERRCODE = '55006',
-                    MESSAGE = format('node name %L holds worker id %s in another live server', node, l.worker_id),
-                    DETAIL = format('Incarnation %s (address %s) renewed its lease %s s ago; a second server with the same node name is refused while the first renews.',
-                                    l.incarnation, coalesce(l.address, 'unknown'), round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3)),
-                    HINT = 'Give each server its own idgen.node_name (or cluster_name): a base backup or a copied configuration carries the original''s.';
-            ELSE
-                RAISE EXCEPTION USING ERRCODE = '55006',
-                    MESSAGE = format('worker id %s is held by node %L', l.worker_id, l.node_name),
-                    DETAIL = format('Incarnation %s (address %s) renewed its lease %s s ago; it expires at %s.',
-                                    l.incarnation, coalesce(l.address, 'unknown'), round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3), l.expires_at),
-                    HINT = 'Choose another idgen.worker_id, or idgen.worker_id = auto.';
-            END IF;
-        END IF;
-        IF NOT found_row AND wanted_worker IS NULL THEN
-            -- 4. auto: the lowest free id: never leased, released, or expired.
-            SELECT min(c) INTO chosen FROM (
-                SELECT 0 AS c WHERE NOT EXISTS (SELECT FROM @extschema@.idgen_registry_lease WHERE worker_id = 0)
-                UNION ALL
-                SELECT r.worker_id + 1 FROM @extschema@.idgen_registry_lease r
-                 WHERE r.worker_id + 1 <= max_worker
-                   AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_lease s WHERE s.worker_id = r.worker_id + 1)
-                UNION ALL
-                SELECT r.worker_id FROM @extschema@.idgen_registry_lease r
-                 WHERE r.worker_id <= max_worker AND (r.released_tick IS NOT NULL OR r.expires_at < now_ts)
-            ) free;
-            IF chosen IS NULL THEN
-                RAISE EXCEPTION USING ERRCODE = '53400',
-                    MESSAGE = 'no free worker id in the registry',
-                    DETAIL = format('All %s worker ids of idgen.worker_bits = %s are held by live servers.', max_worker + 1, f.worker_bits),
-                    HINT = 'Stop a server you no longer need (its lease is released at a clean shutdown, or expires), or start a new fleet with more worker bits.';
-            END IF;
-            SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = chosen;
-            found_row := FOUND;
-            IF found_row THEN
-                prev := format('%s (incarnation %s, %s)', l.node_name, l.incarnation,
-                               CASE WHEN l.released_tick IS NOT NULL THEN 'released' ELSE 'lease expired' END);
-            END IF;
-        END IF;
-        chosen := coalesce(l.worker_id, wanted_worker, chosen);
-        start_at := CASE WHEN NOT found_row THEN 0
-                         WHEN l.released_tick IS NOT NULL THEN l.released_tick
-                         ELSE l.fence_tick + 1 END;
-    END IF;
-
-    bound := greatest(
-        greatest(now_ms + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms,
-        start_at + ceil(lease_length_ms::numeric / f.time_unit_ms)::bigint,
-        CASE WHEN l.incarnation = incarnation_id AND l.released_tick IS NULL THEN l.fence_tick END);
-    INSERT INTO @extschema@.idgen_registry_lease AS r
-        (worker_id, node_name, incarnation, system_identifier, timeline, address, start_tick,
-         fence_tick, released_tick, lease_ms, renew_interval_ms, claimed_at, renewed_at,
-         expires_at, clock_offset_ms, renewals)
-    VALUES (chosen, node, incarnation_id, system_id, on_timeline,
-            coalesce(host(inet_client_addr()), 'local') || ':' || coalesce(node_port::text, '?'),
-            start_at, bound, NULL, lease_length_ms, renew_every_ms, now_ts, now_ts,
-            now_ts + make_interval(secs => lease_length_ms / 1000.0), offset_ms, 0)
-    ON CONFLICT ON CONSTRAINT idgen_registry_lease_pkey DO UPDATE SET
-        node_name = excluded.node_name, incarnation = excluded.incarnation,
-        system_identifier = excluded.system_identifier, timeline = excluded.timeline,
-        address = excluded.address, start_tick = excluded.start_tick,
-        fence_tick = excluded.fence_tick, released_tick = NULL, lease_ms = excluded.lease_ms,
-        renew_interval_ms = excluded.renew_interval_ms,
-        claimed_at = CASE WHEN r.incarnation = excluded.incarnation THEN r.claimed_at ELSE excluded.claimed_at END,
-        renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
-        clock_offset_ms = excluded.clock_offset_ms, renewals = 0;
-    RETURN QUERY SELECT chosen, start_at, bound,
-                        now_ts + make_interval(secs => lease_length_ms / 1000.0), now_ts, prev;
-END
-$$;
-
--- Renews a lease: moves R to the tick at now + lease (never back) and the expiry to now +
--- lease. Errors: 55006 when this incarnation no longer holds the worker id.
-CREATE FUNCTION idgen_registry_renew(
-    held_worker integer, incarnation_id text, lease_length_ms integer, renew_every_ms integer,
-    offset_ms double precision)
-RETURNS TABLE (fence_tick bigint, expires_at timestamptz, registry_now timestamptz)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    now_ts timestamptz := clock_timestamp();
-    l      @extschema@.idgen_registry_lease;
-BEGIN
-    IF lease_length_ms IS NULL OR lease_length_ms < 1 OR renew_every_ms IS NULL OR renew_every_ms < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease renewal';
-    END IF;
-    UPDATE @extschema@.idgen_registry_lease r
-       SET fence_tick = greatest(r.fence_tick,
-                                 greatest(floor(extract(epoch FROM now_ts) * 1000)::bigint + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms),
-           renewed_at = now_ts,
-           expires_at = now_ts + make_interval(secs => lease_length_ms / 1000.0),
-           lease_ms = lease_length_ms, renew_interval_ms = renew_every_ms,
-           clock_offset_ms = offset_ms, renewals = r.renewals + 1
-      FROM @extschema@.idgen_registry_fleet f
-     WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL
-    RETURNING r.* INTO l;
-    IF NOT FOUND THEN
-        SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = held_worker;
-        RAISE EXCEPTION USING ERRCODE = '55006',
-            MESSAGE = format('worker id %s is no longer leased to this server', held_worker),
-            DETAIL = CASE WHEN NOT FOUND THEN 'The registry has no lease of it.'
-                          WHEN l.released_tick IS NOT NULL THEN format('Its lease was released by incarnation %s.', l.incarnation)
-                          ELSE format('Node %L (incarnation %s) took it over at %s, after this server''s lease expired.', l.node_name, l.incarnation, l.claimed_at) END,
-            HINT = 'Restart this server to claim a worker id again; until then its ids stop at the last confirmed end of its lease.';
-    END IF;
-    RETURN QUERY SELECT l.fence_tick, l.expires_at, now_ts;
-END
-$$;
-
--- Releases a lease at a clean shutdown, recording the holder's final reservation (at most
--- R + 1): the next holder starts there. Returns false if this incarnation held nothing.
-CREATE FUNCTION idgen_registry_release(held_worker integer, incarnation_id text, final_tick bigint)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-BEGIN
-    UPDATE @extschema@.idgen_registry_lease r
-       SET released_tick = greatest(least(final_tick, r.fence_tick + 1), r.start_tick),
-           expires_at = clock_timestamp()
-     WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL;
-    RETURN FOUND;
-END
-$$;
-
--- Global segments (Leaf's own design, one high-water mark per name in the registry): a node's
--- allocator takes each range with one committed UPDATE ... RETURNING here and caches it in its
--- double buffer. Every number <= max_id may have been handed out by some node; none above.
-CREATE TABLE idgen_registry_segment (
-    name        text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 63),
-    max_id      bigint      NOT NULL,
-    step        integer     NOT NULL CHECK (step > 0),
-    description text        CHECK (octet_length(description) <= 1024),
-    ranges      bigint      NOT NULL DEFAULT 0,
-    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
-    updated_at  timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-
--- Creates a global segment; an existing one is kept as it is (created = false), so that any
--- node may declare it. Returns the segment's step in force.
-CREATE FUNCTION idgen_registry_segment_create(segment text, start_at bigint, step_size integer, about text)
-RETURNS TABLE (created boolean, step integer)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    inserted integer;
-BEGIN
-    IF segment IS NULL OR octet_length(segment) NOT BETWEEN 1 AND 63 OR start_at IS NULL
-       OR start_at = -9223372036854775808 OR step_size IS NULL OR step_size < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid global segment';
-    END IF;
-    INSERT INTO @extschema@.idgen_registry_segment (name, max_id, step, description)
-    VALUES (segment, start_at - 1, step_size, about)
-    ON CONFLICT (name) DO NOTHING;
-    GET DIAGNOSTICS inserted = ROW_COUNT;
-    RETURN QUERY SELECT inserted > 0, s.step FROM @extschema@.idgen_registry_segment s WHERE s.name = segment;
-END
-$$;
-
--- A global segment's step, if it exists (a node draws from a name it has not declared).
-CREATE FUNCTION idgen_registry_segment_get(segment text)
-RETURNS TABLE (step integer, max_id bigint)
-LANGUAGE sql STABLE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT s.step, s.max_id FROM @extschema@.idgen_registry_segment s WHERE s.name = segment $$;
-
--- Takes the next range of a global segment: the numbers after the mark, step_size of them
--- (fewer at the bigint maximum), in one committed UPDATE. Errors: 42704 no such segment,
--- 2200H the segment has run out.
-CREATE FUNCTION idgen_registry_segment_take(segment text, step_size integer)
-RETURNS TABLE (first_id bigint, last_id bigint, base_step integer)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    s     @extschema@.idgen_registry_segment;
-    first bigint;
-BEGIN
-    IF step_size IS NULL OR step_size < 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid step';
-    END IF;
-    SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
-    END IF;
-    IF s.max_id = 9223372036854775807 THEN
-        RAISE EXCEPTION USING ERRCODE = '2200H', MESSAGE = format('global segment %L has run out of numbers', segment);
-    END IF;
-    first := s.max_id + 1;
-    UPDATE @extschema@.idgen_registry_segment r
-       SET max_id = CASE WHEN s.max_id > 9223372036854775807 - step_size THEN 9223372036854775807
-                         ELSE s.max_id + step_size END,
-           ranges = r.ranges + 1, updated_at = clock_timestamp()
-     WHERE r.name = segment
-    RETURNING r.* INTO s;
-    RETURN QUERY SELECT first, s.max_id, s.step;
-END
-$$;
-
--- The node's side: a segment of the local catalog is local (its mark is here) or global (its
--- mark is in the registry; max_id here is the registry's mark as of this node's last range).
-ALTER TABLE idgen_segment
-    ADD COLUMN scope text NOT NULL DEFAULT 'local' CHECK (scope IN ('local', 'global'));
-
--- segment_create gains scope => 'global'. (In a fresh install pgrx has created the new one
--- already, identically; the old one's C symbol stays for databases not yet updated.)
-DROP FUNCTION IF EXISTS segment_create(text, bigint, integer, text);
-CREATE OR REPLACE FUNCTION "segment_create"(
-	"name" TEXT,
-	"start" bigint DEFAULT 1,
-	"step" INT DEFAULT 1000,
-	"description" TEXT DEFAULT NULL,
-	"scope" TEXT DEFAULT 'local'
-) RETURNS void
-VOLATILE PARALLEL UNSAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'segment_create_scoped_wrapper';
-REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text) FROM PUBLIC;
--- (A fresh install creates idgen_admin and grants it later, in finalize.sql.)
 DO $$
 BEGIN
-  IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_admin') THEN
-    GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text) TO idgen_admin;
+  -- A role of that name made by someone else (a CREATEROLE holder, before the first install)
+  -- would hand what idgen grants it to whoever controls it: refuse one that can log in, has
+  -- any attribute, a password, or an administrator who is not a superuser. Members a superuser
+  -- granted (GRANT idgen_admin TO ...) are how it is meant to be used, and stay.
+  IF EXISTS (SELECT FROM pg_catalog.pg_authid a
+              WHERE a.rolname OPERATOR(pg_catalog.=) 'idgen_admin'::pg_catalog.name
+                AND (a.rolsuper OR a.rolcreaterole OR a.rolcreatedb OR a.rolcanlogin
+                     OR a.rolreplication OR a.rolbypassrls OR a.rolpassword IS NOT NULL
+                     OR a.rolvaliduntil IS NOT NULL
+                     OR EXISTS (SELECT FROM pg_catalog.pg_auth_members m
+                                  JOIN pg_catalog.pg_authid adm
+                                    ON adm.oid OPERATOR(pg_catalog.=) m.member
+                                 WHERE m.roleid OPERATOR(pg_catalog.=) a.oid
+                                   AND m.admin_option AND NOT adm.rolsuper))) THEN
+    RAISE EXCEPTION 'role idgen_admin exists with rights idgen does not give it'
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'It can log in, has attributes or a password, or a role that is not a superuser administers it: idgen''s grants to it would go to whoever made it.',
+            HINT = 'Drop the role (or make it NOLOGIN with no attributes, no password and no ADMIN OPTION held by other roles), then create the extension again.';
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_admin') THEN
+    CREATE ROLE idgen_admin NOLOGIN;
+    COMMENT ON ROLE idgen_admin IS
+      'Members may create, alter, drop and setval idgen segments (GRANT idgen_admin TO ...).';
   END IF;
 END
 $$;
-COMMENT ON FUNCTION segment_create(text, bigint, integer, text, text) IS
-  'Creates a segment whose first number is start, refilled step numbers at a time; not undone by ROLLBACK. scope => ''global'': its numbers come from the registry, shared by every node.';
 
--- Every lease, for monitoring: holder, address, state, R and its time, offsets, layout.
-CREATE VIEW idgen_registry_workers AS
-SELECT l.worker_id, l.node_name, l.incarnation, l.address, l.system_identifier, l.timeline,
-       CASE WHEN l.released_tick IS NOT NULL THEN 'released'
-            WHEN l.expires_at < clock_timestamp() THEN 'expired'
-            ELSE 'held' END AS state,
-       l.fence_tick,
-       pg_catalog.to_timestamp(
-           (f.epoch_unix_ms + (l.fence_tick + 1) * f.time_unit_ms)::pg_catalog.float8
-           OPERATOR(pg_catalog./) 1000::pg_catalog.float8) AS fenced_until,
-       l.start_tick, l.released_tick, l.claimed_at, l.renewed_at, l.expires_at, l.lease_ms,
-       l.renew_interval_ms, l.clock_offset_ms, l.renewals,
-       f.epoch_unix_ms, f.worker_bits, f.sequence_bits, f.time_unit_ms
-  FROM idgen_registry_lease l CROSS JOIN idgen_registry_fleet f;
-
--- The node's side: this server's registry client, from shared memory.
-CREATE FUNCTION idgen_registry_client_status()
-RETURNS TABLE (registry text, state text, worker_id integer, node_name text, incarnation text,
-               lease_expires_at timestamptz, fence_tick bigint, fenced_until timestamptz,
-               head_start_ms bigint, last_renewal timestamptz, renewals bigint,
-               clock_offset_ms double precision, clock_offset_bound_ms double precision,
-               last_error text)
-LANGUAGE c VOLATILE PARALLEL SAFE ROWS 1
-AS 'MODULE_PATHNAME', 'idgen_registry_client_status_wrapper';
-CREATE VIEW idgen_registry_status AS SELECT * FROM idgen_registry_client_status();
-
-SELECT pg_catalog.pg_extension_config_dump('idgen_registry_fleet', '');
-SELECT pg_catalog.pg_extension_config_dump('idgen_registry_lease', '');
-SELECT pg_catalog.pg_extension_config_dump('idgen_registry_segment', '');
-COMMENT ON TABLE idgen_registry_segment IS
-  'Global segments of the registry: numbers <= max_id may have been handed out by some node, numbers above never.';
-COMMENT ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) IS
-  'Registry: creates a global segment (an existing one is kept); returns its step.';
-COMMENT ON FUNCTION idgen_registry_segment_get(text) IS
-  'Registry: a global segment''s step and mark, if it exists.';
-COMMENT ON FUNCTION idgen_registry_segment_take(text, integer) IS
-  'Registry: the next range of a global segment, in one committed UPDATE.';
-COMMENT ON TABLE idgen_registry_fleet IS
-  'The registry''s one Snowflake layout (epoch, bit widths, tick), recorded by the first claim.';
-COMMENT ON TABLE idgen_registry_lease IS
-  'Worker id leases of the registry: no holder issues an id past fence_tick; the next starts above it.';
-COMMENT ON VIEW idgen_registry_workers IS
-  'Every worker id lease of this registry: holder, address, state, fence and clock offset.';
-COMMENT ON VIEW idgen_registry_status IS
-  'This server''s registry client: worker id, lease, fence, head start, clock offset, state.';
-COMMENT ON FUNCTION idgen_registry_client_status() IS
-  'This server''s registry client, one row (the idgen_registry_status view).';
-COMMENT ON FUNCTION idgen_registry_hello() IS 'Registry: its clock and idgen version.';
-COMMENT ON FUNCTION idgen_registry_claim(text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer) IS
-  'Registry: claims a worker id for a node incarnation; returns the floor and fence ticks.';
-COMMENT ON FUNCTION idgen_registry_renew(integer, text, integer, integer, double precision) IS
-  'Registry: renews a worker id lease; returns the new fence tick.';
-COMMENT ON FUNCTION idgen_registry_release(integer, text, bigint) IS
-  'Registry: releases a worker id lease at a clean shutdown, recording the final reservation.';
-
--- Nodes connect as a role that is a member of idgen_registry and can do nothing else here.
 DO $$
 BEGIN
   -- A role of that name made by someone else (a CREATEROLE holder, before the first install)
@@ -612,36 +77,108 @@ BEGIN
   END IF;
 END
 $$;
-REVOKE ALL ON TABLE idgen_registry_fleet, idgen_registry_lease, idgen_registry_segment FROM PUBLIC;
-GRANT SELECT ON TABLE idgen_registry_segment TO pg_monitor;
-REVOKE EXECUTE ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_segment_get(text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_segment_get(text) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer) TO idgen_registry;
-REVOKE ALL ON TABLE idgen_registry_workers, idgen_registry_status FROM PUBLIC;
-GRANT SELECT ON TABLE idgen_registry_workers, idgen_registry_status TO pg_monitor;
-REVOKE EXECUTE ON FUNCTION idgen_registry_hello() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_renew(integer, text, integer, integer, double precision) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_release(integer, text, bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_client_status() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_hello() TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_renew(integer, text, integer, integer, double precision) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_release(integer, text, bigint) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_client_status() TO pg_monitor;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:161
--- idgen::segment::segment_create_scoped
+-- src/lib.rs:93
+-- idgen::idgen_call_floor
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:297
+-- src/registry/mod.rs:37
+-- idgen::registry::idgen_registry_client_status
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/upgrade.rs:59
+-- idgen::upgrade::idgen_serial_check
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/serial/mod.rs:233
+-- idgen::serial::idgen_serial_period
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/upgrade.rs:67
+-- idgen::upgrade::idgen_serial_render
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/upgrade.rs:48
+-- idgen::upgrade::segment_alter
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/segment/mod.rs:304
+-- idgen::segment::segment_alter
+CREATE  FUNCTION "segment_alter"(
+	"name" TEXT, /* Option < & str > */
+	"step" INT DEFAULT NULL, /* Option < i32 > */
+	"description" TEXT DEFAULT NULL, /* Option < & str > */
+	"cache" INT DEFAULT NULL /* Option < i32 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'segment_alter_cached_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/segment/mod.rs:344
+-- idgen::segment::segment_cache_status
+CREATE  FUNCTION "segment_cache_status"() RETURNS TABLE (
+	"name" TEXT,  /* String */
+	"cached_step" bigint,  /* i64 */
+	"current_first" bigint,  /* Option < i64 > */
+	"current_last" bigint,  /* Option < i64 > */
+	"current_used" bigint,  /* Option < i64 > */
+	"next_first" bigint,  /* Option < i64 > */
+	"next_last" bigint,  /* Option < i64 > */
+	"refills" bigint,  /* i64 */
+	"last_refill_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"refill_pending" bool  /* bool */
+)
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'segment_cache_status_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/upgrade.rs:16
+-- idgen::upgrade::segment_create
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/segment/mod.rs:142
+-- idgen::segment::segment_create
+CREATE  FUNCTION "segment_create"(
+	"name" TEXT, /* Option < & str > */
+	"start" bigint DEFAULT 1, /* Option < i64 > */
+	"step" INT DEFAULT 1000, /* Option < i32 > */
+	"description" TEXT DEFAULT NULL, /* Option < & str > */
+	"scope" TEXT DEFAULT 'local', /* Option < & str > */
+	"cache" INT DEFAULT 1 /* Option < i32 > */
+) RETURNS void
+VOLATILE PARALLEL UNSAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'segment_create_cached_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/upgrade.rs:28
+-- idgen::upgrade::segment_create_scoped
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/segment/mod.rs:248
 -- idgen::segment::segment_currval
 CREATE  FUNCTION "segment_currval"(
 	"name" TEXT /* Option < & str > */
@@ -652,7 +189,7 @@ AS 'MODULE_PATHNAME', 'segment_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:393
+-- src/segment/mod.rs:333
 -- idgen::segment::segment_drop
 CREATE  FUNCTION "segment_drop"(
 	"name" TEXT /* Option < & str > */
@@ -663,7 +200,7 @@ AS 'MODULE_PATHNAME', 'segment_drop_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:335
+-- src/segment/mod.rs:286
 -- idgen::segment::segment_interleave_ready
 CREATE  FUNCTION "segment_interleave_ready"(
 	"until" bigint /* Option < i64 > */
@@ -674,7 +211,7 @@ AS 'MODULE_PATHNAME', 'segment_interleave_ready_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:262
+-- src/segment/mod.rs:213
 -- idgen::segment::segment_nextval
 CREATE  FUNCTION "segment_nextval"(
 	"name" TEXT /* Option < NameDatum < '_ > > */
@@ -685,7 +222,7 @@ AS 'MODULE_PATHNAME', 'segment_nextval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:273
+-- src/segment/mod.rs:224
 -- idgen::segment::segment_nextvals
 CREATE  FUNCTION "segment_nextvals"(
 	"name" TEXT, /* Option < & str > */
@@ -697,7 +234,7 @@ AS 'MODULE_PATHNAME', 'segment_nextvals_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:314
+-- src/segment/mod.rs:265
 -- idgen::segment::segment_setval
 CREATE  FUNCTION "segment_setval"(
 	"name" TEXT, /* Option < & str > */
@@ -733,7 +270,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/mod.rs:124
+-- src/serial/mod.rs:119
 -- idgen::serial::serial_nextval
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -825,1368 +362,6 @@ AS 'MODULE_PATHNAME', 'snowflake_parse_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/mod.rs:252
--- requires:
---   registry
---   idgen_serial_check
---   idgen_serial_render
---   snowflake::snowflake_format
---   snowflake::snowflake_parse
-
--- idgen 0.3.0 -> 0.4.0: the text form of a Snowflake id, adopting existing serial / identity
--- columns (README "Adopting an existing column"), and the registry's side of a give-back. Also part of every fresh CREATE EXTENSION idgen (src/lib.rs includes this
--- file), so a fresh install and an upgraded one have the same objects.
-
-\echo Use "ALTER EXTENSION idgen UPDATE TO '0.4.0'" to load this file. \quit
-
--- The text form of a Snowflake id (seed 003's serial number). In a fresh install pgrx has
--- created both already, identically.
-CREATE OR REPLACE FUNCTION "snowflake_format"(
-	"id" bigint,
-	"prefix" TEXT DEFAULT ''
-) RETURNS TEXT
-IMMUTABLE STRICT PARALLEL SAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'snowflake_format_wrapper';
-CREATE OR REPLACE FUNCTION "snowflake_parse"(
-	"text" TEXT
-) RETURNS bigint
-IMMUTABLE STRICT PARALLEL SAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'snowflake_parse_wrapper';
-COMMENT ON FUNCTION snowflake_format(bigint, text) IS
-  'Text form of a Snowflake id: prefix + UTC yyyyMMddHHmmssSSS of its tick + worker id + sequence, fixed width; sorts as the ids do.';
-COMMENT ON FUNCTION snowflake_parse(text) IS
-  'The Snowflake id of a text made by snowflake_format (any prefix).';
-
--- Switches a bigint column fed by a sequence (serial, bigserial, an identity column, or any
--- DEFAULT nextval(...)) to an idgen generator, in the caller's transaction, as pgEdge
--- snowflake's convert_sequence_to_snowflake does. Returns one row per step: what it does (or,
--- with dry_run, would do) and the statement that undoes it.
---
--- Order: every check first (nothing is changed by a refused call); then the table is locked
--- ACCESS EXCLUSIVE (concurrent inserts wait for the caller's COMMIT, then use the new default;
--- none fails); then the floor is read under the lock: the larger of max(column) and the
--- sequence's last value (a value nextval handed out but not yet inserted is covered). A segment
--- is created to start above the floor, or moved forward to it (segment_setval); Snowflake ids
--- need nothing, but the floor must lie below the ids of a clock a day behind. Then the identity
--- is dropped, or the sequence detached (and dropped with drop_sequence), and the default set.
---
--- The segment step is not undone by ROLLBACK (segments are changed by the allocator in
--- transactions of its own, like nextval); a rerun finds the segment and reuses it.
---
--- Errors: 22004 a NULL argument; 22023 an unknown generator, or a segment name with
--- generator snowflake; 42703 no such column; 42809 not a table, a partition (adopt its
--- partitioned table), or a generated column; 42804 not bigint (integer: ALTER COLUMN ... TYPE
--- bigint first); 55000 existing values at or above the Snowflake ids of a clock a day behind;
--- 42501 the caller does not own the table, or may not create segments (idgen_admin).
-CREATE FUNCTION idgen_adopt_column(
-    table_name regclass,
-    column_name name,
-    generator text DEFAULT 'snowflake',
-    segment text DEFAULT NULL,
-    drop_sequence boolean DEFAULT false,
-    dry_run boolean DEFAULT false)
-RETURNS TABLE (step integer, action text, statement text, undo text)
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 10
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    rel       record;
-    col       record;
-    seq       regclass;
-    owned     boolean;
-    seq_last  bigint;
-    floor_id  bigint;
-    has_max   bigint;
-    seg_mark  bigint;
-    new_default text;
-    qualified text;
-    n         integer := 0;
-BEGIN
-    IF table_name IS NULL OR column_name IS NULL OR generator IS NULL
-       OR drop_sequence IS NULL OR dry_run IS NULL THEN
-        RAISE EXCEPTION 'idgen_adopt_column: % must not be NULL',
-            CASE WHEN table_name IS NULL THEN 'table_name'
-                 WHEN column_name IS NULL THEN 'column_name'
-                 WHEN generator IS NULL THEN 'generator'
-                 WHEN drop_sequence IS NULL THEN 'drop_sequence'
-                 ELSE 'dry_run' END
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF generator NOT IN ('snowflake', 'segment') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: generator must be ''snowflake'' or ''segment'', not %',
-            quote_literal(left(generator, 40))
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF generator = 'snowflake' AND segment IS NOT NULL THEN
-        RAISE EXCEPTION 'idgen_adopt_column: segment is only for generator => ''segment'''
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    SELECT c.oid, c.relkind, c.relispartition, c.relowner, c.relname, n.nspname
-      INTO rel
-      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.oid = table_name;
-    IF rel.relkind NOT IN ('r', 'p') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: % is not a table', table_name
-            USING ERRCODE = 'wrong_object_type';
-    END IF;
-    IF rel.relispartition THEN
-        RAISE EXCEPTION 'idgen_adopt_column: % is a partition', table_name
-            USING ERRCODE = 'wrong_object_type',
-                  HINT = 'Adopt the column of its partitioned table: its default applies to every partition.';
-    END IF;
-    SELECT a.attnum, a.atttypid, a.attidentity, a.attgenerated,
-           pg_get_expr(d.adbin, d.adrelid) AS default_expr
-      INTO col
-      FROM pg_attribute a
-      LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-     WHERE a.attrelid = table_name AND a.attname = column_name
-       AND a.attnum > 0 AND NOT a.attisdropped;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'idgen_adopt_column: column % of % does not exist', quote_ident(column_name), table_name
-            USING ERRCODE = 'undefined_column';
-    END IF;
-    IF col.attgenerated <> '' THEN
-        RAISE EXCEPTION 'idgen_adopt_column: column % of % is a generated column', quote_ident(column_name), table_name
-            USING ERRCODE = 'wrong_object_type';
-    END IF;
-    IF col.atttypid <> 'bigint'::regtype THEN
-        RAISE EXCEPTION 'idgen_adopt_column: column % of % is %, not bigint',
-            quote_ident(column_name), table_name, format_type(col.atttypid, NULL)
-            USING ERRCODE = 'datatype_mismatch',
-                  HINT = CASE WHEN col.atttypid IN ('integer'::regtype, 'smallint'::regtype)
-                         THEN format('Widen it first: ALTER TABLE %s ALTER COLUMN %I TYPE bigint;', table_name, column_name)
-                         ELSE 'idgen generates bigint values.' END;
-    END IF;
-    IF NOT pg_has_role(current_user, rel.relowner, 'USAGE') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: must be owner of table %', table_name
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF generator = 'segment'
-       AND NOT has_function_privilege('@extschema@.segment_create(text, bigint, integer, text, text)', 'EXECUTE') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: permission denied to create segments'
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'GRANT idgen_admin TO the caller.';
-    END IF;
-    IF generator = 'segment' THEN
-        segment := coalesce(segment, rel.relname || '_' || column_name);
-        IF octet_length(segment) NOT BETWEEN 1 AND 63 THEN
-            RAISE EXCEPTION 'idgen_adopt_column: segment name must be 1 to 63 bytes'
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        new_default := format('@extschema@.segment_nextval(%L::text)', segment);
-    ELSE
-        new_default := '@extschema@.snowflake_nextval()';
-    END IF;
-    IF EXISTS (SELECT FROM pg_attrdef ad
-                 JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
-                WHERE ad.adrelid = table_name AND ad.adnum = col.attnum
-                  AND d.refclassid = 'pg_proc'::regclass
-                  AND d.refobjid IN ('@extschema@.snowflake_nextval()'::regprocedure,
-                                     '@extschema@.segment_nextval(text)'::regprocedure)) THEN
-        RETURN QUERY SELECT 0, 'nothing to do: the column already draws from idgen'::text,
-                            NULL::text, NULL::text;
-        RETURN;
-    END IF;
-    qualified := format('%I.%I', rel.nspname, rel.relname);
-    -- The sequence feeding the column: owned by it (serial, identity), or named by its default.
-    seq := pg_get_serial_sequence(qualified, column_name)::regclass;
-    owned := seq IS NOT NULL;
-    IF seq IS NULL THEN
-        SELECT d.refobjid::regclass INTO seq
-          FROM pg_attrdef ad
-          JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
-          JOIN pg_class s ON s.oid = d.refobjid AND s.relkind = 'S'
-         WHERE ad.adrelid = table_name AND ad.adnum = col.attnum AND d.refclassid = 'pg_class'::regclass
-         LIMIT 1;
-    END IF;
-
-    -- Checks done: from here on the call changes things (unless dry_run).
-    IF NOT dry_run THEN
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', qualified);
-    END IF;
-    n := n + 1;
-    RETURN QUERY SELECT n, 'lock the table; inserts wait for this transaction'::text,
-                        format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', qualified), NULL::text;
-
-    EXECUTE format('SELECT max(%I) FROM %s', column_name, qualified) INTO has_max;
-    floor_id := coalesce(has_max, 0);
-    IF seq IS NOT NULL THEN
-        EXECUTE format('SELECT last_value FROM %s', seq) INTO seq_last;
-        floor_id := greatest(floor_id, seq_last);
-    END IF;
-
-    IF generator = 'snowflake' THEN
-        IF floor_id >= @extschema@.snowflake_compose(clock_timestamp() - interval '1 day') THEN
-            RAISE EXCEPTION 'idgen_adopt_column: % already holds values up to %, which Snowflake ids may reach',
-                qualified || '.' || quote_ident(column_name), floor_id
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = 'Use generator => ''segment'', which starts above them.';
-        END IF;
-        n := n + 1;
-        RETURN QUERY SELECT n, format('Snowflake ids are above every existing value (up to %s)', floor_id),
-                            NULL::text, NULL::text;
-    ELSE
-        SELECT s.max_id INTO seg_mark FROM @extschema@.idgen_segment s WHERE s.name = segment;
-        n := n + 1;
-        IF NOT FOUND THEN
-            IF NOT dry_run THEN
-                PERFORM @extschema@.segment_create(segment, start => floor_id + 1);
-            END IF;
-            RETURN QUERY SELECT n, format('create segment %s starting above %s', quote_literal(segment), floor_id),
-                                format('SELECT @extschema@.segment_create(%L, start => %s)', segment, floor_id + 1),
-                                format('SELECT @extschema@.segment_drop(%L)', segment);
-        ELSIF seg_mark < floor_id THEN
-            IF NOT dry_run THEN
-                PERFORM @extschema@.segment_setval(segment, floor_id);
-            END IF;
-            RETURN QUERY SELECT n, format('move segment %s forward above %s', quote_literal(segment), floor_id),
-                                format('SELECT @extschema@.segment_setval(%L, %s)', segment, floor_id),
-                                NULL::text;
-        ELSE
-            RETURN QUERY SELECT n, format('segment %s is above every existing value already', quote_literal(segment)),
-                                NULL::text, NULL::text;
-        END IF;
-    END IF;
-
-    IF col.attidentity <> '' THEN
-        n := n + 1;
-        IF NOT dry_run THEN
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', qualified, column_name);
-        END IF;
-        RETURN QUERY SELECT n, 'drop the identity (and its sequence)'::text,
-                            format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', qualified, column_name),
-                            format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT, ALTER COLUMN %I ADD GENERATED BY DEFAULT AS IDENTITY; SELECT setval(pg_get_serial_sequence(%L, %L), (SELECT max(%I) FROM %s))',
-                                   qualified, column_name, column_name, qualified, column_name, column_name, qualified);
-    ELSIF owned THEN
-        n := n + 1;
-        IF NOT dry_run THEN
-            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', seq);
-        END IF;
-        RETURN QUERY SELECT n, 'detach the sequence from the column'::text,
-                            format('ALTER SEQUENCE %s OWNED BY NONE', seq),
-                            format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, qualified, column_name);
-    END IF;
-
-    n := n + 1;
-    IF NOT dry_run THEN
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, new_default);
-    END IF;
-    RETURN QUERY SELECT n, 'draw the column''s values from idgen'::text,
-                        format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, new_default),
-                        CASE WHEN col.attidentity <> '' THEN NULL
-                             WHEN col.default_expr IS NULL THEN format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', qualified, column_name)
-                             WHEN seq IS NULL THEN format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, col.default_expr)
-                             ELSE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s; SELECT setval(%L, (SELECT max(%I) FROM %s))',
-                                         qualified, column_name, col.default_expr, seq, column_name, qualified) END;
-
-    IF owned AND col.attidentity = '' AND drop_sequence THEN
-        n := n + 1;
-        IF NOT dry_run THEN
-            EXECUTE format('DROP SEQUENCE %s', seq);
-        END IF;
-        RETURN QUERY SELECT n, 'drop the detached sequence'::text, format('DROP SEQUENCE %s', seq),
-                            'CREATE SEQUENCE again (its old values are in the column)'::text;
-    END IF;
-END
-$fn$;
-
-COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, boolean) IS
-  'Switches a bigint serial / identity column to snowflake_nextval() or segment_nextval(segment), in the caller''s transaction; returns each step and its undo. dry_run => true changes nothing.';
-
--- The registry's side of a give-back (README "Give-back"): a node whose cached range of a
--- global segment leaves its cache (a clean shutdown, idleness, eviction) lowers the mark to the
--- last number it handed out, if the mark is still the one its last range set: no node took a
--- range since. True if it did. A lost answer is harmless: the node has stopped using the range.
-CREATE FUNCTION idgen_registry_segment_give_back(segment text, expected_mark bigint, new_mark bigint)
-RETURNS boolean
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-  WITH given AS (
-    UPDATE @extschema@.idgen_registry_segment r
-       SET max_id = new_mark, updated_at = clock_timestamp()
-     WHERE r.name = segment AND r.max_id = expected_mark AND new_mark < expected_mark
-    RETURNING 1)
-  SELECT EXISTS (SELECT FROM given)
-$$;
-COMMENT ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) IS
-  'Registry: lowers a global segment''s mark to new_mark if it is still expected_mark (a node gives back its unused numbers).';
-REVOKE EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) TO idgen_registry;
-
--- Business serial numbers (README "Serial numbers"; seed 003, scenario 2): text numbers such as
--- INV-20261122-000123 from a format, with a counter that restarts every day, month or year in
--- the serial's time zone. Fast mode: the counter of each period is a segment of this
--- database ('serial:<name>:<period>', autonomous like nextval: gaps on rollback, never a
--- duplicate). Gapless mode: the counter is a row of idgen_serial_counter, incremented in the
--- caller's transaction (rolled back with it: no gaps; writers of one serial wait for each
--- other's COMMIT).
-
--- The format's parser and the rendering, in Rust (src/serial). In a fresh install pgrx has
--- created both already, identically.
-CREATE OR REPLACE FUNCTION "idgen_serial_check"(
-	"format" TEXT,
-	"reset" TEXT
-) RETURNS void
-IMMUTABLE STRICT PARALLEL SAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'idgen_serial_check_wrapper';
-CREATE OR REPLACE FUNCTION "idgen_serial_render"(
-	"name" TEXT,
-	"format" TEXT,
-	"at" timestamp,
-	"seq" bigint
-) RETURNS TEXT
-STABLE STRICT PARALLEL SAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'idgen_serial_render_wrapper';
-
-CREATE TABLE idgen_serial (
-    name        text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 40),
-    format      text        NOT NULL CHECK (octet_length(format) BETWEEN 1 AND 256),
-    reset       text        NOT NULL CHECK (reset IN ('day', 'month', 'year', 'never')),
-    time_zone   text        NOT NULL,
-    gapless     boolean     NOT NULL,
-    description text        CHECK (octet_length(description) <= 1024),
-    created_at  timestamptz NOT NULL DEFAULT now(),
-    updated_at  timestamptz NOT NULL DEFAULT now()
-);
--- The counters of gapless serials, one row per period ('' for reset never).
-CREATE TABLE idgen_serial_counter (
-    serial text   NOT NULL REFERENCES idgen_serial (name) ON DELETE CASCADE,
-    period text   NOT NULL,
-    value  bigint NOT NULL CHECK (value > 0),
-    PRIMARY KEY (serial, period)
-);
-SELECT pg_catalog.pg_extension_config_dump('idgen_serial', '');
-SELECT pg_catalog.pg_extension_config_dump('idgen_serial_counter', '');
-REVOKE ALL ON TABLE idgen_serial, idgen_serial_counter FROM PUBLIC;
-GRANT SELECT ON TABLE idgen_serial, idgen_serial_counter TO PUBLIC;
-COMMENT ON TABLE idgen_serial IS
-  'Serial number definitions: format, reset period, time zone, mode. Changed by serial_create/alter/drop.';
-COMMENT ON TABLE idgen_serial_counter IS
-  'Counters of gapless serials, per period: the last number handed out (committed).';
-
--- Creates a serial. Errors: 22004 a NULL argument; 22023 an invalid format (naming the token),
--- a format that does not show the period its counter restarts in, an unknown reset or time
--- zone, a name of 0 or more than 40 bytes; 42710 the serial exists. Transactional.
-CREATE FUNCTION serial_create(
-    name text, format text, reset text DEFAULT 'never', time_zone text DEFAULT 'UTC',
-    gapless boolean DEFAULT false, description text DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-BEGIN
-    IF name IS NULL OR format IS NULL OR reset IS NULL OR time_zone IS NULL OR gapless IS NULL THEN
-        RAISE EXCEPTION 'serial_create: % must not be null',
-            CASE WHEN name IS NULL THEN 'name' WHEN format IS NULL THEN 'format'
-                 WHEN reset IS NULL THEN 'reset' WHEN time_zone IS NULL THEN 'time_zone'
-                 ELSE 'gapless' END
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF octet_length(name) NOT BETWEEN 1 AND 40 THEN
-        RAISE EXCEPTION 'serial_create: serial name must be 1 to 40 bytes, not %', octet_length(name)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    PERFORM @extschema@.idgen_serial_check(format, reset);
-    PERFORM now() AT TIME ZONE time_zone; -- 22023 'time zone "..." not recognized'
-    IF EXISTS (SELECT FROM @extschema@.idgen_serial s WHERE s.name = serial_create.name) THEN
-        RAISE EXCEPTION 'serial_create: serial % already exists', quote_literal(name)
-            USING ERRCODE = 'duplicate_object';
-    END IF;
-    INSERT INTO @extschema@.idgen_serial (name, format, reset, time_zone, gapless, description)
-    VALUES (name, format, reset, time_zone, gapless, description);
-END
-$fn$;
-
--- Changes a serial's format (checked as at creation: widen {seq:06} to {seq:07}, say) and
--- description (NULL keeps either; '' clears the description). The reset, time zone and mode
--- stay: changing them would restart or repeat counters. Errors: 42704 no such serial, 22023 an
--- invalid format.
-CREATE FUNCTION serial_alter(name text, format text DEFAULT NULL, description text DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    s @extschema@.idgen_serial;
-BEGIN
-    IF name IS NULL THEN
-        RAISE EXCEPTION 'serial_alter: name must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    SELECT * INTO s FROM @extschema@.idgen_serial x WHERE x.name = serial_alter.name FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'serial_alter: serial % does not exist', quote_literal(left(name, 40))
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    IF format IS NOT NULL THEN
-        PERFORM @extschema@.idgen_serial_check(format, s.reset);
-    END IF;
-    UPDATE @extschema@.idgen_serial x
-       SET format = coalesce(serial_alter.format, x.format),
-           description = CASE WHEN serial_alter.description IS NULL THEN x.description
-                              ELSE nullif(serial_alter.description, '') END,
-           updated_at = now()
-     WHERE x.name = serial_alter.name;
-END
-$fn$;
-
--- Drops a serial, its gapless counters and its fast-mode counter segments. Errors: 42704 no
--- such serial. The segments go at once (not undone by ROLLBACK); the rest is transactional.
-CREATE FUNCTION serial_drop(name text)
-RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    seg text;
-BEGIN
-    IF name IS NULL THEN
-        RAISE EXCEPTION 'serial_drop: name must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    DELETE FROM @extschema@.idgen_serial x WHERE x.name = serial_drop.name;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'serial_drop: serial % does not exist', quote_literal(left(name, 40))
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    FOR seg IN SELECT g.name FROM @extschema@.idgen_segment g
-                WHERE left(g.name, octet_length('serial:' || serial_drop.name || ':'))
-                      = 'serial:' || serial_drop.name || ':' LOOP
-        PERFORM @extschema@.segment_drop(seg);
-    END LOOP;
-END
-$fn$;
-
--- The next number of a serial, as text. The period is decided by the local time of the draw
--- (clock_timestamp()) in the serial's time zone: a draw at 23:59:59.999 belongs to that day,
--- one at 00:00:00.000 to the next. Fast mode: one counter segment per period, created at the
--- period's first draw (the one before it is kept for draws straddling the boundary; older ones
--- are dropped); gapless mode: the period's row of idgen_serial_counter, incremented in the
--- caller's transaction. Errors: 22004 NULL; 42704 no such serial; 22003 the counter outgrew
--- its {seq:0N} in this period (never a truncated or repeated number); 25006 in a read-only
--- transaction or on a standby.
-CREATE FUNCTION serial_nextval(name text)
-RETURNS text
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    s      @extschema@.idgen_serial;
-    local  timestamp;
-    period text;
-    seg    text;
-    seq    bigint;
-BEGIN
-    IF name IS NULL THEN
-        RAISE EXCEPTION 'serial_nextval: name must not be null' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    SELECT * INTO s FROM @extschema@.idgen_serial x WHERE x.name = serial_nextval.name;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'serial_nextval: serial % does not exist', quote_literal(left(name, 40))
-            USING ERRCODE = 'undefined_object',
-                  HINT = 'Create it with serial_create(name, format, reset => ...).';
-    END IF;
-    local := clock_timestamp() AT TIME ZONE s.time_zone;
-    period := CASE s.reset WHEN 'day' THEN to_char(local, 'YYYYMMDD')
-                           WHEN 'month' THEN to_char(local, 'YYYYMM')
-                           WHEN 'year' THEN to_char(local, 'YYYY') ELSE '' END;
-    IF s.gapless THEN
-        INSERT INTO @extschema@.idgen_serial_counter AS c (serial, period, value)
-        VALUES (s.name, period, 1)
-        ON CONFLICT ON CONSTRAINT idgen_serial_counter_pkey DO UPDATE SET value = c.value + 1
-        RETURNING c.value INTO seq;
-    ELSE
-        seg := 'serial:' || s.name || ':' || period;
-        IF NOT EXISTS (SELECT FROM @extschema@.idgen_segment g WHERE g.name = seg) THEN
-            BEGIN
-                PERFORM @extschema@.segment_create(seg, start => 1, step => 100,
-                    description => format('counter of serial %L, period %L', s.name, period));
-            EXCEPTION WHEN duplicate_object THEN
-                NULL; -- another session created it first
-            END;
-            -- Keep the newest earlier period (draws straddling the boundary), drop the rest.
-            PERFORM @extschema@.segment_drop(old.name)
-               FROM (SELECT g.name FROM @extschema@.idgen_segment g
-                      WHERE left(g.name, octet_length('serial:' || s.name || ':')) = 'serial:' || s.name || ':'
-                        AND g.name < seg
-                      ORDER BY g.name DESC OFFSET 1) old;
-        END IF;
-        seq := @extschema@.segment_nextval(seg);
-    END IF;
-    RETURN @extschema@.idgen_serial_render(s.name, s.format, local, seq);
-END
-$fn$;
-
-CREATE VIEW idgen_serials AS
-SELECT s.name, s.format, s.reset, s.time_zone, s.gapless, s.description,
-       CASE s.reset WHEN 'day' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMMDD')
-                    WHEN 'month' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMM')
-                    WHEN 'year' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYY')
-                    ELSE '' END AS current_period,
-       CASE WHEN s.gapless THEN
-                (SELECT c.value FROM idgen_serial_counter c
-                  WHERE c.serial = s.name AND c.period = CASE s.reset
-                        WHEN 'day' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMMDD')
-                        WHEN 'month' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMM')
-                        WHEN 'year' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYY')
-                        ELSE '' END)
-            ELSE
-                (SELECT g.max_id FROM idgen_segment g
-                  WHERE g.name = 'serial:' || s.name || ':' || CASE s.reset
-                        WHEN 'day' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMMDD')
-                        WHEN 'month' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYYMM')
-                        WHEN 'year' THEN to_char(clock_timestamp() AT TIME ZONE s.time_zone, 'YYYY')
-                        ELSE '' END)
-       END AS current_mark,
-       s.created_at, s.updated_at
-  FROM idgen_serial s;
-GRANT SELECT ON idgen_serials TO PUBLIC;
-COMMENT ON VIEW idgen_serials IS
-  'Each serial with its current period and, per mode, the last number committed (gapless) or the high-water mark of the period''s counter segment (fast).';
-
-REVOKE EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION serial_alter(text, text, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION serial_drop(text) FROM PUBLIC;
-DO $$
-BEGIN
-  IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_admin') THEN
-    GRANT EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text) TO idgen_admin;
-    GRANT EXECUTE ON FUNCTION serial_alter(text, text, text) TO idgen_admin;
-    GRANT EXECUTE ON FUNCTION serial_drop(text) TO idgen_admin;
-  END IF;
-END
-$$;
-COMMENT ON FUNCTION serial_create(text, text, text, text, boolean, text) IS
-  'Creates a serial number: format like ''INV-{YYYY}{MM}{DD}-{seq:06}'', counter reset every day, month, year or never in time_zone; gapless => true counts in the caller''s transaction.';
-COMMENT ON FUNCTION serial_alter(text, text, text) IS
-  'Changes a serial''s format (e.g. a wider {seq:0N}) and description.';
-COMMENT ON FUNCTION serial_drop(text) IS
-  'Drops a serial, its counters and its counter segments.';
-COMMENT ON FUNCTION serial_nextval(text) IS
-  'Next number of a serial, as text, in the period of the draw''s local time.';
-COMMENT ON FUNCTION idgen_serial_check(text, text) IS
-  'Internal: checks a serial format for a reset period (22023 naming the token).';
-COMMENT ON FUNCTION idgen_serial_render(text, text, timestamp, bigint) IS
-  'Internal: the text of a serial''s counter value at a local time.';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/registry/mod.rs:107
--- requires:
---   v0_4_0
-
--- idgen 0.4.0 -> 0.5.0: trust across servers (issue 28; DESIGN.md §6, README "Many servers
--- with a registry"). Also part of every fresh CREATE EXTENSION idgen (src/registry/mod.rs
--- includes this file after 0.4.0's), so a fresh install and an updated one have the same
--- objects.
---
--- * Holders prove who they are. A node sends a secret of its own with its claim (32 random
---   bytes made at its start, src/identity.rs); the registry keeps only its SHA-256 and renews,
---   releases and re-grants a lease, and takes back a global segment's numbers, only for a
---   caller that shows it (42501 otherwise). An incarnation is a name, never a credential, and
---   no error shows another holder's incarnation.
--- * A give-back returns only numbers of the last range taken, by its taker: the registry
---   records the first number and the taker of the range that set each mark.
--- * A registry that lost commits (a restore, an asynchronous failover, synchronous_commit off)
---   is detected from what the nodes know (their confirmed fence, their last mark), recorded in
---   idgen_registry_regression, and never believed: while a regression is open no worker id is
---   claimed and no range is taken, until an operator runs idgen_registry_resolve().
--- * Every function waits at most lock_timeout = 2s for a lock (55P03), so one stuck lock on the
---   lease table cannot hang the fleet.
---
--- The functions' signatures change, so a registry and its nodes are updated together: a node
--- running 0.4.0's library calls functions this version no longer has (42883, logged by its
--- registry client) and keeps its ids below its last fence until it is updated.
-
-\echo Use "ALTER EXTENSION idgen UPDATE TO '0.5.0'" to load this file. \quit
-
-ALTER TABLE idgen_registry_lease ADD COLUMN holder_key text;
-ALTER TABLE idgen_registry_lease ADD COLUMN attested_standbys text[] NOT NULL DEFAULT '{}';
-COMMENT ON COLUMN idgen_registry_lease.attested_standbys IS
-  'Node names of the holder''s streaming standbys, as its last renewal named them: only these may succeed it by promotion while its lease lives.';
-ALTER TABLE idgen_registry_segment
-    ADD COLUMN taken_first bigint,
-    ADD COLUMN taker text,
-    ADD COLUMN taker_key text,
-    ADD COLUMN given_back_by text,
-    ADD COLUMN given_back_from bigint;
-COMMENT ON COLUMN idgen_registry_lease.holder_key IS
-  'SHA-256 (hex) of the holder''s secret: renew, release and a re-claim by the same incarnation must show the secret.';
-COMMENT ON COLUMN idgen_registry_segment.taken_first IS
-  'First number of the range that set max_id: a give-back never lowers the mark below taken_first - 1.';
-COMMENT ON COLUMN idgen_registry_segment.given_back_by IS
-  'Incarnation of the node that gave the last numbers back, and given_back_from the mark it lowered: its own reports of that mark are no regression.';
-COMMENT ON COLUMN idgen_registry_segment.taker IS
-  'Incarnation of the node that took the range that set max_id (NULL after a give-back): only it may give numbers back.';
-
--- A node's own rows: a global segment's max_id is now the least mark the node shows the
--- registry when it takes a range (a registry below it has lost commits). 0.4.0 stored the
--- caller's start there at segment_create, which may be above the registry's mark: forget it
--- until the next range sets it (that one range is taken without the check).
-UPDATE idgen_segment SET max_id = -9223372036854775808 WHERE scope = 'global';
-
--- What the nodes showed the registry to have lost: a fence or a mark below one a node had
--- confirmed. While a row is open (resolved_at IS NULL) claims and takes are refused (55000).
-CREATE TABLE idgen_registry_regression (
-    id             bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    detected_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
-    worker_id      integer,
-    segment        text,
-    registry_value bigint      NOT NULL,
-    node_value     bigint      NOT NULL,
-    node_name      text,
-    incarnation    text,
-    reported_by    text        NOT NULL,
-    reporter_address text,
-    resolved_at    timestamptz,
-    dismissed      boolean     NOT NULL DEFAULT false,
-    CHECK ((worker_id IS NULL) <> (segment IS NULL))
-);
-COMMENT ON TABLE idgen_registry_regression IS
-  'Regressions of the registry seen by nodes (a fence or mark below what a node confirmed), with who reported them; open ones stop claims and takes until idgen_registry_resolve().';
-
--- Records what a node showed the registry to have lost, once per subject and reporting
--- incarnation while it is open (a node retrying adds nothing), naming the reporter: any member
--- of idgen_registry can report, so an operator reads who did before resolving.
-CREATE FUNCTION idgen_registry_report_regression(worker integer, seg text, registry_value bigint,
-                                                 node_value bigint, node text, incarnation_id text)
-RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-  INSERT INTO @extschema@.idgen_registry_regression
-         (worker_id, segment, registry_value, node_value, node_name, incarnation, reported_by,
-          reporter_address)
-  SELECT worker, seg, registry_value, node_value, node, incarnation_id, session_user,
-         host(inet_client_addr())
-   WHERE NOT EXISTS (
-         SELECT FROM @extschema@.idgen_registry_regression g
-          WHERE g.resolved_at IS NULL AND g.worker_id IS NOT DISTINCT FROM worker
-            AND g.segment IS NOT DISTINCT FROM seg
-            AND g.incarnation IS NOT DISTINCT FROM incarnation_id)
-     -- Still true now: the caller compared with a mark read before it waited here (on
-     -- idgen_registry_resolve(), which locks this table), and resolve may have raised it since.
-     AND (seg IS NULL OR EXISTS (
-         SELECT FROM @extschema@.idgen_registry_segment s
-          WHERE s.name = seg AND s.max_id < node_value))
-$$;
-
--- Which server this registry is, and until when it is on probation. A registry that restarted,
--- failed over or was restored (another postmaster start time or system identifier than the one
--- recorded) may have lost commits that no node has shown it yet. For a while it hands out no
--- range (ranges_until: at least twice the longest renewal interval it has seen, at least 20 s)
--- and grants no worker id except to the incarnation that holds it (claims_until: at least the
--- longest lease it has seen, at least 60 s), so that every live holder renews (showing its
--- fence) and every node reports its global segments' marks first; after it, a grant starts no
--- lower than the registry's clock, past every R a lost renewal could have confirmed.
--- A random token made when the extension is created here (not dumped): a dump reloaded into
--- the same running server makes a new one, so it counts as another server too.
-CREATE TABLE idgen_registry_install (token text NOT NULL);
-INSERT INTO idgen_registry_install VALUES (pg_catalog.gen_random_uuid()::text);
-REVOKE ALL ON TABLE idgen_registry_install FROM PUBLIC;
-COMMENT ON TABLE idgen_registry_install IS
-  'A token made at CREATE EXTENSION (not dumped): part of the registry server''s identity.';
-
-CREATE TABLE idgen_registry_server (
-    singleton       boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
-    server_identity text        NOT NULL,
-    ranges_until    timestamptz NOT NULL,
-    claims_until    timestamptz NOT NULL,
-    max_lease_ms    bigint      NOT NULL DEFAULT 0,
-    max_renew_ms    bigint      NOT NULL DEFAULT 0
-);
-COMMENT ON TABLE idgen_registry_server IS
-  'The registry server (system identifier and postmaster start) last seen, the ends of its probation after a change, and the longest lease and renewal interval seen.';
-
--- The ends of the probation, starting one if this server is not the one recorded. Called by the
--- nodes in a statement of its own (hello, and before a range), so that a refused claim or range
--- does not roll the start of the probation back.
-CREATE FUNCTION idgen_registry_probation(OUT ranges_until timestamptz, OUT claims_until timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    me      text;
-    r       @extschema@.idgen_registry_server;
-    lease   bigint;
-    renew   bigint;
-    used    boolean;
-    had_row boolean;
-    now_ts  timestamptz := clock_timestamp();
-BEGIN
-    SELECT format('%s@%s@%s', s.system_identifier,
-                  extract(epoch FROM pg_catalog.pg_postmaster_start_time()),
-                  (SELECT i.token FROM @extschema@.idgen_registry_install i LIMIT 1))
-      INTO me FROM pg_catalog.pg_control_system() s;
-    SELECT * INTO r FROM @extschema@.idgen_registry_server;
-    had_row := FOUND;
-    IF had_row AND r.server_identity = me THEN
-        ranges_until := r.ranges_until;
-        claims_until := r.claims_until;
-        RETURN;
-    END IF;
-    SELECT greatest(coalesce(max(l.lease_ms), 0), r.max_lease_ms, 60000),
-           greatest(2 * coalesce(max(l.renew_interval_ms), 0)::bigint, 2 * r.max_renew_ms, 20000)
-      INTO lease, renew FROM @extschema@.idgen_registry_lease l;
-    lease := coalesce(lease, 60000);
-    renew := coalesce(renew, 20000);
-    -- A registry that has never granted or handed out anything has nothing to lose.
-    used := had_row
-            OR EXISTS (SELECT FROM @extschema@.idgen_registry_lease)
-            OR EXISTS (SELECT FROM @extschema@.idgen_registry_segment WHERE ranges > 0);
-    INSERT INTO @extschema@.idgen_registry_server AS x
-           (singleton, server_identity, ranges_until, claims_until, max_lease_ms, max_renew_ms)
-    VALUES (true, me,
-            CASE WHEN used THEN now_ts + make_interval(secs => renew / 1000.0) ELSE '-infinity' END,
-            CASE WHEN used THEN now_ts + make_interval(secs => lease / 1000.0) ELSE '-infinity' END,
-            coalesce(r.max_lease_ms, 0), coalesce(r.max_renew_ms, 0))
-    ON CONFLICT (singleton) DO UPDATE SET server_identity = excluded.server_identity,
-        ranges_until = excluded.ranges_until, claims_until = excluded.claims_until
-    RETURNING x.ranges_until, x.claims_until INTO ranges_until, claims_until;
-END
-$$;
-
--- Remembers the longest lease and renewal interval seen (for the next probation); writes only
--- when one is longer than recorded, so renewals do not contend on the row.
-CREATE FUNCTION idgen_registry_note_lease(lease_length_ms integer, renew_every_ms integer)
-RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-  UPDATE @extschema@.idgen_registry_server
-     SET max_lease_ms = greatest(max_lease_ms, lease_length_ms),
-         max_renew_ms = greatest(max_renew_ms, renew_every_ms)
-   WHERE max_lease_ms < lease_length_ms OR max_renew_ms < renew_every_ms
-$$;
-
--- The hash the registry keeps of a holder's secret.
-CREATE FUNCTION idgen_registry_key(holder_secret text)
-RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(holder_secret, 'UTF8')), 'hex') $$;
-
--- Refuses (55000) while a regression is open.
-CREATE FUNCTION idgen_registry_check_regressions()
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    n integer;
-BEGIN
-    SELECT count(*) INTO n FROM @extschema@.idgen_registry_regression WHERE resolved_at IS NULL;
-    IF n > 0 THEN
-        RAISE EXCEPTION USING ERRCODE = '55000',
-            MESSAGE = 'the registry has lost commits: no worker id is granted and no range taken until an operator resolves it',
-            DETAIL = format('%s open regression(s) in idgen_registry_regression: nodes had confirmed fences or marks above what the registry holds (a restore, a failover to an asynchronous standby, synchronous_commit off).', n),
-            HINT = 'On the registry, as a superuser: SELECT * FROM idgen_registry_resolve(); (README "A registry that lost commits").';
-    END IF;
-END
-$$;
-
--- A node's global segments' marks (names[i] at marks[i]: the last number of its last range of
--- each): a mark above the registry's is a range the registry lost; reported.
-CREATE FUNCTION idgen_registry_check_marks(segment_names text[], segment_marks bigint[], node text,
-                                           incarnation_id text)
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    found_lost text;
-    m record;
-BEGIN
-    FOR m IN SELECT s.name, s.max_id, k.mark
-               FROM unnest(segment_names, segment_marks) AS k(name, mark)
-               JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
-              WHERE k.mark > s.max_id
-                -- The last range this very node gave back: its report read the mark before
-                -- the give-back (nothing of the range above the new mark was handed out).
-                AND NOT coalesce(s.given_back_by = incarnation_id AND k.mark = s.given_back_from, false) LOOP
-        PERFORM @extschema@.idgen_registry_report_regression(NULL, m.name, m.max_id, m.mark, node, incarnation_id);
-        found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
-    END LOOP;
-    RETURN found_lost;
-END
-$$;
-
-DROP FUNCTION idgen_registry_claim(text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer);
-DROP FUNCTION idgen_registry_renew(integer, text, integer, integer, double precision);
-DROP FUNCTION idgen_registry_release(integer, text, bigint);
-DROP FUNCTION idgen_registry_segment_take(text, integer);
-DROP FUNCTION idgen_registry_segment_give_back(text, bigint, bigint);
-
--- Claims a worker id for a node incarnation: wanted_worker, or with NULL (worker_id = auto) the
--- id this node name held last if free, else the lowest free one. holder_secret is the node's
--- own secret (its SHA-256 is kept); known_tick is the first tick the node's own reservation
--- never reached (0 if none): a floor for its own next ids. Returns the id, the floor (the first
--- tick the node may use) and the fence (R). Errors: 22023 bad arguments or a layout that
--- differs from the fleet's; 55006 the id is held by a live server; 53400 no id is free; 42501
--- this incarnation's lease with another secret; 55000 an open regression; 55P03 a lock not
--- granted within 2 s.
-CREATE FUNCTION idgen_registry_claim(
-    node text, incarnation_id text, holder_secret text, system_id text, on_timeline integer,
-    wanted_worker integer, epoch_ms bigint, worker_bit_count integer, sequence_bit_count integer,
-    tick_ms integer, lease_length_ms integer, renew_every_ms integer, offset_ms double precision,
-    node_port integer, known_tick bigint)
-RETURNS TABLE (worker_id integer, floor_tick bigint, fence_tick bigint,
-               expires_at timestamptz, registry_now timestamptz, previous_holder text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    f          @extschema@.idgen_registry_fleet;
-    l          @extschema@.idgen_registry_lease;
-    now_ts     timestamptz := clock_timestamp();
-    now_ms     bigint;
-    max_worker bigint;
-    chosen     integer;
-    start_at   bigint;
-    bound      bigint;
-    prev       text;
-    key        text;
-    diffs      text[] := '{}';
-    found_row  boolean := false;
-    probation  timestamptz;
-    caller     text := coalesce(host(inet_client_addr()), 'local') || ':' || coalesce(node_port::text, '?');
-BEGIN
-    IF node IS NULL OR octet_length(node) NOT BETWEEN 1 AND 63 OR node !~ '^[A-Za-z0-9._:-]+$' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('invalid node name %L', node),
-            HINT = 'A node name is 1 to 63 bytes of ASCII letters, digits and . _ - :';
-    END IF;
-    IF incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32
-       OR system_id IS NULL OR on_timeline IS NULL OR epoch_ms IS NULL
-       OR worker_bit_count IS NULL OR sequence_bit_count IS NULL OR tick_ms IS NULL
-       OR lease_length_ms IS NULL OR renew_every_ms IS NULL
-       OR lease_length_ms < 1 OR renew_every_ms < 1 OR tick_ms < 1
-       OR known_tick IS NULL OR known_tick < 0 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid worker id claim';
-    END IF;
-    key := @extschema@.idgen_registry_key(holder_secret);
-    now_ms := floor(extract(epoch FROM now_ts) * 1000);
-    -- Claims are rare: one at a time. Renewals (row updates) wait for a claim, and back; at
-    -- most lock_timeout each.
-    LOCK TABLE @extschema@.idgen_registry_lease IN SHARE ROW EXCLUSIVE MODE;
-    PERFORM @extschema@.idgen_registry_check_regressions();
-    probation := (@extschema@.idgen_registry_probation()).claims_until;
-    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
-
-    SELECT * INTO f FROM @extschema@.idgen_registry_fleet;
-    IF NOT FOUND THEN
-        INSERT INTO @extschema@.idgen_registry_fleet
-        VALUES (true, epoch_ms, worker_bit_count, sequence_bit_count, tick_ms, now_ts)
-        RETURNING * INTO f;
-    END IF;
-    IF f.epoch_unix_ms <> epoch_ms THEN
-        diffs := diffs || format('idgen.epoch is %s ms after 1970 in the fleet and %s ms on this node', f.epoch_unix_ms, epoch_ms);
-    END IF;
-    IF f.worker_bits <> worker_bit_count THEN
-        diffs := diffs || format('idgen.worker_bits is %s in the fleet and %s on this node', f.worker_bits, worker_bit_count);
-    END IF;
-    IF f.sequence_bits <> sequence_bit_count THEN
-        diffs := diffs || format('idgen.sequence_bits is %s in the fleet and %s on this node', f.sequence_bits, sequence_bit_count);
-    END IF;
-    IF f.time_unit_ms <> tick_ms THEN
-        diffs := diffs || format('idgen.time_unit_ms is %s in the fleet and %s on this node', f.time_unit_ms, tick_ms);
-    END IF;
-    IF cardinality(diffs) > 0 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = 'this node''s snowflake layout differs from the fleet''s in the registry',
-            DETAIL = array_to_string(diffs, '; ') || '.',
-            HINT = 'Every node of a registry needs the same idgen.epoch, idgen.worker_bits, idgen.sequence_bits and idgen.time_unit_ms: ids of two layouts can collide.';
-    END IF;
-    max_worker := (1::bigint << f.worker_bits) - 1;
-    IF wanted_worker IS NOT NULL AND (wanted_worker < 0 OR wanted_worker > max_worker) THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('worker id %s does not fit the fleet''s layout', wanted_worker),
-            DETAIL = format('idgen.worker_bits = %s allows worker ids 0 to %s.', f.worker_bits, max_worker);
-    END IF;
-
-    -- The node's own reservation can say no more than a holder could have reached: a lease
-    -- ahead (a larger value would only burn the worker id).
-    known_tick := least(known_tick,
-        greatest(now_ms + 2::bigint * lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms);
-
-    -- 1. This incarnation holds one already (a claim whose answer was lost, a client started
-    --    again): only with the same secret (a row of another secret under this incarnation is
-    --    someone else's, and not this node's to find).
-    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-     WHERE r.incarnation = incarnation_id AND r.holder_key = key AND r.released_tick IS NULL
-       AND (wanted_worker IS NULL OR r.worker_id = wanted_worker);
-    IF FOUND THEN
-        chosen := l.worker_id;
-        start_at := l.start_tick;
-    ELSIF probation > now_ts THEN
-        -- A registry that restarted, failed over or was restored may have lost grants and
-        -- renewals no node has shown it yet: every other grant waits until the live holders
-        -- have renewed.
-        RAISE EXCEPTION USING ERRCODE = '55P03',
-            MESSAGE = format('the registry grants no worker id until %s', probation),
-            DETAIL = 'It restarted, failed over or was restored: its leases may lack commits, so live holders renew first.',
-            HINT = 'The claim is tried again; nothing to do.';
-    ELSE
-        -- 2. A promoted standby succeeds its primary: same system, a later timeline, and the
-        --    primary has named it as its streaming standby in a renewal of the last lease
-        --    (attested_standbys). The primary's ids stay below its R; the successor starts
-        --    above it, without waiting for the lease to expire. A restored copy of the primary
-        --    promoted elsewhere was never attested: it waits for the lease like anyone else.
-        SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-         WHERE r.system_identifier = system_id AND r.timeline < on_timeline
-           AND r.released_tick IS NULL AND r.expires_at >= now_ts
-           AND node = ANY (r.attested_standbys) AND node <> r.node_name
-           AND (wanted_worker IS NULL OR r.worker_id = wanted_worker)
-         ORDER BY r.timeline DESC, r.renewed_at DESC LIMIT 1;
-        found_row := FOUND;
-        IF found_row THEN
-            prev := format('%s (timeline %s, succeeded by promotion)', l.node_name, l.timeline);
-        ELSIF wanted_worker IS NOT NULL THEN
-            SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = wanted_worker;
-            found_row := FOUND;
-        ELSE
-            -- 3. auto: the id this node name held last, if it is free.
-            SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-             WHERE r.node_name = node ORDER BY r.renewed_at DESC LIMIT 1;
-            found_row := FOUND;
-        END IF;
-        IF found_row AND prev IS NULL THEN
-            IF l.released_tick IS NOT NULL THEN
-                prev := format('%s (released)', l.node_name);
-            ELSIF l.expires_at < now_ts THEN
-                prev := format('%s (lease expired at %s)', l.node_name, l.expires_at);
-            ELSIF l.node_name = node AND l.system_identifier = system_id AND l.timeline = on_timeline
-                  AND l.address = caller
-                  AND l.renewed_at < now_ts - make_interval(secs => 2.0 * l.renew_interval_ms / 1000.0) THEN
-                -- The same node name, system, timeline and address, silent for two renewal
-                -- intervals: a restart after a crash (a copy elsewhere, or promoted, is not).
-                prev := format('%s (not renewed since %s)', l.node_name, l.renewed_at);
-            ELSIF l.node_name = node THEN
-                RAISE EXCEPTION USING ERRCODE = '55006',
-                    MESSAGE = format('node name %L holds worker id %s in another live server', node, l.worker_id),
-                    DETAIL = format('It renewed its lease %s s ago; a second server with the same node name is refused while the first renews.',
-                                    round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3)),
-                    HINT = 'Give each server its own idgen.node_name (or cluster_name): a base backup or a copied configuration carries the original''s.';
-            ELSE
-                RAISE EXCEPTION USING ERRCODE = '55006',
-                    MESSAGE = format('worker id %s is held by node %L', l.worker_id, l.node_name),
-                    DETAIL = format('It renewed its lease %s s ago; it expires at %s.',
-                                    round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3), l.expires_at),
-                    HINT = 'Choose another idgen.worker_id, or idgen.worker_id = auto.';
-            END IF;
-        END IF;
-        IF NOT found_row AND wanted_worker IS NULL THEN
-            -- 4. auto: the lowest free id: never leased, released, or expired.
-            SELECT min(c) INTO chosen FROM (
-                SELECT 0 AS c WHERE NOT EXISTS (SELECT FROM @extschema@.idgen_registry_lease WHERE worker_id = 0)
-                UNION ALL
-                SELECT r.worker_id + 1 FROM @extschema@.idgen_registry_lease r
-                 WHERE r.worker_id + 1 <= max_worker
-                   AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_lease s WHERE s.worker_id = r.worker_id + 1)
-                UNION ALL
-                SELECT r.worker_id FROM @extschema@.idgen_registry_lease r
-                 WHERE r.worker_id <= max_worker AND (r.released_tick IS NOT NULL OR r.expires_at < now_ts)
-            ) free;
-            IF chosen IS NULL THEN
-                RAISE EXCEPTION USING ERRCODE = '53400',
-                    MESSAGE = 'no free worker id in the registry',
-                    DETAIL = format('All %s worker ids of idgen.worker_bits = %s are held by live servers.', max_worker + 1, f.worker_bits),
-                    HINT = 'Stop a server you no longer need (its lease is released at a clean shutdown, or expires), or start a new fleet with more worker bits.';
-            END IF;
-            SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = chosen;
-            found_row := FOUND;
-            IF found_row THEN
-                prev := format('%s (%s)', l.node_name,
-                               CASE WHEN l.released_tick IS NOT NULL THEN 'released' ELSE 'lease expired' END);
-            END IF;
-        END IF;
-        chosen := coalesce(l.worker_id, wanted_worker, chosen);
-        start_at := CASE WHEN NOT found_row THEN 0
-                         WHEN l.released_tick IS NOT NULL THEN l.released_tick
-                         ELSE l.fence_tick + 1 END;
-        -- The node's own reservation: it issued nothing at or past it, but maybe up to it.
-        IF found_row AND l.node_name = node AND l.worker_id = chosen THEN
-            start_at := greatest(start_at, known_tick);
-        END IF;
-        -- Never below the registry's clock: a lease that expired had its R below it, and one
-        -- that a registry lost (restored, failed over) had its R at most a lease past the last
-        -- renewal, which the probation has outlasted.
-        start_at := greatest(start_at, greatest(now_ms - f.epoch_unix_ms, 0) / f.time_unit_ms);
-    END IF;
-
-    bound := greatest(
-        greatest(now_ms + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms,
-        start_at + ceil(lease_length_ms::numeric / f.time_unit_ms)::bigint,
-        CASE WHEN l.incarnation = incarnation_id AND l.released_tick IS NULL THEN l.fence_tick END);
-    INSERT INTO @extschema@.idgen_registry_lease AS r
-        (worker_id, node_name, incarnation, system_identifier, timeline, address, start_tick,
-         fence_tick, released_tick, lease_ms, renew_interval_ms, claimed_at, renewed_at,
-         expires_at, clock_offset_ms, renewals, holder_key, attested_standbys)
-    VALUES (chosen, node, incarnation_id, system_id, on_timeline,
-            coalesce(host(inet_client_addr()), 'local') || ':' || coalesce(node_port::text, '?'),
-            start_at, bound, NULL, lease_length_ms, renew_every_ms, now_ts, now_ts,
-            now_ts + make_interval(secs => lease_length_ms / 1000.0), offset_ms, 0, key, '{}')
-    ON CONFLICT ON CONSTRAINT idgen_registry_lease_pkey DO UPDATE SET
-        node_name = excluded.node_name, incarnation = excluded.incarnation,
-        system_identifier = excluded.system_identifier, timeline = excluded.timeline,
-        address = excluded.address, start_tick = excluded.start_tick,
-        fence_tick = excluded.fence_tick, released_tick = NULL, lease_ms = excluded.lease_ms,
-        renew_interval_ms = excluded.renew_interval_ms,
-        claimed_at = CASE WHEN r.incarnation = excluded.incarnation THEN r.claimed_at ELSE excluded.claimed_at END,
-        renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
-        clock_offset_ms = excluded.clock_offset_ms, renewals = 0,
-        holder_key = excluded.holder_key, attested_standbys = '{}';
-    RETURN QUERY SELECT chosen, start_at, bound,
-                        now_ts + make_interval(secs => lease_length_ms / 1000.0), now_ts, prev;
-END
-$$;
-
--- Renews a lease: moves R to the tick at now + lease (never back) and the expiry to now +
--- lease, for the holder that shows its secret. known_fence is the R the node last had
--- confirmed; standbys are the node names of the holder's streaming standbys (they may succeed
--- it by promotion). A registry whose R is below known_fence has lost commits: the regression
--- is recorded (claims and takes stop until idgen_registry_resolve()). While a regression is
--- open, the lease is kept alive (at an R never below the node's) and the answer's regression
--- column says why: the node then extends nothing, issuing only below the R it had confirmed.
--- Errors: 55006 this incarnation no longer holds the worker id; 42501 the secret does not
--- match; 55P03 a lock not granted within 2 s.
-CREATE FUNCTION idgen_registry_renew(
-    held_worker integer, incarnation_id text, holder_secret text, lease_length_ms integer,
-    renew_every_ms integer, offset_ms double precision, known_fence bigint,
-    standbys text[] DEFAULT '{}', segment_names text[] DEFAULT '{}',
-    segment_marks bigint[] DEFAULT '{}')
-RETURNS TABLE (fence_tick bigint, expires_at timestamptz, registry_now timestamptz, regression text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    now_ts timestamptz := clock_timestamp();
-    l      @extschema@.idgen_registry_lease;
-    lost   text;
-BEGIN
-    IF lease_length_ms IS NULL OR lease_length_ms < 1 OR renew_every_ms IS NULL OR renew_every_ms < 1
-       OR holder_secret IS NULL OR known_fence IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease renewal';
-    END IF;
-    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-     WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = held_worker;
-        IF NOT FOUND OR coalesce(l.released_tick - 1, l.fence_tick) < known_fence THEN
-            -- This node was confirmed a fence the registry's row never reached (or there is
-            -- no row): the registry lost this node's claim or renewals. Reported (for the
-            -- operator; it raises nothing, the probation keeps others off the id), and answered
-            -- (not raised, so that the report commits) as a regression: the node extends
-            -- nothing.
-            IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_regression g
-                            WHERE g.worker_id = held_worker AND g.incarnation = incarnation_id
-                              AND g.resolved_at IS NOT NULL) THEN
-                PERFORM @extschema@.idgen_registry_report_regression(held_worker, NULL,
-                    coalesce(l.released_tick - 1, l.fence_tick, -1), known_fence, NULL, incarnation_id);
-                RETURN QUERY SELECT NULL::bigint, NULL::timestamptz, now_ts,
-                    format('the registry has no lease of worker id %s up to tick %s that it confirmed to this node: the registry has lost commits', held_worker, known_fence);
-                RETURN;
-            END IF;
-            -- Reported and resolved: the lease is gone from the registry; this server stays
-            -- below its fence until a restart claims anew (55006 below).
-        END IF;
-        RAISE EXCEPTION USING ERRCODE = '55006',
-            MESSAGE = format('worker id %s is no longer leased to this server', held_worker),
-            DETAIL = CASE WHEN NOT FOUND THEN 'The registry has no lease of it.'
-                          WHEN l.released_tick IS NOT NULL THEN 'Its lease was released.'
-                          ELSE format('Node %L took it over at %s, after this server''s lease expired.', l.node_name, l.claimed_at) END,
-            HINT = 'Restart this server to claim a worker id again; until then its ids stop at the last confirmed end of its lease.';
-    END IF;
-    IF l.holder_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = format('only the holder of worker id %s can renew its lease', held_worker);
-    END IF;
-    lost := @extschema@.idgen_registry_check_marks(segment_names, segment_marks, l.node_name, incarnation_id);
-    IF l.fence_tick < known_fence THEN
-        PERFORM @extschema@.idgen_registry_report_regression(held_worker, NULL, l.fence_tick, known_fence, l.node_name, incarnation_id);
-        lost := format('the registry''s fence of worker id %s is tick %s, below tick %s that it confirmed to this node: the registry has lost commits',
-                       held_worker, l.fence_tick, known_fence);
-    ELSIF lost IS NULL AND EXISTS (SELECT FROM @extschema@.idgen_registry_regression g WHERE g.resolved_at IS NULL) THEN
-        -- Another node found the registry behind: nothing it says is believed until resolved.
-        lost := 'the registry has lost commits (an open regression in idgen_registry_regression)';
-    END IF;
-    UPDATE @extschema@.idgen_registry_lease r
-       SET fence_tick = greatest(r.fence_tick, known_fence,
-                                 greatest(floor(extract(epoch FROM now_ts) * 1000)::bigint + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms),
-           renewed_at = now_ts,
-           expires_at = now_ts + make_interval(secs => lease_length_ms / 1000.0),
-           lease_ms = lease_length_ms, renew_interval_ms = renew_every_ms,
-           clock_offset_ms = offset_ms, renewals = r.renewals + 1,
-           attested_standbys = coalesce(standbys, '{}')
-      FROM @extschema@.idgen_registry_fleet f
-     WHERE r.worker_id = held_worker
-    RETURNING r.* INTO l;
-    -- After the lease row (a claim holds the lease table and then writes the server row).
-    PERFORM @extschema@.idgen_registry_probation();
-    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
-    RETURN QUERY SELECT l.fence_tick, l.expires_at, now_ts, lost;
-END
-$$;
-
--- Releases a lease at a clean shutdown, recording the holder's final reservation: the next
--- holder starts there. Returns false if this incarnation held nothing. Errors: 42501 the
--- secret does not match.
-CREATE FUNCTION idgen_registry_release(held_worker integer, incarnation_id text, holder_secret text, final_tick bigint)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    l   @extschema@.idgen_registry_lease;
-    cap bigint;
-BEGIN
-    IF holder_secret IS NULL OR final_tick IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease release';
-    END IF;
-    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-     WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN false;
-    END IF;
-    IF l.holder_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = format('only the holder of worker id %s can release its lease', held_worker);
-    END IF;
-    -- Never below the start or the fence the registry holds: a final reservation above the
-    -- fence (a registry that lost the renewals behind it) is believed, since it comes from
-    -- the holder itself, up to a lease ahead of the clock (no holder reaches further).
-    -- A lease ahead of the clock, and never below the fence the registry itself granted (a
-    -- floor may be further ahead than twice this holder's own lease: a promotion from a
-    -- primary with a longer one).
-    SELECT greatest(greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-                    + 2::bigint * l.lease_ms - f.epoch_unix_ms, 0) / f.time_unit_ms,
-                    l.fence_tick + 1)
-      INTO cap FROM @extschema@.idgen_registry_fleet f;
-    UPDATE @extschema@.idgen_registry_lease r
-       SET released_tick = greatest(least(final_tick, cap), r.start_tick),
-           fence_tick = greatest(r.fence_tick, least(final_tick, cap) - 1),
-           expires_at = clock_timestamp()
-     WHERE r.worker_id = held_worker;
-    RETURN true;
-END
-$$;
-
--- Takes the next range of a global segment for a node: the numbers after the mark, step_size
--- of them (fewer at the bigint maximum), in one committed UPDATE, recording the range's first
--- number and its taker. known_mark is the mark the node saw at its last range (NULL for none):
--- a mark below it means the registry lost commits; the regression is recorded and no range is
--- handed out (the answer's columns are NULL and regression says why). Errors: 42704 no such
--- segment; 2200H the segment has run out; 55000 an open regression; 55P03 a lock not granted
--- within 2 s.
-CREATE FUNCTION idgen_registry_segment_take(segment text, step_size integer, incarnation_id text,
-                                            holder_secret text, known_mark bigint)
-RETURNS TABLE (first_id bigint, last_id bigint, base_step integer, regression text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    s     @extschema@.idgen_registry_segment;
-    first bigint;
-BEGIN
-    IF step_size IS NULL OR step_size < 1 OR incarnation_id IS NULL OR holder_secret IS NULL
-       OR octet_length(holder_secret) < 32 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid range request';
-    END IF;
-    SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
-    END IF;
-    IF s.max_id < known_mark
-       AND NOT coalesce(s.given_back_by = incarnation_id AND known_mark = s.given_back_from, false) THEN
-        PERFORM @extschema@.idgen_registry_report_regression(NULL, segment, s.max_id, known_mark, NULL, incarnation_id);
-        RETURN QUERY SELECT NULL::bigint, NULL::bigint, s.step,
-            format('global segment %L''s mark in the registry is %s, below %s that this node saw: the registry has lost commits',
-                   segment, s.max_id, known_mark);
-        RETURN;
-    END IF;
-    IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
-        -- After a restart, failover or restore the registry may have lost ranges whose takers
-        -- have not reported their marks yet: none is handed out until they have.
-        RAISE EXCEPTION USING ERRCODE = '55P03',
-            MESSAGE = format('the registry hands out no range until %s', (@extschema@.idgen_registry_probation()).ranges_until),
-            DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.',
-            HINT = 'The refill is tried again; cached ranges serve meanwhile.';
-    END IF;
-    PERFORM @extschema@.idgen_registry_check_regressions();
-    IF s.max_id = 9223372036854775807 THEN
-        RAISE EXCEPTION USING ERRCODE = '2200H', MESSAGE = format('global segment %L has run out of numbers', segment);
-    END IF;
-    first := s.max_id + 1;
-    UPDATE @extschema@.idgen_registry_segment r
-       SET max_id = CASE WHEN s.max_id > 9223372036854775807 - step_size THEN 9223372036854775807
-                         ELSE s.max_id + step_size END,
-           ranges = r.ranges + 1, updated_at = clock_timestamp(),
-           taken_first = first, taker = incarnation_id,
-           taker_key = @extschema@.idgen_registry_key(holder_secret)
-     WHERE r.name = segment
-    RETURNING r.* INTO s;
-    RETURN QUERY SELECT first, s.max_id, s.step, NULL::text;
-END
-$$;
-
--- The registry's side of a give-back (README "Give-back"): the node that took a global
--- segment's last range, showing its secret, lowers the mark to new_mark, if the mark is still
--- the one its range set (expected_mark) and new_mark is not below that range's first number
--- minus one: only numbers of the last range go back, never those of an earlier range, which
--- may lie below another node's. True if it did; false if someone took a range since. Errors:
--- 42501 the caller did not take the last range (or showed another secret); 22023 new_mark
--- below the last range.
-CREATE FUNCTION idgen_registry_segment_give_back(segment text, incarnation_id text, holder_secret text,
-                                                 expected_mark bigint, new_mark bigint)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    s @extschema@.idgen_registry_segment;
-BEGIN
-    IF incarnation_id IS NULL OR holder_secret IS NULL OR expected_mark IS NULL OR new_mark IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid give-back';
-    END IF;
-    SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
-    IF NOT FOUND OR s.max_id <> expected_mark THEN
-        RETURN false;
-    END IF;
-    IF s.taker IS DISTINCT FROM incarnation_id
-       OR s.taker_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = format('only the node that took global segment %L''s last range can give numbers back', segment);
-    END IF;
-    IF new_mark >= expected_mark THEN
-        RETURN false;
-    END IF;
-    IF new_mark < s.taken_first - 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('a give-back of global segment %L may return only numbers of its last range, %s to %s', segment, s.taken_first, s.max_id);
-    END IF;
-    UPDATE @extschema@.idgen_registry_segment r
-       SET max_id = new_mark, updated_at = clock_timestamp(), taker = NULL, taker_key = NULL,
-           given_back_by = incarnation_id, given_back_from = expected_mark
-     WHERE r.name = segment;
-    RETURN true;
-END
-$$;
-
--- Ends the open regressions (README "A registry that lost commits"), as a superuser on the
--- registry once every node has reported: raises each lease's R and each global segment's mark
--- to the highest value a node reported, so that no holder or taker starts below what was
--- handed out, and closes them. Reports listed in dismiss (their ids; read reported_by first:
--- any member of idgen_registry can report) are closed without raising anything. Reports arriving
--- meanwhile wait for it (the table is locked first), so none is closed unapplied. Returns what
--- it raised.
-CREATE FUNCTION idgen_registry_resolve(dismiss bigint[] DEFAULT '{}')
-RETURNS TABLE (worker_id integer, segment text, raised_from bigint, raised_to bigint)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-BEGIN
-    LOCK TABLE @extschema@.idgen_registry_regression IN SHARE ROW EXCLUSIVE MODE;
-    UPDATE @extschema@.idgen_registry_regression g
-       SET resolved_at = clock_timestamp(), dismissed = true
-     WHERE g.resolved_at IS NULL AND g.id = ANY (coalesce(dismiss, '{}'));
-    -- A worker id's report raises nothing here: a holder whose row survived raised its R with
-    -- its own renewal (only the holder can); one whose row was lost is told so at its next
-    -- renewal (55006: it stays below its fence until a restart claims anew); and the probation
-    -- kept everyone else off the id until every R a lost renewal could have confirmed had
-    -- passed (with one lease length for the whole fleet). Such reports are only closed.
-    RETURN QUERY
-    WITH worst AS (
-        SELECT g.segment, max(g.node_value) AS v FROM @extschema@.idgen_registry_regression g
-         WHERE g.resolved_at IS NULL AND g.segment IS NOT NULL GROUP BY g.segment),
-    raised AS (
-        UPDATE @extschema@.idgen_registry_segment r
-           SET max_id = w.v, taker = NULL, taker_key = NULL, updated_at = clock_timestamp()
-          FROM worst w, (SELECT name, max_id FROM @extschema@.idgen_registry_segment) o
-         WHERE r.name = w.segment AND o.name = r.name AND r.max_id < w.v
-        RETURNING r.name, o.max_id AS before, r.max_id AS after)
-    SELECT NULL::integer, raised.name, raised.before, raised.after FROM raised;
-    UPDATE @extschema@.idgen_registry_regression g SET resolved_at = clock_timestamp()
-     WHERE g.resolved_at IS NULL;
-END
-$$;
-
--- A node without a worker id (it only draws global segments) reports its marks with this,
--- every renewal interval, as renewals do. Returns the registry's clock and what it found lost.
-CREATE FUNCTION idgen_registry_report(node text, incarnation_id text, segment_names text[],
-                                      segment_marks bigint[], renew_every_ms integer)
-RETURNS TABLE (registry_now timestamptz, regression text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-BEGIN
-    PERFORM @extschema@.idgen_registry_probation();
-    IF renew_every_ms > 0 THEN
-        PERFORM @extschema@.idgen_registry_note_lease(0, renew_every_ms);
-    END IF;
-    RETURN QUERY SELECT clock_timestamp(),
-        @extschema@.idgen_registry_check_marks(segment_names, segment_marks, node, incarnation_id);
-END
-$$;
-
-SELECT pg_catalog.pg_extension_config_dump('idgen_registry_regression', '');
-SELECT pg_catalog.pg_extension_config_dump('idgen_registry_server', '');
-
-COMMENT ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) IS
-  'Registry: claims a worker id for a node incarnation and its secret; returns the floor and fence ticks.';
-COMMENT ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) IS
-  'Registry: renews a worker id lease for its holder (secret); returns the new fence tick, or the regression it detected.';
-COMMENT ON FUNCTION idgen_registry_release(integer, text, text, bigint) IS
-  'Registry: releases a worker id lease at a clean shutdown (holder''s secret), recording the final reservation.';
-COMMENT ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) IS
-  'Registry: the next range of a global segment, in one committed UPDATE, recording its taker.';
-COMMENT ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) IS
-  'Registry: the taker of a global segment''s last range lowers the mark within that range (a node gives back its unused numbers).';
-COMMENT ON FUNCTION idgen_registry_resolve(bigint[]) IS
-  'Registry (superuser): raises fences and marks to what nodes reported (except the dismissed reports) and closes the open regressions.';
-COMMENT ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) IS
-  'Registry: a node without a worker id reports its global segments'' marks.';
-COMMENT ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) IS
-  'Registry: records a regression a node found, once per subject and reporter while open.';
-COMMENT ON FUNCTION idgen_registry_probation() IS
-  'Registry: the ends of its probation (ranges, claims) after a restart, failover or restore.';
-COMMENT ON FUNCTION idgen_registry_note_lease(integer, integer) IS
-  'Registry: remembers the longest lease and renewal interval seen.';
-COMMENT ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) IS
-  'Registry: reports the global segment marks of a node that are above the registry''s.';
-COMMENT ON FUNCTION idgen_registry_key(text) IS 'Registry: the SHA-256 kept of a holder''s secret.';
-COMMENT ON FUNCTION idgen_registry_check_regressions() IS 'Registry: 55000 while a regression is open.';
-
-REVOKE ALL ON TABLE idgen_registry_regression FROM PUBLIC;
-GRANT SELECT ON TABLE idgen_registry_regression TO pg_monitor;
-REVOKE EXECUTE ON FUNCTION idgen_registry_key(text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_check_regressions() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_resolve(bigint[]) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_probation() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_probation() TO idgen_registry;
-REVOKE EXECUTE ON FUNCTION idgen_registry_note_lease(integer, integer) FROM PUBLIC;
-REVOKE ALL ON TABLE idgen_registry_server FROM PUBLIC;
-GRANT SELECT ON TABLE idgen_registry_server TO pg_monitor;
-REVOKE EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_release(integer, text, text, bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_release(integer, text, text, bigint) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) TO idgen_registry;
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- src/snowflake/status.rs:30
 -- idgen::snowflake::status::snowflake_status
 CREATE  FUNCTION "snowflake_status"() RETURNS TABLE (
@@ -2226,6 +401,40 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/sql.rs:19
+-- requires:
+--   snowflake_nextval
+--   snowflake_nextvals
+--   snowflake_currval
+--   snowflake_decode
+--   snowflake_timestamp
+--   snowflake_compose
+--   snowflake_status
+
+-- idgen's install script: Snowflake ids (README "Snowflake ids"). pgrx creates the functions
+-- (src/snowflake/); this file documents them.
+
+COMMENT ON FUNCTION snowflake_nextval() IS
+  'Next Snowflake id of this server (41-bit ms time | 10-bit worker id | 12-bit sequence): unique, strictly increasing per server.';
+COMMENT ON FUNCTION snowflake_nextvals(integer) IS
+  'count consecutive Snowflake ids from one reservation, in increasing order.';
+COMMENT ON FUNCTION snowflake_currval() IS
+  'Last Snowflake id returned in this session; error before the first.';
+COMMENT ON FUNCTION snowflake_decode(bigint) IS
+  'Tick start time, worker id and sequence of a Snowflake id under this server''s layout.';
+COMMENT ON FUNCTION snowflake_timestamp(bigint) IS
+  'Start of the tick in which a Snowflake id was issued.';
+COMMENT ON FUNCTION snowflake_compose(timestamptz, integer, integer) IS
+  'Lowest Snowflake id at a time for a worker id and sequence: bounds for range scans and partitions.';
+COMMENT ON FUNCTION snowflake_status() IS
+  'This server''s Snowflake generator: worker id, layout, epoch, last id, drift and borrowed ticks.';
+
+-- One row each: tell the planner (a set-returning function is estimated at 1000 rows).
+ALTER FUNCTION snowflake_decode(bigint) ROWS 1;
+ALTER FUNCTION snowflake_status() ROWS 1;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/sqids.rs:185
 -- idgen::sqids::sqids_decode
 CREATE  FUNCTION "sqids_decode"(
@@ -2252,105 +461,192 @@ AS 'MODULE_PATHNAME', 'sqids_encode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/mod.rs:268
+-- src/sql.rs:34
 -- requires:
---   v0_5_0
---   sqids::sqids_encode
---   sqids::sqids_decode
---   status::snowflake_status
+--   snowflake
+--   snowflake_format
+--   snowflake_parse
+--   sqids_encode
+--   sqids_decode
 
--- idgen 0.5.0 -> 0.6.0: serial numbers rebuilt in Rust (issue 29; README "Serial numbers").
--- Also part of every fresh CREATE EXTENSION idgen (src/serial/mod.rs includes this file, after
--- 0.5.0's), so a fresh install and an upgraded one have the same objects.
---
--- idgen 0.4.0's serials were SECURITY DEFINER PL/pgSQL: a database owner could run code as the
--- superuser through an overload of segment_create, their counters were segments found by name
--- prefix, and a drop was not transactional. Now:
---   * idgen_serial has an id (never reused) and an ACL (USAGE per serial, serial_grant);
---   * idgen_serial_counter holds every counter, fast and gapless, keyed by (serial id, period):
---     a gapless counter's last committed number, a fast counter's high-water mark (moved up by
---     the segment allocator in transactions of its own, its ranges cached in shared memory);
---   * the functions are C (Rust), not SECURITY DEFINER: they check the caller's rights, then
---     read and write these tables as their owner with a pinned search_path.
+-- idgen's install script: text forms and short ids for the web (README "Text forms and short
+-- ids"). pgrx creates the functions (src/snowflake/text.rs, src/sqids.rs); this file documents
+-- them.
 
-\echo Use "ALTER EXTENSION idgen UPDATE TO '0.6.0'" to load this file. \quit
+COMMENT ON FUNCTION snowflake_format(bigint, text) IS
+  'Text form of a Snowflake id: prefix + UTC yyyyMMddHHmmssSSS of its tick + worker id + sequence, fixed width; sorts as the ids do.';
+COMMENT ON FUNCTION snowflake_parse(text) IS
+  'The Snowflake id of a text made by snowflake_format (any prefix).';
+COMMENT ON FUNCTION sqids_encode(bigint, text, integer) IS
+  'Short text of a non-negative bigint for URLs (sqids.org): alphabet NULL for the default, padded to min_length (0-255). Not encryption: anyone can decode it.';
+COMMENT ON FUNCTION sqids_decode(text, text, integer) IS
+  'The bigint whose sqid (as sqids_encode makes it, with the same alphabet and min_length) is the text; 22P02 for any other text.';
+/* </end connected objects> */
 
-DROP VIEW idgen_serials;
-DROP FUNCTION serial_nextval(text);
-DROP FUNCTION serial_create(text, text, text, text, boolean, text);
-DROP FUNCTION serial_alter(text, text, text);
-DROP FUNCTION serial_drop(text);
+/* <begin connected objects> */
+-- src/sql.rs:47
+-- requires:
+--   web
+--   segment_create_cached
+--   segment_alter_cached
+--   segment_drop
+--   segment_setval
+--   segment_interleave_ready
+--   segment_nextval
+--   segment_nextvals
+--   segment_currval
+--   segment_cache_status
 
--- 0.4.0 took any zone AT TIME ZONE accepts; 0.6.0 reads IANA zones only (an abbreviation or
--- a POSIX offset means what each session's settings say). A serial with another zone would
--- print other times or periods after the update, so the update refuses it.
-DO $$
-DECLARE
-    bad text;
+-- idgen's install script: segments (README "Segments", DESIGN.md §2). pgrx creates the C
+-- functions (src/segment/mod.rs); this file holds the catalog table, segment_status() and the
+-- segments' privileges and comments.
+
+-- The catalog of segments. One row per segment: max_id is its high-water mark. Every number
+-- <= max_id may already have been handed out; numbers above it never have. Only idgen's
+-- allocator background worker writes this table, each advance in a committed transaction of
+-- its own, before any number of the new range is used.
+--   scope: local (its mark is here) or global (its mark is in the registry; max_id here is the
+--          registry's mark as of this node's last range);
+--   cache: the per-backend cache, as a sequence's CACHE: 1 none (every number from the range
+--          shared in memory), n > 1 blocks of n numbers a backend takes at once and hands out
+--          itself, 0 blocks that adapt to each session's rate.
+CREATE TABLE idgen_segment (
+    name        text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 63),
+    max_id      bigint      NOT NULL,
+    step        integer     NOT NULL CHECK (step > 0),
+    description text        CHECK (octet_length(description) <= 1024),
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    scope       text        NOT NULL DEFAULT 'local' CHECK (scope IN ('local', 'global')),
+    cache       integer     NOT NULL DEFAULT 1 CHECK (cache BETWEEN 0 AND 1000000)
+);
+COMMENT ON TABLE idgen_segment IS
+  'Segment high-water marks: numbers <= max_id may have been handed out, numbers above never. Written only by the idgen allocator worker.';
+
+-- pg_dump carries every row (the cache with it): the high-water marks survive dump and restore.
+SELECT pg_catalog.pg_extension_config_dump('idgen_segment', '');
+
+-- Everyone may read the high-water marks; nobody but the extension (its allocator) writes them.
+REVOKE ALL ON TABLE idgen_segment FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_segment TO PUBLIC;
+
+-- Each segment with what this server caches of it.
+CREATE FUNCTION @extschema@.segment_status()
+RETURNS TABLE (
+    name text, max_id bigint, step integer, description text,
+    cached_step bigint,
+    current_first bigint, current_last bigint, current_used bigint,
+    next_first bigint, next_last bigint,
+    refills bigint, last_refill_at timestamptz, refill_pending boolean,
+    cache integer
+)
+LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $status$
 BEGIN
-    SELECT pg_catalog.string_agg(pg_catalog.format('%L (%L)'::pg_catalog.text, s.name, s.time_zone), ', '::pg_catalog.text) INTO bad
-      FROM @extschema@.idgen_serial s
-     WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_names z WHERE z.name = s.time_zone);
-    IF bad IS NOT NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = pg_catalog.format('serials with a time zone that is not an IANA zone name: %s'::pg_catalog.text, bad),
-            HINT = 'Recreate them with an IANA zone (pg_timezone_names) before the update: idgen 0.6.0 reads time zones the same in every session.';
+    -- The query below names idgen's schema as it was called at install (as idgen_adopt_column;
+    -- the event trigger idgen_schema_guard refuses renaming it).
+    IF pg_catalog.to_regnamespace('@extschema@'::pg_catalog.text)::pg_catalog.oid IS DISTINCT FROM
+       (SELECT e.extnamespace FROM pg_catalog.pg_extension e
+         WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name) THEN
+        RAISE EXCEPTION 'segment_status: the schema idgen was installed in was renamed'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Rename it back: idgen is not relocatable.';
     END IF;
+    RETURN QUERY
+      SELECT s.name, s.max_id, s.step, s.description,
+             c.cached_step, c.current_first, c.current_last, c.current_used,
+             c.next_first, c.next_last, COALESCE(c.refills, 0::pg_catalog.int8), c.last_refill_at,
+             COALESCE(c.refill_pending, false), s.cache
+        FROM @extschema@.idgen_segment s
+        LEFT JOIN @extschema@.segment_cache_status() c ON c.name OPERATOR(pg_catalog.=) s.name
+       ORDER BY s.name;
 END
-$$;
+$status$;
+COMMENT ON FUNCTION segment_status() IS
+  'Each segment: high-water mark, step, the cached current and next ranges, dynamic step and refills, per-backend cache.';
 
--- Serials get an id, a scope, and who may draw: PUBLIC (usage_public) and the roles named in
--- usage_roles (by name, not OID: a dump restored elsewhere keeps its meaning, and aclitem
--- would stop pg_upgrade to PostgreSQL 16, whose aclitem format changed).
+-- Changing segments is for superusers and members of idgen_admin; drawing numbers is for all.
+REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION segment_drop(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION segment_setval(text, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION segment_interleave_ready(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text, integer) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION segment_drop(text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION segment_setval(text, bigint) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION segment_interleave_ready(bigint) TO idgen_admin;
+
+COMMENT ON FUNCTION segment_create(text, bigint, integer, text, text, integer) IS
+  'Creates a segment whose first number is start, refilled step numbers at a time; not undone by ROLLBACK. scope => ''global'': its numbers come from the registry, shared by every node. cache => n: each backend takes blocks of n numbers (0: blocks that adapt to its rate).';
+COMMENT ON FUNCTION segment_alter(text, integer, text, integer) IS
+  'Changes a segment''s step, description (NULL keeps, '''' clears it) and per-backend cache (NULL keeps).';
+COMMENT ON FUNCTION segment_nextval(text) IS
+  'Next number of a segment: dense, increasing, never handed out twice; one atomic add on a range cached in shared memory.';
+COMMENT ON FUNCTION segment_nextvals(text, integer) IS
+  'count numbers of a segment, increasing.';
+COMMENT ON FUNCTION segment_currval(text) IS
+  'Last number of the segment returned in this session; error before the first.';
+COMMENT ON FUNCTION segment_setval(text, bigint) IS
+  'Moves a segment forward: later numbers are greater than value. Never backwards.';
+COMMENT ON FUNCTION segment_interleave_ready(bigint) IS
+  'Growing from N to M servers: confirms idgen.segment_interleave_until = until is in force here and no segment is past it; returns the highest mark.';
+COMMENT ON FUNCTION segment_drop(text) IS
+  'Drops a segment and its cached numbers; not undone by ROLLBACK.';
+COMMENT ON FUNCTION segment_cache_status() IS
+  'Internal: this database''s segments in the shared cache; use segment_status().';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql.rs:65
+-- requires:
+--   segment
+
+-- idgen's install script: business serial numbers (README "Serial numbers"). The functions are
+-- C (src/serial/), declared here (`sql = false` in Rust): they check the caller's rights, then
+-- read and write these tables as their owner with a pinned search_path; none is SECURITY
+-- DEFINER.
+
+-- Serial definitions: an id (never reused), the format, the reset period and its IANA time
+-- zone, the mode (gapless or fast), the scope (local, or global: counter ranges from the
+-- registry), and who may draw: PUBLIC (usage_public) and the roles named in usage_roles (by
+-- name: a dump restored elsewhere keeps its meaning, and aclitem would stop pg_upgrade to
+-- PostgreSQL 16, whose aclitem format changed).
 CREATE SEQUENCE idgen_serial_id_seq AS bigint;
-SELECT pg_catalog.pg_extension_config_dump('idgen_serial_id_seq', '');
-ALTER TABLE idgen_serial
-    ADD COLUMN id bigint,
-    ADD COLUMN scope text NOT NULL DEFAULT 'local' CHECK (scope IN ('local', 'global')),
-    ADD COLUMN usage_public boolean NOT NULL DEFAULT false,
-    ADD COLUMN usage_roles text[] NOT NULL DEFAULT '{}';
-UPDATE idgen_serial SET id = pg_catalog.nextval('@extschema@.idgen_serial_id_seq'::pg_catalog.regclass);
-ALTER TABLE idgen_serial
-    ALTER COLUMN id SET DEFAULT pg_catalog.nextval('@extschema@.idgen_serial_id_seq'::pg_catalog.regclass),
-    ALTER COLUMN id SET NOT NULL,
-    ADD CONSTRAINT idgen_serial_id_key UNIQUE (id),
-    ADD CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless);
+CREATE TABLE idgen_serial (
+    name         text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 40),
+    format       text        NOT NULL CHECK (octet_length(format) BETWEEN 1 AND 256),
+    reset        text        NOT NULL CHECK (reset IN ('day', 'month', 'year', 'never')),
+    time_zone    text        NOT NULL,
+    gapless      boolean     NOT NULL,
+    description  text        CHECK (octet_length(description) <= 1024),
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    id           bigint      NOT NULL
+                 DEFAULT pg_catalog.nextval('@extschema@.idgen_serial_id_seq'::pg_catalog.regclass),
+    scope        text        NOT NULL DEFAULT 'local' CHECK (scope IN ('local', 'global')),
+    usage_public boolean     NOT NULL DEFAULT false,
+    usage_roles  text[]      NOT NULL DEFAULT '{}',
+    CONSTRAINT idgen_serial_id_key UNIQUE (id),
+    CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless)
+);
 ALTER SEQUENCE idgen_serial_id_seq OWNED BY idgen_serial.id;
--- Every role could draw from every serial in 0.4.0: existing serials keep that (PUBLIC).
-UPDATE idgen_serial SET usage_public = true;
 
--- Counters by serial id. The gapless counters move over as they are; each fast serial's
--- counter segments ('serial:<name>:<period>', exact names only) become counters whose mark is
--- the segment's (every number up to it may have been handed out) and are removed. DELETE ...
--- RETURNING waits for a refill in progress and reads the mark it committed; a draw through
--- the old function waiting on that refill then finds no segment (42704), never a number the new
--- counter hands out again. The table is changed in place (it stays the one pg_dump knows).
-ALTER TABLE idgen_serial_counter ADD COLUMN serial_id bigint;
-UPDATE idgen_serial_counter c SET serial_id = s.id FROM idgen_serial s WHERE s.name = c.serial;
-ALTER TABLE idgen_serial_counter
-    DROP CONSTRAINT idgen_serial_counter_pkey,
-    DROP COLUMN serial;
-ALTER TABLE idgen_serial_counter RENAME COLUMN serial_id TO serial;
-ALTER TABLE idgen_serial_counter
-    ALTER COLUMN serial SET NOT NULL,
-    ADD PRIMARY KEY (serial, period),
-    ADD CONSTRAINT idgen_serial_counter_period_check
-        CHECK (period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$');
-WITH moved AS (
-    DELETE FROM idgen_segment g
-     USING idgen_serial s
-     WHERE NOT s.gapless
-       AND left(g.name, length('serial:' || s.name || ':')) = 'serial:' || s.name || ':'
-       AND substr(g.name, length('serial:' || s.name || ':') + 1)
-           ~ CASE s.reset WHEN 'day' THEN '^[0-9]{8}$' WHEN 'month' THEN '^[0-9]{6}$'
-                          WHEN 'year' THEN '^[0-9]{4}$' ELSE '^$' END
-    RETURNING s.id, substr(g.name, length('serial:' || s.name || ':') + 1) AS period, g.max_id)
-INSERT INTO idgen_serial_counter (serial, period, value)
-SELECT id, period, max_id FROM moved WHERE max_id > 0;
--- A draw through the old function that was under way during the update cannot return a text
--- once it commits: the old functions render through idgen_serial_render, dropped below (one
--- that finds its segment gone creates it again, at 1, and then fails to render: such leftover
--- 'serial:...' segments may be dropped).
+-- Every counter, fast and gapless, per serial id and period ('' for reset never): a gapless
+-- counter's last committed number, a fast counter's high-water mark (moved up by the segment
+-- allocator in transactions of its own, its ranges cached in shared memory).
+CREATE TABLE idgen_serial_counter (
+    period text   NOT NULL CHECK (period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'),
+    value  bigint NOT NULL CHECK (value > 0),
+    serial bigint NOT NULL,
+    PRIMARY KEY (serial, period)
+);
+
+-- pg_dump carries the definitions, the counters and the id sequence.
+SELECT pg_catalog.pg_extension_config_dump('idgen_serial', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_serial_counter', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_serial_id_seq', '');
 
 -- Only through idgen_serials (which shows a role the serials it may use) and the functions.
 REVOKE ALL ON TABLE idgen_serial, idgen_serial_counter FROM PUBLIC;
@@ -2359,9 +655,6 @@ COMMENT ON TABLE idgen_serial IS
   'Serial number definitions: id, format, reset period, time zone, mode, scope, who may draw (usage_public, usage_roles: USAGE). Changed by serial_create/alter/drop/grant/revoke.';
 COMMENT ON TABLE idgen_serial_counter IS
   'Counters of serials, per serial id and period: the last number committed (gapless) or the high-water mark (fast: numbers up to it may have been handed out).';
-
-DROP FUNCTION idgen_serial_render(text, text, timestamp, bigint);
-DROP FUNCTION idgen_serial_check(text, text);
 
 CREATE FUNCTION serial_create(
     name text, format text, reset text DEFAULT 'never', time_zone text DEFAULT 'UTC',
@@ -2387,6 +680,8 @@ CREATE FUNCTION idgen_serial_period(reset text, time_zone text)
 RETURNS text VOLATILE STRICT PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'idgen_serial_period_wrapper';
 
+-- The serials the current role may draw from (security_barrier: the filter runs before any
+-- function of the caller's query sees a row).
 CREATE VIEW idgen_serials WITH (security_barrier) AS
 SELECT s.name, s.format, s.reset, s.time_zone, s.gapless, s.scope, s.description,
        p.period AS current_period,
@@ -2410,17 +705,12 @@ REVOKE EXECUTE ON FUNCTION serial_alter(text, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION serial_drop(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION serial_grant(text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION serial_revoke(text, text) FROM PUBLIC;
-DO $$
-BEGIN
-  IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_admin') THEN
-    GRANT EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text, text) TO idgen_admin;
-    GRANT EXECUTE ON FUNCTION serial_alter(text, text, text) TO idgen_admin;
-    GRANT EXECUTE ON FUNCTION serial_drop(text) TO idgen_admin;
-    GRANT EXECUTE ON FUNCTION serial_grant(text, text) TO idgen_admin;
-    GRANT EXECUTE ON FUNCTION serial_revoke(text, text) TO idgen_admin;
-  END IF;
-END
-$$;
+GRANT EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text, text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION serial_alter(text, text, text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION serial_drop(text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION serial_grant(text, text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION serial_revoke(text, text) TO idgen_admin;
+
 COMMENT ON FUNCTION serial_create(text, text, text, text, boolean, text, text) IS
   'Creates a serial number: format like ''INV-{YYYY}{MM}{DD}-{seq:06}'', counter reset every day, month, year or never in an IANA time_zone; gapless => true counts in the caller''s transaction; scope => ''global'' takes counter ranges from the registry.';
 COMMENT ON FUNCTION serial_alter(text, text, text) IS
@@ -2435,1383 +725,22 @@ COMMENT ON FUNCTION serial_nextval(text) IS
   'Next number of a serial, as text, in the period of the draw''s local time; needs USAGE on the serial.';
 COMMENT ON FUNCTION idgen_serial_period(text, text) IS
   'Internal: the current period of a reset in a time zone, as idgen_serial_counter names it.';
-
--- The registry's side of global serials: one counter per (serial name, period), whose mark a
--- node moves up by a step at a time (like a global segment's), after the registry's probation.
-CREATE TABLE idgen_registry_serial_counter (
-    serial     text        NOT NULL CHECK (octet_length(serial) BETWEEN 1 AND 40),
-    period     text        NOT NULL CHECK (period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'),
-    max_id     bigint      NOT NULL,
-    taker      text,
-    updated_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (serial, period)
-);
-SELECT pg_catalog.pg_extension_config_dump('idgen_registry_serial_counter', '');
-REVOKE ALL ON TABLE idgen_registry_serial_counter FROM PUBLIC;
-COMMENT ON TABLE idgen_registry_serial_counter IS
-  'Registry: marks of global serials'' counters, per serial name and period; numbers up to max_id may have been handed out by some node.';
-
--- The definition (reset and format) of each global serial, as the first node to draw it had
--- it: a node whose serial of that name counts per another period would print the same texts
--- from another counter row, so it is refused.
-CREATE TABLE idgen_registry_serial (
-    serial     text        PRIMARY KEY CHECK (octet_length(serial) BETWEEN 1 AND 40),
-    reset      text        NOT NULL,
-    format     text        NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
-);
-SELECT pg_catalog.pg_extension_config_dump('idgen_registry_serial', '');
-REVOKE ALL ON TABLE idgen_registry_serial FROM PUBLIC;
-COMMENT ON TABLE idgen_registry_serial IS
-  'Registry: the reset and format of each global serial, the same on every node.';
-
--- Registry: moves the mark of global serial `serial`'s counter for `period` up by step_size and
--- returns the new mark (the node uses mark - step + 1 .. mark). known_mark is the last mark this
--- node took for the counter (0 if none): a counter below it has lost commits, which is recorded
--- in idgen_registry_regression (every claim and take then refuses, 55000, until resolved) and
--- answered with the regression text instead of a mark. Errors: 22023 bad arguments; 55000 a
--- reset or format that differs from the serial's on other nodes, or an open regression; 55P03
--- the registry's probation (after a restart, failover or restore) or a lock not granted within
--- 2 s; 22003 the counter is out of numbers.
-CREATE FUNCTION idgen_registry_serial_take(serial text, period text, step_size bigint,
-                                           incarnation_id text, holder_secret text,
-                                           serial_reset text, serial_format text, known_mark bigint)
-RETURNS TABLE (mark bigint, regression text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    d       @extschema@.idgen_registry_serial;
-    current bigint;
-    taken   bigint;
-BEGIN
-    IF serial IS NULL OR octet_length(serial) NOT BETWEEN 1 AND 40 OR serial ~ '[[:cntrl:]]' OR period IS NULL
-       OR period !~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'
-       OR step_size IS NULL OR step_size < 1 OR step_size > 1000000
-       OR incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32
-       OR serial_reset IS NULL OR serial_format IS NULL OR known_mark IS NULL OR known_mark < 0 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid serial counter request';
-    END IF;
-    INSERT INTO @extschema@.idgen_registry_serial AS r (serial, reset, format)
-    VALUES (serial, serial_reset, serial_format)
-    ON CONFLICT ON CONSTRAINT idgen_registry_serial_pkey DO NOTHING;
-    SELECT * INTO d FROM @extschema@.idgen_registry_serial r WHERE r.serial = idgen_registry_serial_take.serial;
-    IF d.reset <> serial_reset OR d.format <> serial_format THEN
-        RAISE EXCEPTION USING ERRCODE = '55000',
-            MESSAGE = format('global serial %L is defined as %L, reset %s, on the registry''s nodes, not %L, reset %s',
-                             serial, d.format, d.reset, serial_format, serial_reset),
-            HINT = 'Create the serial with the same format and reset on every node.';
-    END IF;
-    SELECT c.max_id INTO current FROM @extschema@.idgen_registry_serial_counter c
-     WHERE c.serial = idgen_registry_serial_take.serial AND c.period = idgen_registry_serial_take.period
-       FOR UPDATE;
-    IF coalesce(current, 0) < known_mark THEN
-        PERFORM @extschema@.idgen_registry_report_serial_regression(serial::text, period::text,
-            coalesce(current, 0)::bigint, known_mark::bigint, NULL::text, incarnation_id::text);
-        RETURN QUERY SELECT NULL::bigint,
-            format('global serial %L''s counter for %L in the registry is %s, below %s that this node took: the registry has lost commits',
-                   serial, period, coalesce(current, 0), known_mark);
-        RETURN;
-    END IF;
-    IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
-        RAISE EXCEPTION USING ERRCODE = '55P03',
-            MESSAGE = format('the registry hands out no range until %s', (@extschema@.idgen_registry_probation()).ranges_until),
-            DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.';
-    END IF;
-    PERFORM @extschema@.idgen_registry_check_regressions();
-    INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id, taker)
-    VALUES (serial, period, step_size, incarnation_id)
-    ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
-       SET max_id = c.max_id + excluded.max_id, taker = excluded.taker,
-           updated_at = clock_timestamp()
-    RETURNING c.max_id INTO taken;
-    RETURN QUERY SELECT taken, NULL::text;
-END
-$$;
-REVOKE EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) TO idgen_registry;
-COMMENT ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) IS
-  'Registry: moves a global serial''s counter for a period up by step_size; returns the new mark, or the regression found.';
-
--- A global serial's counter found lost is a regression too: the registry's regressions name a
--- worker id, a global segment, or a global serial's counter (serial and period).
-ALTER TABLE idgen_registry_regression
-    ADD COLUMN serial text,
-    ADD COLUMN serial_period text,
-    DROP CONSTRAINT idgen_registry_regression_check,
-    ADD CONSTRAINT idgen_registry_regression_check
-        CHECK (pg_catalog.num_nonnulls(worker_id, segment, serial) = 1 AND (serial IS NULL) = (serial_period IS NULL));
-
--- Registry: records that a node holds mark node_value of global serial `serial`'s counter for
--- `period` while the registry has registry_value (below it): a lost commit. Once per open
--- finding per node incarnation; only if it is still true (resolve may have raised the counter).
-CREATE FUNCTION idgen_registry_report_serial_regression(serial_name text, period text,
-                                                        registry_value bigint, node_value bigint,
-                                                        node text, incarnation_id text)
-RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-  INSERT INTO @extschema@.idgen_registry_regression
-         (serial, serial_period, registry_value, node_value, node_name, incarnation, reported_by,
-          reporter_address)
-  SELECT serial_name, idgen_registry_report_serial_regression.period, registry_value, node_value,
-         node, incarnation_id, session_user,
-         host(inet_client_addr())
-   WHERE NOT EXISTS (
-         SELECT FROM @extschema@.idgen_registry_regression g
-          WHERE g.resolved_at IS NULL AND g.serial = serial_name
-            AND g.serial_period = idgen_registry_report_serial_regression.period
-            AND g.incarnation IS NOT DISTINCT FROM incarnation_id)
-     AND coalesce((SELECT c.max_id FROM @extschema@.idgen_registry_serial_counter c
-                    WHERE c.serial = serial_name
-                      AND c.period = idgen_registry_report_serial_regression.period), 0) < node_value
-$$;
-REVOKE EXECUTE ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) FROM PUBLIC;
-COMMENT ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) IS
-  'Registry: records a global serial counter below a mark a node took (a lost commit).';
-
--- Renewals and reports show global serials' marks too.
-CREATE OR REPLACE FUNCTION idgen_registry_check_marks(segment_names text[], segment_marks bigint[], node text,
-                                           incarnation_id text)
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    found_lost text;
-    m record;
-BEGIN
-    FOR m IN SELECT s.name, s.max_id, k.mark
-               FROM unnest(segment_names, segment_marks) AS k(name, mark)
-               JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
-              WHERE k.mark > s.max_id
-                -- The last range this very node gave back: its report read the mark before
-                -- the give-back (nothing of the range above the new mark was handed out).
-                AND NOT coalesce(s.given_back_by = incarnation_id AND k.mark = s.given_back_from, false) LOOP
-        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, m.name::text, m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
-        found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
-    END LOOP;
-    -- Global serials' counters, named E'\\x01serial\\x01' || serial || E'\\x01' || period.
-    FOR m IN SELECT k.serial, k.period, coalesce(c.max_id, 0) AS max_id, k.mark
-               FROM (SELECT split_part(x.name, chr(1), 3) AS serial,
-                            split_part(x.name, chr(1), 4) AS period, x.mark
-                       FROM unnest(segment_names, segment_marks) AS x(name, mark)
-                      WHERE x.name LIKE chr(1) || 'serial' || chr(1) || '%'
-                        AND array_length(string_to_array(x.name, chr(1)), 1) = 4
-                        -- A global segment's name is a segment's mark, never a serial's.
-                        AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_segment s
-                                         WHERE s.name = x.name)) k
-               LEFT JOIN @extschema@.idgen_registry_serial_counter c
-                      ON c.serial = k.serial AND c.period = k.period
-              WHERE k.mark > coalesce(c.max_id, 0)
-                AND octet_length(k.serial) BETWEEN 1 AND 40
-                AND k.period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$' LOOP
-        PERFORM @extschema@.idgen_registry_report_serial_regression(m.serial::text, m.period::text,
-            m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
-        found_lost := coalesce(found_lost, format('global serial %L''s counter for %L in the registry is %s, below %s that this node holds: the registry has lost commits', m.serial, m.period, m.max_id, m.mark));
-    END LOOP;
-    RETURN found_lost;
-END
-$$;
-
--- Resolving raises lost global serial counters as it raises segments.
-CREATE OR REPLACE FUNCTION idgen_registry_resolve(dismiss bigint[] DEFAULT '{}')
-RETURNS TABLE (worker_id integer, segment text, raised_from bigint, raised_to bigint)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-BEGIN
-    LOCK TABLE @extschema@.idgen_registry_regression IN SHARE ROW EXCLUSIVE MODE;
-    UPDATE @extschema@.idgen_registry_regression g
-       SET resolved_at = clock_timestamp(), dismissed = true
-     WHERE g.resolved_at IS NULL AND g.id = ANY (coalesce(dismiss, '{}'));
-    -- A worker id's report raises nothing here: a holder whose row survived raised its R with
-    -- its own renewal (only the holder can); one whose row was lost is told so at its next
-    -- renewal (55006: it stays below its fence until a restart claims anew); and the probation
-    -- kept everyone else off the id until every R a lost renewal could have confirmed had
-    -- passed (with one lease length for the whole fleet). Such reports are only closed.
-    RETURN QUERY
-    WITH worst AS (
-        SELECT g.segment, max(g.node_value) AS v FROM @extschema@.idgen_registry_regression g
-         WHERE g.resolved_at IS NULL AND g.segment IS NOT NULL GROUP BY g.segment),
-    raised AS (
-        UPDATE @extschema@.idgen_registry_segment r
-           SET max_id = w.v, taker = NULL, taker_key = NULL, updated_at = clock_timestamp()
-          FROM worst w, (SELECT name, max_id FROM @extschema@.idgen_registry_segment) o
-         WHERE r.name = w.segment AND o.name = r.name AND r.max_id < w.v
-        RETURNING r.name, o.max_id AS before, r.max_id AS after)
-    SELECT NULL::integer, raised.name, raised.before, raised.after FROM raised;
-    -- A global serial's counter: raised to the highest mark a node reported.
-    RETURN QUERY
-    WITH worst AS (
-        SELECT g.serial, g.serial_period AS period, max(g.node_value) AS v
-          FROM @extschema@.idgen_registry_regression g
-         WHERE g.resolved_at IS NULL AND g.serial IS NOT NULL GROUP BY 1, 2),
-    before AS (
-        SELECT w.serial, w.period, w.v, c.max_id AS was FROM worst w
-          LEFT JOIN @extschema@.idgen_registry_serial_counter c
-                 ON c.serial = w.serial AND c.period = w.period
-         WHERE coalesce(c.max_id, 0) < w.v),
-    raised AS (
-        INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id)
-        SELECT b.serial, b.period, b.v FROM before b
-        ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
-           SET max_id = greatest(c.max_id, excluded.max_id), taker = NULL, updated_at = clock_timestamp()
-        RETURNING c.serial, c.period)
-    SELECT NULL::integer, format('serial %s, period %s', b.serial, b.period), b.was, b.v
-      FROM before b JOIN raised r ON r.serial = b.serial AND r.period = b.period;
-    UPDATE @extschema@.idgen_registry_regression g SET resolved_at = clock_timestamp()
-     WHERE g.resolved_at IS NULL;
-END
-$$;
-
--- Adopting a column (issue 29, point 7): the segment always continues above the column and the
--- sequence, its cached numbers dropped; refused under REPEATABLE READ / SERIALIZABLE.
---
--- Switches a bigint column fed by a sequence (serial, bigserial, an identity column, or any
--- DEFAULT nextval(...)) to an idgen generator, in the caller's transaction, as pgEdge
--- snowflake's convert_sequence_to_snowflake does. Returns one row per step: what it does (or,
--- with dry_run, would do) and the statement that undoes it.
---
--- Order: every check first (nothing is changed by a refused call); then the table is locked
--- ACCESS EXCLUSIVE (concurrent inserts wait for the caller's COMMIT, then use the new default;
--- none fails); then the floor is read under the lock: the larger of max(column) and the
--- sequence's last value (a value nextval handed out but not yet inserted is covered).
---
--- The floor is read by a statement that starts after the lock, so it sees every row committed
--- before the lock: true in READ COMMITTED only. REPEATABLE READ and SERIALIZABLE read through
--- the transaction's snapshot, taken before the lock (at the latest by the statement calling
--- this function), and would miss rows committed in between: refused with 25001 (class 25, the
--- transaction's state; the code PostgreSQL gives "SET TRANSACTION ISOLATION LEVEL must be
--- called before any query"), since the same call in a READ COMMITTED transaction works. A dry
--- run (it locks and changes nothing) and a column already on idgen are answered at any level.
---
--- A new segment starts above the floor. An existing one (a rerun after a ROLLBACK: the segment
--- step is not undone; a segment shared with another column) is always moved with setval
--- semantics: segment_setval(segment, greatest(floor, mark)), which discards the numbers cached
--- in shared memory, so the next number is above both the floor and every number the segment
--- may have handed out. A mark at or above the floor says nothing about the cached numbers below
--- it: 0.5.0 skipped the setval then and handed out numbers the column held (issue 29). The mark
--- and not the floor alone: segment_setval refuses (22003) a value below a number this server
--- handed out, and below the stored mark when the segment is not cached; the numbers between the
--- floor and the mark are skipped, as a sequence's cached values are after a crash. A refill by
--- another session between the read of the mark and the setval raises the mark (22003): read it
--- again and retry. A global segment's mark lives in the registry and a node cannot move it:
--- refused (0A000, as segment_setval refuses it) before anything changes.
---
--- Snowflake ids need no floor, but it must lie below the ids of a clock a day behind. Then the
--- identity is dropped, or the sequence detached (and dropped with drop_sequence), and the
--- default set.
---
--- The default segment name: <table>_<column> for a table in schema public (the name every
--- adopt gave before 0.6.0: reruns, README, existing defaults), <schema>.<table>_<column> in any
--- other schema, so that same-named tables in two schemas (a schema per tenant) get a segment
--- each instead of sharing one. Not "qualified when the table is not in the search path": this
--- function runs with its own search_path, and a name that depended on the caller's would let
--- two sessions pick two segments for one column. Compatibility: where <schema>.<table>_<column>
--- does not exist but <table>_<column> does and no other table's default draws from it, that is
--- the segment an earlier version's adopt of this table created and left behind at a ROLLBACK,
--- and it is reused. Either way uniqueness does not rest on the name: an existing segment is
--- always moved above the floor, so a shared segment hands each table numbers none holds.
---
--- Safety: search_path is pg_catalog, pg_temp, and every call of an idgen function names
--- @extschema@ and passes arguments of its parameters' exact types, so that an overload created
--- in the extension's schema cannot take the call.
---
--- The segment step is not undone by ROLLBACK (segments are changed by the allocator in
--- transactions of its own, like nextval); a rerun finds the segment and moves it.
---
--- Errors: 22004 a NULL argument; 22023 an unknown generator, a segment name with generator
--- snowflake, or a segment name of 0 or more than 63 bytes; 42703 no such column; 42809 not a
--- table, a partition (adopt its partitioned table), or a generated column; 42804 not bigint
--- (integer: ALTER COLUMN ... TYPE bigint first); 55000 existing values at or above the
--- Snowflake ids of a clock a day behind; 42501 the caller does not own the table, or may not
--- create segments (idgen_admin); 25001 a REPEATABLE READ or SERIALIZABLE transaction; 0A000 a
--- global segment.
-CREATE OR REPLACE FUNCTION idgen_adopt_column(
-    table_name regclass,
-    column_name name,
-    generator text DEFAULT 'snowflake',
-    segment text DEFAULT NULL,
-    drop_sequence boolean DEFAULT false,
-    dry_run boolean DEFAULT false)
-RETURNS TABLE (step integer, action text, statement text, undo text)
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 10
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    rel       record;
-    col       record;
-    seq       regclass;
-    owned     boolean;
-    seq_last  bigint;
-    floor_id  bigint;
-    has_max   bigint;
-    seg_mark  bigint;
-    target    bigint;
-    legacy    text;
-    named     boolean := segment IS NOT NULL;
-    created   boolean;
-    moved     boolean;
-    tries     integer := 0;
-    new_default text;
-    qualified text;
-    n         integer := 0;
-BEGIN
-    IF table_name IS NULL OR column_name IS NULL OR generator IS NULL
-       OR drop_sequence IS NULL OR dry_run IS NULL THEN
-        RAISE EXCEPTION 'idgen_adopt_column: % must not be NULL',
-            CASE WHEN table_name IS NULL THEN 'table_name'
-                 WHEN column_name IS NULL THEN 'column_name'
-                 WHEN generator IS NULL THEN 'generator'
-                 WHEN drop_sequence IS NULL THEN 'drop_sequence'
-                 ELSE 'dry_run' END
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF generator NOT IN ('snowflake', 'segment') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: generator must be ''snowflake'' or ''segment'', not %',
-            quote_literal(left(generator, 40))
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF generator = 'snowflake' AND segment IS NOT NULL THEN
-        RAISE EXCEPTION 'idgen_adopt_column: segment is only for generator => ''segment'''
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    SELECT c.oid, c.relkind, c.relispartition, c.relowner, c.relname, n.nspname
-      INTO rel
-      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.oid = table_name;
-    IF rel.relkind NOT IN ('r', 'p') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: % is not a table', table_name
-            USING ERRCODE = 'wrong_object_type';
-    END IF;
-    IF rel.relispartition THEN
-        RAISE EXCEPTION 'idgen_adopt_column: % is a partition', table_name
-            USING ERRCODE = 'wrong_object_type',
-                  HINT = 'Adopt the column of its partitioned table: its default applies to every partition.';
-    END IF;
-    SELECT a.attnum, a.atttypid, a.attidentity, a.attgenerated,
-           pg_get_expr(d.adbin, d.adrelid) AS default_expr
-      INTO col
-      FROM pg_attribute a
-      LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-     WHERE a.attrelid = table_name AND a.attname = column_name
-       AND a.attnum > 0 AND NOT a.attisdropped;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'idgen_adopt_column: column % of % does not exist', quote_ident(column_name), table_name
-            USING ERRCODE = 'undefined_column';
-    END IF;
-    IF col.attgenerated <> '' THEN
-        RAISE EXCEPTION 'idgen_adopt_column: column % of % is a generated column', quote_ident(column_name), table_name
-            USING ERRCODE = 'wrong_object_type';
-    END IF;
-    IF col.atttypid <> 'bigint'::regtype THEN
-        RAISE EXCEPTION 'idgen_adopt_column: column % of % is %, not bigint',
-            quote_ident(column_name), table_name, format_type(col.atttypid, NULL)
-            USING ERRCODE = 'datatype_mismatch',
-                  HINT = CASE WHEN col.atttypid IN ('integer'::regtype, 'smallint'::regtype)
-                         THEN format('Widen it first: ALTER TABLE %s ALTER COLUMN %I TYPE bigint;', table_name, column_name)
-                         ELSE 'idgen generates bigint values.' END;
-    END IF;
-    IF NOT pg_has_role(current_user, rel.relowner, 'USAGE') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: must be owner of table %', table_name
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF generator = 'segment'
-       AND NOT has_function_privilege('@extschema@.segment_create(text, bigint, integer, text, text)', 'EXECUTE') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: permission denied to create segments'
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'GRANT idgen_admin TO the caller.';
-    END IF;
-    IF generator = 'segment' THEN
-        IF NOT named THEN
-            -- The default name (see the comment above the function).
-            segment := rel.relname || '_' || column_name;
-            IF rel.nspname <> 'public' THEN
-                legacy := segment;
-                segment := rel.nspname || '.' || legacy;
-                IF NOT EXISTS (SELECT FROM @extschema@.idgen_segment s WHERE s.name = segment)
-                   AND EXISTS (SELECT FROM @extschema@.idgen_segment s WHERE s.name = legacy)
-                   AND NOT EXISTS (
-                       SELECT FROM pg_attrdef ad
-                         JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
-                        WHERE d.refclassid = 'pg_proc'::regclass
-                          AND d.refobjid = '@extschema@.segment_nextval(text)'::regprocedure
-                          AND ad.adrelid <> table_name
-                          AND strpos(pg_get_expr(ad.adbin, ad.adrelid),
-                                     format('segment_nextval(%L::text)', legacy)) > 0) THEN
-                    segment := legacy;
-                END IF;
-            END IF;
-        END IF;
-        IF octet_length(segment) NOT BETWEEN 1 AND 63 AND named THEN
-            RAISE EXCEPTION 'idgen_adopt_column: segment name must be 1 to 63 bytes'
-                USING ERRCODE = 'invalid_parameter_value';
-        ELSIF octet_length(segment) > 63 THEN
-            RAISE EXCEPTION 'idgen_adopt_column: segment name must be 1 to 63 bytes'
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = format('The default name %s is too long: name the segment (segment => ...).',
-                                    quote_literal(segment));
-        END IF;
-        new_default := format('@extschema@.segment_nextval(%L::text)', segment);
-    ELSE
-        new_default := '@extschema@.snowflake_nextval()';
-    END IF;
-    IF EXISTS (SELECT FROM pg_attrdef ad
-                 JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
-                WHERE ad.adrelid = table_name AND ad.adnum = col.attnum
-                  AND d.refclassid = 'pg_proc'::regclass
-                  AND d.refobjid IN ('@extschema@.snowflake_nextval()'::regprocedure,
-                                     '@extschema@.segment_nextval(text)'::regprocedure)) THEN
-        RETURN QUERY SELECT 0, 'nothing to do: the column already draws from idgen'::text,
-                            NULL::text, NULL::text;
-        RETURN;
-    END IF;
-    IF NOT dry_run AND current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: cannot adopt % in a % transaction',
-            table_name, upper(current_setting('transaction_isolation'))
-            USING ERRCODE = 'active_sql_transaction',
-                  DETAIL = 'The transaction''s snapshot is older than the table lock: rows committed in between would be missed when the floor is read.',
-                  HINT = 'Run it in a READ COMMITTED transaction (BEGIN ISOLATION LEVEL READ COMMITTED).';
-    END IF;
-    IF generator = 'segment'
-       AND EXISTS (SELECT FROM @extschema@.idgen_segment s WHERE s.name = segment AND s.scope = 'global') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: segment % is global: this server cannot move it above the values of %',
-            quote_literal(segment), table_name
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Adopt the column with a local segment (segment => another name).';
-    END IF;
-    qualified := format('%I.%I', rel.nspname, rel.relname);
-    -- The sequence feeding the column: owned by it (serial, identity), or named by its default.
-    seq := pg_get_serial_sequence(qualified, column_name)::regclass;
-    owned := seq IS NOT NULL;
-    IF seq IS NULL THEN
-        SELECT d.refobjid::regclass INTO seq
-          FROM pg_attrdef ad
-          JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
-          JOIN pg_class s ON s.oid = d.refobjid AND s.relkind = 'S'
-         WHERE ad.adrelid = table_name AND ad.adnum = col.attnum AND d.refclassid = 'pg_class'::regclass
-         LIMIT 1;
-    END IF;
-
-    -- Checks done: from here on the call changes things (unless dry_run).
-    IF NOT dry_run THEN
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', qualified);
-    END IF;
-    n := n + 1;
-    RETURN QUERY SELECT n, 'lock the table; inserts wait for this transaction'::text,
-                        format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', qualified), NULL::text;
-
-    -- A statement of its own after the lock: in READ COMMITTED, a snapshot that sees every row
-    -- committed before the lock was granted.
-    EXECUTE format('SELECT max(%I) FROM %s', column_name, qualified) INTO has_max;
-    floor_id := coalesce(has_max, 0);
-    IF seq IS NOT NULL THEN
-        EXECUTE format('SELECT last_value FROM %s', seq) INTO seq_last;
-        floor_id := greatest(floor_id, seq_last);
-    END IF;
-
-    IF generator = 'snowflake' THEN
-        IF floor_id >= @extschema@.snowflake_compose((clock_timestamp() - interval '1 day')::timestamptz,
-                                                     0::integer, 0::integer) THEN
-            RAISE EXCEPTION 'idgen_adopt_column: % already holds values up to %, which Snowflake ids may reach',
-                qualified || '.' || quote_ident(column_name), floor_id
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = 'Use generator => ''segment'', which starts above them.';
-        END IF;
-        n := n + 1;
-        RETURN QUERY SELECT n, format('Snowflake ids are above every existing value (up to %s)', floor_id),
-                            NULL::text, NULL::text;
-    ELSE
-        n := n + 1;
-        LOOP
-            tries := tries + 1;
-            created := false;
-            moved := false;
-            SELECT s.max_id INTO seg_mark FROM @extschema@.idgen_segment s WHERE s.name = segment;
-            IF NOT FOUND THEN
-                IF dry_run THEN
-                    created := true;
-                ELSE
-                    BEGIN
-                        PERFORM @extschema@.segment_create(name => segment::text, start => (floor_id + 1)::bigint);
-                        created := true;
-                    EXCEPTION WHEN duplicate_object THEN
-                        IF tries >= 5 THEN
-                            RAISE;
-                        END IF; -- created by another session since the read: move it instead
-                    END;
-                END IF;
-            ELSE
-                -- Forward only, and every cached number is dropped: later numbers are above
-                -- target, which is at or above both the floor and the mark.
-                target := greatest(floor_id, seg_mark);
-                IF dry_run THEN
-                    moved := true;
-                ELSE
-                    BEGIN
-                        PERFORM @extschema@.segment_setval(segment::text, target::bigint);
-                        moved := true;
-                    EXCEPTION WHEN numeric_value_out_of_range THEN
-                        IF tries >= 5 THEN
-                            RAISE;
-                        END IF; -- a refill raised the mark since it was read: read it again
-                    END;
-                END IF;
-            END IF;
-            EXIT WHEN created OR moved;
-        END LOOP;
-        IF created THEN
-            RETURN QUERY SELECT n, format('create segment %s starting above %s', quote_literal(segment), floor_id),
-                                format('SELECT @extschema@.segment_create(%L, start => %s)', segment, floor_id + 1),
-                                format('SELECT @extschema@.segment_drop(%L)', segment);
-        ELSE
-            RETURN QUERY SELECT n, format('move segment %s above %s and drop its cached numbers',
-                                          quote_literal(segment), target),
-                                format('SELECT @extschema@.segment_setval(%L, %s)', segment, target),
-                                NULL::text;
-        END IF;
-    END IF;
-
-    IF col.attidentity <> '' THEN
-        n := n + 1;
-        IF NOT dry_run THEN
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', qualified, column_name);
-        END IF;
-        RETURN QUERY SELECT n, 'drop the identity (and its sequence)'::text,
-                            format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', qualified, column_name),
-                            format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT, ALTER COLUMN %I ADD GENERATED BY DEFAULT AS IDENTITY; SELECT setval(pg_get_serial_sequence(%L, %L), (SELECT max(%I) FROM %s))',
-                                   qualified, column_name, column_name, qualified, column_name, column_name, qualified);
-    ELSIF owned THEN
-        n := n + 1;
-        IF NOT dry_run THEN
-            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', seq);
-        END IF;
-        RETURN QUERY SELECT n, 'detach the sequence from the column'::text,
-                            format('ALTER SEQUENCE %s OWNED BY NONE', seq),
-                            format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, qualified, column_name);
-    END IF;
-
-    n := n + 1;
-    IF NOT dry_run THEN
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, new_default);
-    END IF;
-    RETURN QUERY SELECT n, 'draw the column''s values from idgen'::text,
-                        format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, new_default),
-                        CASE WHEN col.attidentity <> '' THEN NULL
-                             WHEN col.default_expr IS NULL THEN format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', qualified, column_name)
-                             WHEN seq IS NULL THEN format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, col.default_expr)
-                             ELSE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s; SELECT setval(%L, (SELECT max(%I) FROM %s))',
-                                         qualified, column_name, col.default_expr, seq, column_name, qualified) END;
-
-    IF owned AND col.attidentity = '' AND drop_sequence THEN
-        n := n + 1;
-        IF NOT dry_run THEN
-            EXECUTE format('DROP SEQUENCE %s', seq);
-        END IF;
-        RETURN QUERY SELECT n, 'drop the detached sequence'::text, format('DROP SEQUENCE %s', seq),
-                            'CREATE SEQUENCE again (its old values are in the column)'::text;
-    END IF;
-END
-$fn$;
-
-COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, boolean) IS
-  'Switches a bigint serial / identity column to snowflake_nextval() or segment_nextval(segment), in the caller''s READ COMMITTED transaction; an existing segment is moved above the column''s values. Returns each step and its undo. dry_run => true changes nothing.';
-
--- Two registry functions of 0.5.0, again (idgen_registry_check_marks is above), with every argument of their calls to
--- idgen_registry_report_regression cast to its exact type: an untyped NULL let an overload that
--- a database owner created in the extension's schema (public) match better and run as the
--- superuser (issue 29's review of every function that runs with elevated rights).
-CREATE OR REPLACE FUNCTION idgen_registry_renew(
-    held_worker integer, incarnation_id text, holder_secret text, lease_length_ms integer,
-    renew_every_ms integer, offset_ms double precision, known_fence bigint,
-    standbys text[] DEFAULT '{}', segment_names text[] DEFAULT '{}',
-    segment_marks bigint[] DEFAULT '{}')
-RETURNS TABLE (fence_tick bigint, expires_at timestamptz, registry_now timestamptz, regression text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    now_ts timestamptz := clock_timestamp();
-    l      @extschema@.idgen_registry_lease;
-    lost   text;
-BEGIN
-    IF lease_length_ms IS NULL OR lease_length_ms < 1 OR renew_every_ms IS NULL OR renew_every_ms < 1
-       OR holder_secret IS NULL OR known_fence IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease renewal';
-    END IF;
-    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-     WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = held_worker;
-        IF NOT FOUND OR coalesce(l.released_tick - 1, l.fence_tick) < known_fence THEN
-            -- This node was confirmed a fence the registry's row never reached (or there is
-            -- no row): the registry lost this node's claim or renewals. Reported (for the
-            -- operator; it raises nothing, the probation keeps others off the id), and answered
-            -- (not raised, so that the report commits) as a regression: the node extends
-            -- nothing.
-            IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_regression g
-                            WHERE g.worker_id = held_worker AND g.incarnation = incarnation_id
-                              AND g.resolved_at IS NOT NULL) THEN
-                PERFORM @extschema@.idgen_registry_report_regression(held_worker::integer, NULL::text,
-                    coalesce(l.released_tick - 1, l.fence_tick, -1)::bigint, known_fence::bigint, NULL::text, incarnation_id::text);
-                RETURN QUERY SELECT NULL::bigint, NULL::timestamptz, now_ts,
-                    format('the registry has no lease of worker id %s up to tick %s that it confirmed to this node: the registry has lost commits', held_worker, known_fence);
-                RETURN;
-            END IF;
-            -- Reported and resolved: the lease is gone from the registry; this server stays
-            -- below its fence until a restart claims anew (55006 below).
-        END IF;
-        RAISE EXCEPTION USING ERRCODE = '55006',
-            MESSAGE = format('worker id %s is no longer leased to this server', held_worker),
-            DETAIL = CASE WHEN NOT FOUND THEN 'The registry has no lease of it.'
-                          WHEN l.released_tick IS NOT NULL THEN 'Its lease was released.'
-                          ELSE format('Node %L took it over at %s, after this server''s lease expired.', l.node_name, l.claimed_at) END,
-            HINT = 'Restart this server to claim a worker id again; until then its ids stop at the last confirmed end of its lease.';
-    END IF;
-    IF l.holder_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = format('only the holder of worker id %s can renew its lease', held_worker);
-    END IF;
-    lost := @extschema@.idgen_registry_check_marks(segment_names, segment_marks, l.node_name, incarnation_id);
-    IF l.fence_tick < known_fence THEN
-        PERFORM @extschema@.idgen_registry_report_regression(held_worker::integer, NULL::text, l.fence_tick::bigint, known_fence::bigint, l.node_name::text, incarnation_id::text);
-        lost := format('the registry''s fence of worker id %s is tick %s, below tick %s that it confirmed to this node: the registry has lost commits',
-                       held_worker, l.fence_tick, known_fence);
-    ELSIF lost IS NULL AND EXISTS (SELECT FROM @extschema@.idgen_registry_regression g WHERE g.resolved_at IS NULL) THEN
-        -- Another node found the registry behind: nothing it says is believed until resolved.
-        lost := 'the registry has lost commits (an open regression in idgen_registry_regression)';
-    END IF;
-    UPDATE @extschema@.idgen_registry_lease r
-       SET fence_tick = greatest(r.fence_tick, known_fence,
-                                 greatest(floor(extract(epoch FROM now_ts) * 1000)::bigint + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms),
-           renewed_at = now_ts,
-           expires_at = now_ts + make_interval(secs => lease_length_ms / 1000.0),
-           lease_ms = lease_length_ms, renew_interval_ms = renew_every_ms,
-           clock_offset_ms = offset_ms, renewals = r.renewals + 1,
-           attested_standbys = coalesce(standbys, '{}')
-      FROM @extschema@.idgen_registry_fleet f
-     WHERE r.worker_id = held_worker
-    RETURNING r.* INTO l;
-    -- After the lease row (a claim holds the lease table and then writes the server row).
-    PERFORM @extschema@.idgen_registry_probation();
-    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
-    RETURN QUERY SELECT l.fence_tick, l.expires_at, now_ts, lost;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION idgen_registry_segment_take(segment text, step_size integer, incarnation_id text,
-                                            holder_secret text, known_mark bigint)
-RETURNS TABLE (first_id bigint, last_id bigint, base_step integer, regression text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    s     @extschema@.idgen_registry_segment;
-    first bigint;
-BEGIN
-    IF step_size IS NULL OR step_size < 1 OR incarnation_id IS NULL OR holder_secret IS NULL
-       OR octet_length(holder_secret) < 32 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid range request';
-    END IF;
-    SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
-    END IF;
-    IF s.max_id < known_mark
-       AND NOT coalesce(s.given_back_by = incarnation_id AND known_mark = s.given_back_from, false) THEN
-        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, segment::text, s.max_id::bigint, known_mark::bigint, NULL::text, incarnation_id::text);
-        RETURN QUERY SELECT NULL::bigint, NULL::bigint, s.step,
-            format('global segment %L''s mark in the registry is %s, below %s that this node saw: the registry has lost commits',
-                   segment, s.max_id, known_mark);
-        RETURN;
-    END IF;
-    IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
-        -- After a restart, failover or restore the registry may have lost ranges whose takers
-        -- have not reported their marks yet: none is handed out until they have.
-        RAISE EXCEPTION USING ERRCODE = '55P03',
-            MESSAGE = format('the registry hands out no range until %s', (@extschema@.idgen_registry_probation()).ranges_until),
-            DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.',
-            HINT = 'The refill is tried again; cached ranges serve meanwhile.';
-    END IF;
-    PERFORM @extschema@.idgen_registry_check_regressions();
-    IF s.max_id = 9223372036854775807 THEN
-        RAISE EXCEPTION USING ERRCODE = '2200H', MESSAGE = format('global segment %L has run out of numbers', segment);
-    END IF;
-    first := s.max_id + 1;
-    UPDATE @extschema@.idgen_registry_segment r
-       SET max_id = CASE WHEN s.max_id > 9223372036854775807 - step_size THEN 9223372036854775807
-                         ELSE s.max_id + step_size END,
-           ranges = r.ranges + 1, updated_at = clock_timestamp(),
-           taken_first = first, taker = incarnation_id,
-           taker_key = @extschema@.idgen_registry_key(holder_secret)
-     WHERE r.name = segment
-    RETURNING r.* INTO s;
-    RETURN QUERY SELECT first, s.max_id, s.step, NULL::text;
-END
-$$;
-
--- Ids for the web (issue 29, point 8). snowflake_status() gains the column id_bits
--- (idgen.id_bits, the width of a whole id) after worker_id: its row type changes, which CREATE
--- OR REPLACE cannot do, so it is dropped and created again (an update fails with 2BP01 while a
--- user's view or function depends on it). sqids_encode / sqids_decode: short ids for URLs
--- (pgrx creates them already in a fresh install).
-DROP FUNCTION snowflake_status();
-CREATE FUNCTION "snowflake_status"() RETURNS TABLE (
-	"worker_id" INT,  /* Option < i32 > */
-	"id_bits" INT,  /* i32 */
-	"time_bits" INT,  /* i32 */
-	"worker_bits" INT,  /* i32 */
-	"sequence_bits" INT,  /* i32 */
-	"time_unit_ms" INT,  /* i32 */
-	"epoch" timestamp with time zone,  /* TimestampWithTimeZone */
-	"exhausted_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
-	"last_id" bigint,  /* Option < i64 > */
-	"last_tick_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
-	"drift_ms" bigint,  /* i64 */
-	"borrowed_ticks" bigint,  /* i64 */
-	"waits" bigint,  /* i64 */
-	"clock_failures" bigint,  /* i64 */
-	"clock_regressions" bigint,  /* i64 */
-	"reserved_tick" bigint,  /* Option < i64 > */
-	"reserved_until" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
-	"reservation_writes" bigint  /* i64 */
-)
-STRICT VOLATILE PARALLEL SAFE
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';
-COMMENT ON FUNCTION snowflake_status() IS
-  'This server''s Snowflake generator: worker id, layout, epoch, last id, drift and borrowed ticks.';
-ALTER FUNCTION snowflake_status() ROWS 1;
-
-CREATE OR REPLACE FUNCTION "sqids_encode"(
-	"id" bigint, /* Option < i64 > */
-	"alphabet" TEXT DEFAULT NULL, /* Option < & str > */
-	"min_length" INT DEFAULT 0 /* Option < i32 > */
-) RETURNS TEXT /* Option < String > */
-IMMUTABLE PARALLEL SAFE
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'sqids_encode_wrapper';
-COMMENT ON FUNCTION sqids_encode(bigint, text, integer) IS
-  'Short text of a non-negative bigint for URLs (sqids.org): alphabet NULL for the default, padded to min_length (0-255). Not encryption: anyone can decode it.';
-
-CREATE OR REPLACE FUNCTION "sqids_decode"(
-	"text" TEXT, /* Option < & str > */
-	"alphabet" TEXT DEFAULT NULL, /* Option < & str > */
-	"min_length" INT DEFAULT 0 /* Option < i32 > */
-) RETURNS bigint /* Option < i64 > */
-IMMUTABLE PARALLEL SAFE
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', 'sqids_decode_wrapper';
-COMMENT ON FUNCTION sqids_decode(text, text, integer) IS
-  'The bigint whose sqid (as sqids_encode makes it, with the same alphabet and min_length) is the text; 22P02 for any other text.';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:199
+-- src/sql.rs:68
 -- requires:
---   v0_6_0
---   segment_create_cached
---   segment_alter_cached
---   segment_cache_status
+--   serial
 
--- idgen 0.6.0 -> 0.7.0: a per-backend cache for segments (issue 30; README "Per-backend cache").
--- Also part of every fresh CREATE EXTENSION idgen (src/segment/mod.rs includes this file,
--- after 0.6.0's), so a fresh install and an upgraded one have the same objects.
+-- idgen's install script: adopting an existing column (README "Adopting an existing column").
 --
--- idgen_segment.cache is a segment's per-backend cache, as a sequence's CACHE: 1 none (every
--- number from the range shared in memory), n > 1 blocks of n numbers a backend takes at once
--- and hands out itself, 0 blocks that adapt to each session's rate. It is a column of the
--- catalog, so pg_dump carries it with the segment.
+-- idgen_adopt_column switches a bigint serial or identity column to Snowflake ids or to a
+-- segment: it locks the table, finds the highest value in use, starts the generator above it,
+-- changes the column's default and detaches (or drops) the old sequence, returning each step
+-- with its undo. An invoker function: it checks that the caller owns the table and may create
+-- segments (segment_create's privilege), and runs everything with the caller's rights.
 
-\echo Use "ALTER EXTENSION idgen UPDATE TO '0.7.0'" to load this file. \quit
-
-ALTER TABLE idgen_segment
-    ADD COLUMN cache integer NOT NULL DEFAULT 1 CHECK (cache BETWEEN 0 AND 1000000);
-
--- segment_create and segment_alter gain cache, segment_status shows it. (In a fresh install pgrx
--- has created the new segment_create and segment_alter already, identically; the old ones' C
--- symbols stay for databases not yet updated.) The privileges of each old function are carried
--- over to the new one: grants to other roles than idgen_admin (with their grant option; the
--- grantor becomes the role running the update), and an administrator's REVOKE of
--- segment_status from PUBLIC. A view or function of the user's that depends on one of the three
--- stops the update (nothing changes): drop it first, and create it again after.
---
--- One DO block, no helper function: it runs as the superuser running the update, so every
--- function, operator and type it names is schema-qualified, and the old functions are found by
--- their exact signatures (a function of the same name that a role created in this schema can
--- neither run here nor lend its privileges).
-DO $carry$
-DECLARE
-    old_create pg_catalog.regprocedure := pg_catalog.to_regprocedure(
-        '@extschema@.segment_create(pg_catalog.text, pg_catalog.int8, pg_catalog.int4, pg_catalog.text, pg_catalog.text)');
-    old_alter pg_catalog.regprocedure := pg_catalog.to_regprocedure(
-        '@extschema@.segment_alter(pg_catalog.text, pg_catalog.int4, pg_catalog.text)');
-    old_status pg_catalog.regprocedure := pg_catalog.to_regprocedure('@extschema@.segment_status()');
-    acl_create pg_catalog.aclitem[];
-    acl_alter pg_catalog.aclitem[];
-    acl_status pg_catalog.aclitem[];
-    carried pg_catalog.aclitem[];
-    initial pg_catalog.aclitem[];
-    target pg_catalog.text;
-    g record;
-BEGIN
-    SELECT p.proacl INTO acl_create FROM pg_catalog.pg_proc p
-     WHERE p.oid OPERATOR(pg_catalog.=) old_create::pg_catalog.oid;
-    SELECT p.proacl INTO acl_alter FROM pg_catalog.pg_proc p
-     WHERE p.oid OPERATOR(pg_catalog.=) old_alter::pg_catalog.oid;
-    SELECT p.proacl INTO acl_status FROM pg_catalog.pg_proc p
-     WHERE p.oid OPERATOR(pg_catalog.=) old_status::pg_catalog.oid;
-    IF old_create IS NOT NULL THEN
-        DROP FUNCTION @extschema@.segment_create(pg_catalog.text, pg_catalog.int8, pg_catalog.int4,
-                                                 pg_catalog.text, pg_catalog.text);
-    END IF;
-    IF old_alter IS NOT NULL THEN
-        DROP FUNCTION @extschema@.segment_alter(pg_catalog.text, pg_catalog.int4, pg_catalog.text);
-    END IF;
-    IF old_status IS NOT NULL THEN
-        DROP FUNCTION @extschema@.segment_status();
-    END IF;
-
-    CREATE OR REPLACE FUNCTION @extschema@.segment_create(
-        "name" TEXT,
-        "start" bigint DEFAULT 1,
-        "step" INT DEFAULT 1000,
-        "description" TEXT DEFAULT NULL,
-        "scope" TEXT DEFAULT 'local',
-        "cache" INT DEFAULT 1
-    ) RETURNS void
-    VOLATILE PARALLEL UNSAFE
-    LANGUAGE c
-    AS 'MODULE_PATHNAME', 'segment_create_cached_wrapper';
-    CREATE OR REPLACE FUNCTION @extschema@.segment_alter(
-        "name" TEXT,
-        "step" INT DEFAULT NULL,
-        "description" TEXT DEFAULT NULL,
-        "cache" INT DEFAULT NULL
-    ) RETURNS void
-    VOLATILE PARALLEL UNSAFE
-    LANGUAGE c
-    AS 'MODULE_PATHNAME', 'segment_alter_cached_wrapper';
-    CREATE FUNCTION @extschema@.segment_status()
-    RETURNS TABLE (
-        name text, max_id bigint, step integer, description text,
-        cached_step bigint,
-        current_first bigint, current_last bigint, current_used bigint,
-        next_first bigint, next_last bigint,
-        refills bigint, last_refill_at timestamptz, refill_pending boolean,
-        cache integer
-    )
-    LANGUAGE sql VOLATILE PARALLEL RESTRICTED
-    SET search_path = pg_catalog
-    AS $status$
-      SELECT s.name, s.max_id, s.step, s.description,
-             c.cached_step, c.current_first, c.current_last, c.current_used,
-             c.next_first, c.next_last, COALESCE(c.refills, 0), c.last_refill_at,
-             COALESCE(c.refill_pending, false), s.cache
-        FROM @extschema@.idgen_segment s
-        LEFT JOIN @extschema@.segment_cache_status() c ON c.name = s.name
-       ORDER BY s.name
-    $status$;
-
-    -- Admin functions are not PUBLIC's, whatever the old ones' privileges were, and are
-    -- idgen_admin's (a fresh install grants it in finalize.sql, after this).
-    REVOKE EXECUTE ON FUNCTION @extschema@.segment_create(pg_catalog.text, pg_catalog.int8,
-        pg_catalog.int4, pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
-    REVOKE EXECUTE ON FUNCTION @extschema@.segment_alter(pg_catalog.text, pg_catalog.int4,
-        pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
-    IF EXISTS (SELECT FROM pg_catalog.pg_roles r
-                WHERE r.rolname OPERATOR(pg_catalog.=) 'idgen_admin') THEN
-        GRANT EXECUTE ON FUNCTION @extschema@.segment_create(pg_catalog.text, pg_catalog.int8,
-            pg_catalog.int4, pg_catalog.text, pg_catalog.text, pg_catalog.int4) TO idgen_admin;
-        GRANT EXECUTE ON FUNCTION @extschema@.segment_alter(pg_catalog.text, pg_catalog.int4,
-            pg_catalog.text, pg_catalog.int4) TO idgen_admin;
-    END IF;
-    -- Then each old function's grants (a NULL ACL is the default, which the new function has
-    -- too). The privileges a fresh install gives stay the extension's initial privileges
-    -- (pg_init_privs, what pg_dump leaves out), not the carried ones: every GRANT in an
-    -- extension script is recorded there, and the user's grants would then be missing from
-    -- every dump.
-    FOR target, carried IN VALUES
-        ('@extschema@.segment_create(pg_catalog.text, pg_catalog.int8, pg_catalog.int4, pg_catalog.text, pg_catalog.text, pg_catalog.int4)',
-         acl_create),
-        ('@extschema@.segment_alter(pg_catalog.text, pg_catalog.int4, pg_catalog.text, pg_catalog.int4)',
-         acl_alter),
-        ('@extschema@.segment_status()', acl_status)
-    LOOP
-        CONTINUE WHEN carried IS NULL;
-        SELECT p.proacl INTO initial FROM pg_catalog.pg_proc p
-         WHERE p.oid OPERATOR(pg_catalog.=)
-               pg_catalog.to_regprocedure(target)::pg_catalog.oid;
-        -- The old function's ACL exactly: nothing the new one has that the old one lacked
-        -- (an administrator's REVOKE from idgen_admin or from PUBLIC stays).
-        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', target);
-        FOR g IN SELECT a.grantee FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-                  WHERE p.oid OPERATOR(pg_catalog.=)
-                        pg_catalog.to_regprocedure(target)::pg_catalog.oid
-                    AND a.grantee OPERATOR(pg_catalog.<>) p.proowner LOOP
-            EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %s', target,
-                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
-                     ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END);
-        END LOOP;
-        FOR g IN SELECT a.grantee, a.is_grantable FROM pg_catalog.aclexplode(carried) a
-                  WHERE a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
-                  ORDER BY a.grantee LOOP
-            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', target,
-                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
-                     ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
-                CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-        END LOOP;
-        IF initial IS NULL THEN
-            DELETE FROM pg_catalog.pg_init_privs i
-             WHERE i.objoid OPERATOR(pg_catalog.=)
-                   pg_catalog.to_regprocedure(target)::pg_catalog.oid
-               AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
-               AND i.objsubid OPERATOR(pg_catalog.=) 0;
-        ELSE
-            UPDATE pg_catalog.pg_init_privs i SET initprivs = initial
-             WHERE i.objoid OPERATOR(pg_catalog.=)
-                   pg_catalog.to_regprocedure(target)::pg_catalog.oid
-               AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
-               AND i.objsubid OPERATOR(pg_catalog.=) 0;
-        END IF;
-        -- PostgreSQL 17 and later record each role named in initial privileges as a
-        -- dependency (pg_shdepend, deptype 'i', which earlier versions do not have). The
-        -- carried grantees are not in them any more: their dependencies go too, or DROP ROLE
-        -- would fail after a REVOKE (2BP01), and DROP OWNED BY would not clear it.
-        DELETE FROM pg_catalog.pg_shdepend d
-         WHERE d.dbid OPERATOR(pg_catalog.=)
-               (SELECT db.oid FROM pg_catalog.pg_database db
-                 WHERE db.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-           AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
-           AND d.objid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(target)::pg_catalog.oid
-           AND d.objsubid OPERATOR(pg_catalog.=) 0
-           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_authid'::pg_catalog.regclass::pg_catalog.oid
-           AND d.deptype OPERATOR(pg_catalog.=) 'i'::pg_catalog.char
-           AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(initial) a
-                            WHERE a.grantee OPERATOR(pg_catalog.=) d.refobjid
-                               OR a.grantor OPERATOR(pg_catalog.=) d.refobjid);
-    END LOOP;
-END
-$carry$;
-COMMENT ON FUNCTION segment_create(text, bigint, integer, text, text, integer) IS
-  'Creates a segment whose first number is start, refilled step numbers at a time; not undone by ROLLBACK. scope => ''global'': its numbers come from the registry, shared by every node. cache => n: each backend takes blocks of n numbers (0: blocks that adapt to its rate).';
-COMMENT ON FUNCTION segment_alter(text, integer, text, integer) IS
-  'Changes a segment''s step, description (NULL keeps, '''' clears it) and per-backend cache (NULL keeps).';
-
-COMMENT ON FUNCTION segment_status() IS
-  'Each segment: high-water mark, step, the cached current and next ranges, dynamic step and refills, per-backend cache.';
-
--- idgen_adopt_column checks the right to create segments on segment_create's signature, which
--- has one argument more: the function of 0.6.0 again, with the new signature (an unchanged
--- copy otherwise; a PL/pgSQL body records no dependency, so dropping the old one did not stop).
-CREATE OR REPLACE FUNCTION idgen_adopt_column(
-    table_name regclass,
-    column_name name,
-    generator text DEFAULT 'snowflake',
-    segment text DEFAULT NULL,
-    drop_sequence boolean DEFAULT false,
-    dry_run boolean DEFAULT false)
-RETURNS TABLE (step integer, action text, statement text, undo text)
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 10
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    rel       record;
-    col       record;
-    seq       regclass;
-    owned     boolean;
-    seq_last  bigint;
-    floor_id  bigint;
-    has_max   bigint;
-    seg_mark  bigint;
-    target    bigint;
-    legacy    text;
-    named     boolean := segment IS NOT NULL;
-    created   boolean;
-    moved     boolean;
-    tries     integer := 0;
-    new_default text;
-    qualified text;
-    n         integer := 0;
-BEGIN
-    IF table_name IS NULL OR column_name IS NULL OR generator IS NULL
-       OR drop_sequence IS NULL OR dry_run IS NULL THEN
-        RAISE EXCEPTION 'idgen_adopt_column: % must not be NULL',
-            CASE WHEN table_name IS NULL THEN 'table_name'
-                 WHEN column_name IS NULL THEN 'column_name'
-                 WHEN generator IS NULL THEN 'generator'
-                 WHEN drop_sequence IS NULL THEN 'drop_sequence'
-                 ELSE 'dry_run' END
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF generator NOT IN ('snowflake', 'segment') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: generator must be ''snowflake'' or ''segment'', not %',
-            quote_literal(left(generator, 40))
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF generator = 'snowflake' AND segment IS NOT NULL THEN
-        RAISE EXCEPTION 'idgen_adopt_column: segment is only for generator => ''segment'''
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    SELECT c.oid, c.relkind, c.relispartition, c.relowner, c.relname, n.nspname
-      INTO rel
-      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.oid = table_name;
-    IF rel.relkind NOT IN ('r', 'p') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: % is not a table', table_name
-            USING ERRCODE = 'wrong_object_type';
-    END IF;
-    IF rel.relispartition THEN
-        RAISE EXCEPTION 'idgen_adopt_column: % is a partition', table_name
-            USING ERRCODE = 'wrong_object_type',
-                  HINT = 'Adopt the column of its partitioned table: its default applies to every partition.';
-    END IF;
-    SELECT a.attnum, a.atttypid, a.attidentity, a.attgenerated,
-           pg_get_expr(d.adbin, d.adrelid) AS default_expr
-      INTO col
-      FROM pg_attribute a
-      LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-     WHERE a.attrelid = table_name AND a.attname = column_name
-       AND a.attnum > 0 AND NOT a.attisdropped;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'idgen_adopt_column: column % of % does not exist', quote_ident(column_name), table_name
-            USING ERRCODE = 'undefined_column';
-    END IF;
-    IF col.attgenerated <> '' THEN
-        RAISE EXCEPTION 'idgen_adopt_column: column % of % is a generated column', quote_ident(column_name), table_name
-            USING ERRCODE = 'wrong_object_type';
-    END IF;
-    IF col.atttypid <> 'bigint'::regtype THEN
-        RAISE EXCEPTION 'idgen_adopt_column: column % of % is %, not bigint',
-            quote_ident(column_name), table_name, format_type(col.atttypid, NULL)
-            USING ERRCODE = 'datatype_mismatch',
-                  HINT = CASE WHEN col.atttypid IN ('integer'::regtype, 'smallint'::regtype)
-                         THEN format('Widen it first: ALTER TABLE %s ALTER COLUMN %I TYPE bigint;', table_name, column_name)
-                         ELSE 'idgen generates bigint values.' END;
-    END IF;
-    IF NOT pg_has_role(current_user, rel.relowner, 'USAGE') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: must be owner of table %', table_name
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF generator = 'segment'
-       AND NOT has_function_privilege('@extschema@.segment_create(text, bigint, integer, text, text, integer)', 'EXECUTE') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: permission denied to create segments'
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'GRANT idgen_admin TO the caller.';
-    END IF;
-    IF generator = 'segment' THEN
-        IF NOT named THEN
-            -- The default name (see the comment above the function).
-            segment := rel.relname || '_' || column_name;
-            IF rel.nspname <> 'public' THEN
-                legacy := segment;
-                segment := rel.nspname || '.' || legacy;
-                IF NOT EXISTS (SELECT FROM @extschema@.idgen_segment s WHERE s.name = segment)
-                   AND EXISTS (SELECT FROM @extschema@.idgen_segment s WHERE s.name = legacy)
-                   AND NOT EXISTS (
-                       SELECT FROM pg_attrdef ad
-                         JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
-                        WHERE d.refclassid = 'pg_proc'::regclass
-                          AND d.refobjid = '@extschema@.segment_nextval(text)'::regprocedure
-                          AND ad.adrelid <> table_name
-                          AND strpos(pg_get_expr(ad.adbin, ad.adrelid),
-                                     format('segment_nextval(%L::text)', legacy)) > 0) THEN
-                    segment := legacy;
-                END IF;
-            END IF;
-        END IF;
-        IF octet_length(segment) NOT BETWEEN 1 AND 63 AND named THEN
-            RAISE EXCEPTION 'idgen_adopt_column: segment name must be 1 to 63 bytes'
-                USING ERRCODE = 'invalid_parameter_value';
-        ELSIF octet_length(segment) > 63 THEN
-            RAISE EXCEPTION 'idgen_adopt_column: segment name must be 1 to 63 bytes'
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = format('The default name %s is too long: name the segment (segment => ...).',
-                                    quote_literal(segment));
-        END IF;
-        new_default := format('@extschema@.segment_nextval(%L::text)', segment);
-    ELSE
-        new_default := '@extschema@.snowflake_nextval()';
-    END IF;
-    IF EXISTS (SELECT FROM pg_attrdef ad
-                 JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
-                WHERE ad.adrelid = table_name AND ad.adnum = col.attnum
-                  AND d.refclassid = 'pg_proc'::regclass
-                  AND d.refobjid IN ('@extschema@.snowflake_nextval()'::regprocedure,
-                                     '@extschema@.segment_nextval(text)'::regprocedure)) THEN
-        RETURN QUERY SELECT 0, 'nothing to do: the column already draws from idgen'::text,
-                            NULL::text, NULL::text;
-        RETURN;
-    END IF;
-    IF NOT dry_run AND current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: cannot adopt % in a % transaction',
-            table_name, upper(current_setting('transaction_isolation'))
-            USING ERRCODE = 'active_sql_transaction',
-                  DETAIL = 'The transaction''s snapshot is older than the table lock: rows committed in between would be missed when the floor is read.',
-                  HINT = 'Run it in a READ COMMITTED transaction (BEGIN ISOLATION LEVEL READ COMMITTED).';
-    END IF;
-    IF generator = 'segment'
-       AND EXISTS (SELECT FROM @extschema@.idgen_segment s WHERE s.name = segment AND s.scope = 'global') THEN
-        RAISE EXCEPTION 'idgen_adopt_column: segment % is global: this server cannot move it above the values of %',
-            quote_literal(segment), table_name
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Adopt the column with a local segment (segment => another name).';
-    END IF;
-    qualified := format('%I.%I', rel.nspname, rel.relname);
-    -- The sequence feeding the column: owned by it (serial, identity), or named by its default.
-    seq := pg_get_serial_sequence(qualified, column_name)::regclass;
-    owned := seq IS NOT NULL;
-    IF seq IS NULL THEN
-        SELECT d.refobjid::regclass INTO seq
-          FROM pg_attrdef ad
-          JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
-          JOIN pg_class s ON s.oid = d.refobjid AND s.relkind = 'S'
-         WHERE ad.adrelid = table_name AND ad.adnum = col.attnum AND d.refclassid = 'pg_class'::regclass
-         LIMIT 1;
-    END IF;
-
-    -- Checks done: from here on the call changes things (unless dry_run).
-    IF NOT dry_run THEN
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', qualified);
-    END IF;
-    n := n + 1;
-    RETURN QUERY SELECT n, 'lock the table; inserts wait for this transaction'::text,
-                        format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', qualified), NULL::text;
-
-    -- A statement of its own after the lock: in READ COMMITTED, a snapshot that sees every row
-    -- committed before the lock was granted.
-    EXECUTE format('SELECT max(%I) FROM %s', column_name, qualified) INTO has_max;
-    floor_id := coalesce(has_max, 0);
-    IF seq IS NOT NULL THEN
-        EXECUTE format('SELECT last_value FROM %s', seq) INTO seq_last;
-        floor_id := greatest(floor_id, seq_last);
-    END IF;
-
-    IF generator = 'snowflake' THEN
-        IF floor_id >= @extschema@.snowflake_compose((clock_timestamp() - interval '1 day')::timestamptz,
-                                                     0::integer, 0::integer) THEN
-            RAISE EXCEPTION 'idgen_adopt_column: % already holds values up to %, which Snowflake ids may reach',
-                qualified || '.' || quote_ident(column_name), floor_id
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = 'Use generator => ''segment'', which starts above them.';
-        END IF;
-        n := n + 1;
-        RETURN QUERY SELECT n, format('Snowflake ids are above every existing value (up to %s)', floor_id),
-                            NULL::text, NULL::text;
-    ELSE
-        n := n + 1;
-        LOOP
-            tries := tries + 1;
-            created := false;
-            moved := false;
-            SELECT s.max_id INTO seg_mark FROM @extschema@.idgen_segment s WHERE s.name = segment;
-            IF NOT FOUND THEN
-                IF dry_run THEN
-                    created := true;
-                ELSE
-                    BEGIN
-                        PERFORM @extschema@.segment_create(name => segment::text, start => (floor_id + 1)::bigint);
-                        created := true;
-                    EXCEPTION WHEN duplicate_object THEN
-                        IF tries >= 5 THEN
-                            RAISE;
-                        END IF; -- created by another session since the read: move it instead
-                    END;
-                END IF;
-            ELSE
-                -- Forward only, and every cached number is dropped: later numbers are above
-                -- target, which is at or above both the floor and the mark.
-                target := greatest(floor_id, seg_mark);
-                IF dry_run THEN
-                    moved := true;
-                ELSE
-                    BEGIN
-                        PERFORM @extschema@.segment_setval(segment::text, target::bigint);
-                        moved := true;
-                    EXCEPTION WHEN numeric_value_out_of_range THEN
-                        IF tries >= 5 THEN
-                            RAISE;
-                        END IF; -- a refill raised the mark since it was read: read it again
-                    END;
-                END IF;
-            END IF;
-            EXIT WHEN created OR moved;
-        END LOOP;
-        IF created THEN
-            RETURN QUERY SELECT n, format('create segment %s starting above %s', quote_literal(segment), floor_id),
-                                format('SELECT @extschema@.segment_create(%L, start => %s)', segment, floor_id + 1),
-                                format('SELECT @extschema@.segment_drop(%L)', segment);
-        ELSE
-            RETURN QUERY SELECT n, format('move segment %s above %s and drop its cached numbers',
-                                          quote_literal(segment), target),
-                                format('SELECT @extschema@.segment_setval(%L, %s)', segment, target),
-                                NULL::text;
-        END IF;
-    END IF;
-
-    IF col.attidentity <> '' THEN
-        n := n + 1;
-        IF NOT dry_run THEN
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', qualified, column_name);
-        END IF;
-        RETURN QUERY SELECT n, 'drop the identity (and its sequence)'::text,
-                            format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', qualified, column_name),
-                            format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT, ALTER COLUMN %I ADD GENERATED BY DEFAULT AS IDENTITY; SELECT setval(pg_get_serial_sequence(%L, %L), (SELECT max(%I) FROM %s))',
-                                   qualified, column_name, column_name, qualified, column_name, column_name, qualified);
-    ELSIF owned THEN
-        n := n + 1;
-        IF NOT dry_run THEN
-            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', seq);
-        END IF;
-        RETURN QUERY SELECT n, 'detach the sequence from the column'::text,
-                            format('ALTER SEQUENCE %s OWNED BY NONE', seq),
-                            format('ALTER SEQUENCE %s OWNED BY %s.%I', seq, qualified, column_name);
-    END IF;
-
-    n := n + 1;
-    IF NOT dry_run THEN
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, new_default);
-    END IF;
-    RETURN QUERY SELECT n, 'draw the column''s values from idgen'::text,
-                        format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, new_default),
-                        CASE WHEN col.attidentity <> '' THEN NULL
-                             WHEN col.default_expr IS NULL THEN format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', qualified, column_name)
-                             WHEN seq IS NULL THEN format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', qualified, column_name, col.default_expr)
-                             ELSE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s; SELECT setval(%L, (SELECT max(%I) FROM %s))',
-                                         qualified, column_name, col.default_expr, seq, column_name, qualified) END;
-
-    IF owned AND col.attidentity = '' AND drop_sequence THEN
-        n := n + 1;
-        IF NOT dry_run THEN
-            EXECUTE format('DROP SEQUENCE %s', seq);
-        END IF;
-        RETURN QUERY SELECT n, 'drop the detached sequence'::text, format('DROP SEQUENCE %s', seq),
-                            'CREATE SEQUENCE again (its old values are in the column)'::text;
-    END IF;
-END
-$fn$;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/lib.rs:46
--- requires:
---   v0_7_0
-
--- idgen 0.7.0 -> 0.8.0: nothing a database owner planted is bound or run (README "Security").
--- Also part of every fresh CREATE EXTENSION idgen (src/lib.rs includes this file last but
--- finalize.sql), so a fresh install and an upgraded one have the same objects.
---
--- A column default, a view and a CHECK of earlier releases were bound, when their script ran,
--- to the best-matching function or operator along the whole search_path: a database owner who
--- had planted public.nextval(text), public.to_timestamp(numeric), public./(bigint, numeric) or
--- public.num_nonnulls(integer, text, text) before CREATE EXTENSION or ALTER EXTENSION UPDATE
--- had them bound into idgen's objects and run by superusers. Each is created again here, every
--- function and operator schema-qualified with exact types, so an install that was captured
--- stops being captured. Bodies that name idgen's schema (the registry's SECURITY DEFINER
--- functions, segment_status(), idgen_adopt_column()) would run another schema's objects if
--- idgen's were renamed and another created under its name: the event trigger
--- idgen_schema_guard refuses the rename, and segment_status() and idgen_adopt_column() also
--- check the name before they use it.
-
-\echo Use "ALTER EXTENSION idgen UPDATE TO '0.8.0'" to load this file. \quit
-
-ALTER TABLE @extschema@.idgen_serial
-    ALTER COLUMN id SET DEFAULT pg_catalog.nextval('@extschema@.idgen_serial_id_seq'::pg_catalog.regclass);
-
-ALTER TABLE @extschema@.idgen_registry_regression
-    DROP CONSTRAINT idgen_registry_regression_check,
-    ADD CONSTRAINT idgen_registry_regression_check
-        CHECK (pg_catalog.num_nonnulls(worker_id, segment, serial) = 1 AND (serial IS NULL) = (serial_period IS NULL));
-
--- OR REPLACE keeps the view's privileges and comment.
-CREATE OR REPLACE VIEW @extschema@.idgen_registry_workers AS
-SELECT l.worker_id, l.node_name, l.incarnation, l.address, l.system_identifier, l.timeline,
-       CASE WHEN l.released_tick IS NOT NULL THEN 'released'
-            WHEN l.expires_at < pg_catalog.clock_timestamp() THEN 'expired'
-            ELSE 'held' END AS state,
-       l.fence_tick,
-       pg_catalog.to_timestamp(
-           (f.epoch_unix_ms + (l.fence_tick + 1) * f.time_unit_ms)::pg_catalog.float8
-           OPERATOR(pg_catalog./) 1000::pg_catalog.float8) AS fenced_until,
-       l.start_tick, l.released_tick, l.claimed_at, l.renewed_at, l.expires_at, l.lease_ms,
-       l.renew_interval_ms, l.clock_offset_ms, l.renewals,
-       f.epoch_unix_ms, f.worker_bits, f.sequence_bits, f.time_unit_ms
-  FROM @extschema@.idgen_registry_lease l CROSS JOIN @extschema@.idgen_registry_fleet f;
-
--- The bodies of idgen's functions (the registry's SECURITY DEFINER functions among them) name
--- idgen's schema as it was called at install: renamed, with another schema created under the
--- old name, every such body would run the objects of whoever owns that schema (on PostgreSQL 15
--- and later, the owner of the database owns public) with the rights of the function's caller or
--- owner. The schema keeps its name: this event trigger refuses, at the end of any ALTER SCHEMA,
--- a name of idgen's schema other than the one installed (as ALTER EXTENSION ... SET SCHEMA is
--- refused for an extension that is not relocatable).
-CREATE FUNCTION @extschema@.idgen_schema_guard()
-RETURNS event_trigger
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $guard$
-BEGIN
-    IF EXISTS (SELECT FROM pg_catalog.pg_extension e
-                 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
-                WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name
-                  AND pg_catalog.quote_ident(n.nspname::pg_catalog.text)
-                      OPERATOR(pg_catalog.<>) '@extschema@'::pg_catalog.text) THEN
-        RAISE EXCEPTION 'the schema of extension idgen cannot be renamed'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'idgen''s functions name their schema; another schema under the old name would run in their place.',
-                  HINT = 'Keep the name; to move idgen, DROP EXTENSION idgen and CREATE EXTENSION idgen SCHEMA ... (segments and serials are in its tables: pg_dump them first).';
-    END IF;
-END
-$guard$;
-COMMENT ON FUNCTION @extschema@.idgen_schema_guard() IS
-  'Internal: the event trigger idgen_schema_guard, which refuses renaming idgen''s schema.';
-CREATE EVENT TRIGGER idgen_schema_guard ON ddl_command_end
-    WHEN TAG IN ('ALTER SCHEMA')
-    EXECUTE FUNCTION @extschema@.idgen_schema_guard();
-COMMENT ON EVENT TRIGGER idgen_schema_guard IS
-  'Refuses renaming the schema of extension idgen (its functions name it).';
-
--- OR REPLACE keeps the function's privileges and comment.
-CREATE OR REPLACE FUNCTION @extschema@.segment_status()
-RETURNS TABLE (
-    name text, max_id bigint, step integer, description text,
-    cached_step bigint,
-    current_first bigint, current_last bigint, current_used bigint,
-    next_first bigint, next_last bigint,
-    refills bigint, last_refill_at timestamptz, refill_pending boolean,
-    cache integer
-)
-LANGUAGE plpgsql VOLATILE PARALLEL RESTRICTED
-SET search_path = pg_catalog, pg_temp
-AS $status$
-BEGIN
-    -- As idgen_adopt_column: the query below names idgen's schema as it was called at install.
-    IF pg_catalog.to_regnamespace('@extschema@'::pg_catalog.text)::pg_catalog.oid IS DISTINCT FROM
-       (SELECT e.extnamespace FROM pg_catalog.pg_extension e
-         WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name) THEN
-        RAISE EXCEPTION 'segment_status: the schema idgen was installed in was renamed'
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Rename it back: idgen is not relocatable.';
-    END IF;
-    RETURN QUERY
-      SELECT s.name, s.max_id, s.step, s.description,
-             c.cached_step, c.current_first, c.current_last, c.current_used,
-             c.next_first, c.next_last, COALESCE(c.refills, 0::pg_catalog.int8), c.last_refill_at,
-             COALESCE(c.refill_pending, false), s.cache
-        FROM @extschema@.idgen_segment s
-        LEFT JOIN @extschema@.segment_cache_status() c ON c.name OPERATOR(pg_catalog.=) s.name
-       ORDER BY s.name;
-END
-$status$;
-
--- idgen_adopt_column of 0.7.0 with the same check first (an unchanged copy otherwise).
-CREATE OR REPLACE FUNCTION @extschema@.idgen_adopt_column(
+CREATE FUNCTION idgen_adopt_column(
     table_name regclass,
     column_name name,
     generator text DEFAULT 'snowflake',
@@ -4108,104 +1037,1155 @@ BEGIN
     END IF;
 END
 $fn$;
+COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, boolean) IS
+  'Switches a bigint serial / identity column to snowflake_nextval() or segment_nextval(segment), in the caller''s READ COMMITTED transaction; an existing segment is moved above the column''s values. Returns each step and its undo. dry_run => true changes nothing.';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:41
--- finalize
--- Runs last in the extension script: documentation and privileges of the public API.
+-- src/sql.rs:71
+-- requires:
+--   adopt
 
-COMMENT ON FUNCTION snowflake_nextval() IS
-  'Next Snowflake id of this server (41-bit ms time | 10-bit worker id | 12-bit sequence): unique, strictly increasing per server.';
-COMMENT ON FUNCTION snowflake_nextvals(integer) IS
-  'count consecutive Snowflake ids from one reservation, in increasing order.';
-COMMENT ON FUNCTION snowflake_currval() IS
-  'Last Snowflake id returned in this session; error before the first.';
-COMMENT ON FUNCTION snowflake_decode(bigint) IS
-  'Tick start time, worker id and sequence of a Snowflake id under this server''s layout.';
-COMMENT ON FUNCTION snowflake_timestamp(bigint) IS
-  'Start of the tick in which a Snowflake id was issued.';
-COMMENT ON FUNCTION snowflake_compose(timestamptz, integer, integer) IS
-  'Lowest Snowflake id at a time for a worker id and sequence: bounds for range scans and partitions.';
-COMMENT ON FUNCTION snowflake_status() IS
-  'This server''s Snowflake generator: worker id, layout, epoch, last id, drift and borrowed ticks.';
+-- idgen's install script: the registry (DESIGN.md §6, README "Many servers with a registry").
+--
+-- A registry is any database with idgen installed. Nodes (servers with idgen.registry set)
+-- lease their Snowflake worker ids here, and take the ranges of global segments and global
+-- serials, through the SECURITY DEFINER functions below: each is one short transaction on the
+-- registry's own clock (clock_timestamp()), granted to the role idgen_registry, with
+-- search_path pinned to pg_catalog, every table qualified with idgen's schema and every call
+-- exactly typed. The guarantee: every id a node issues under a worker id has a tick at most
+-- the fence_tick (R) recorded here for its lease, and whoever takes the worker id next starts
+-- strictly above it (at floor_tick), whatever the nodes' clocks say.
+--
+-- * Holders prove who they are. A node sends a secret of its own with its claim (32 random
+--   bytes made at its start, src/identity.rs); the registry keeps only its SHA-256 and renews,
+--   releases and re-grants a lease, and takes back a global segment's numbers, only for a
+--   caller that shows it (42501 otherwise). An incarnation is a name, never a credential, and
+--   no error shows another holder's incarnation.
+-- * A give-back returns only numbers of the last range taken, by its taker: the registry
+--   records the first number and the taker of the range that set each mark.
+-- * A registry that lost commits (a restore, an asynchronous failover, synchronous_commit off)
+--   is detected from what the nodes know (their confirmed fence, their last mark), recorded in
+--   idgen_registry_regression, and never believed: while a regression is open no worker id is
+--   claimed and no range is taken, until an operator runs idgen_registry_resolve().
+-- * Every function waits at most lock_timeout = 2s for a lock (55P03), so one stuck lock on the
+--   lease table cannot hang the fleet.
 
--- One row each: tell the planner (a set-returning function is estimated at 1000 rows).
-ALTER FUNCTION snowflake_decode(bigint) ROWS 1;
-ALTER FUNCTION snowflake_status() ROWS 1;
+-- The one Snowflake layout of every node of this registry, recorded by the first claim.
+CREATE TABLE idgen_registry_fleet (
+    singleton     boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    epoch_unix_ms bigint      NOT NULL,
+    worker_bits   integer     NOT NULL CHECK (worker_bits BETWEEN 0 AND 31),
+    sequence_bits integer     NOT NULL CHECK (sequence_bits BETWEEN 0 AND 31),
+    time_unit_ms  integer     NOT NULL CHECK (time_unit_ms > 0),
+    created_at    timestamptz NOT NULL
+);
+COMMENT ON TABLE idgen_registry_fleet IS
+  'The registry''s one Snowflake layout (epoch, bit widths, tick), recorded by the first claim.';
 
--- Segments ------------------------------------------------------------------------------------
+-- One row per worker id ever leased. fence_tick is R: the holder issues no id with a larger
+-- tick. released_tick is set by a clean release: the holder's final reservation, the first tick
+-- it never reached. A new holder starts at released_tick, else at fence_tick + 1.
+CREATE TABLE idgen_registry_lease (
+    worker_id         integer     PRIMARY KEY CHECK (worker_id >= 0),
+    node_name         text        NOT NULL CHECK (octet_length(node_name) BETWEEN 1 AND 63),
+    incarnation       text        NOT NULL,
+    system_identifier text        NOT NULL,
+    timeline          integer     NOT NULL,
+    address           text,
+    start_tick        bigint      NOT NULL,
+    fence_tick        bigint      NOT NULL,
+    released_tick     bigint,
+    lease_ms          integer     NOT NULL,
+    renew_interval_ms integer     NOT NULL,
+    claimed_at        timestamptz NOT NULL,
+    renewed_at        timestamptz NOT NULL,
+    expires_at        timestamptz NOT NULL,
+    clock_offset_ms   double precision,
+    renewals          bigint      NOT NULL DEFAULT 0,
+    holder_key        text,
+    attested_standbys text[]      NOT NULL DEFAULT '{}'
+);
+COMMENT ON TABLE idgen_registry_lease IS
+  'Worker id leases of the registry: no holder issues an id past fence_tick; the next starts above it.';
+COMMENT ON COLUMN idgen_registry_lease.holder_key IS
+  'SHA-256 (hex) of the holder''s secret: renew, release and a re-claim by the same incarnation must show the secret.';
+COMMENT ON COLUMN idgen_registry_lease.attested_standbys IS
+  'Node names of the holder''s streaming standbys, as its last renewal named them: only these may succeed it by promotion while its lease lives.';
 
-COMMENT ON TABLE idgen_segment IS
-  'Segment high-water marks: numbers <= max_id may have been handed out, numbers above never. Written only by the idgen allocator worker.';
+-- Global segments (Leaf's own design, one high-water mark per name in the registry): a node's
+-- allocator takes each range with one committed UPDATE ... RETURNING here and caches it in its
+-- double buffer. Every number <= max_id may have been handed out by some node; none above.
+CREATE TABLE idgen_registry_segment (
+    name            text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 63),
+    max_id          bigint      NOT NULL,
+    step            integer     NOT NULL CHECK (step > 0),
+    description     text        CHECK (octet_length(description) <= 1024),
+    ranges          bigint      NOT NULL DEFAULT 0,
+    created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    taken_first     bigint,
+    taker           text,
+    taker_key       text,
+    given_back_by   text,
+    given_back_from bigint
+);
+COMMENT ON TABLE idgen_registry_segment IS
+  'Global segments of the registry: numbers <= max_id may have been handed out by some node, numbers above never.';
+COMMENT ON COLUMN idgen_registry_segment.taken_first IS
+  'First number of the range that set max_id: a give-back never lowers the mark below taken_first - 1.';
+COMMENT ON COLUMN idgen_registry_segment.taker IS
+  'Incarnation of the node that took the range that set max_id (NULL after a give-back): only it may give numbers back.';
+COMMENT ON COLUMN idgen_registry_segment.given_back_by IS
+  'Incarnation of the node that gave the last numbers back, and given_back_from the mark it lowered: its own reports of that mark are no regression.';
 
--- Everyone may read the high-water marks; nobody but the extension (its allocator) writes them.
-REVOKE ALL ON TABLE idgen_segment FROM PUBLIC;
-GRANT SELECT ON TABLE idgen_segment TO PUBLIC;
+-- What the nodes showed the registry to have lost: a fence (worker_id), a global segment's
+-- mark (segment) or a global serial's counter (serial and serial_period) below one a node had
+-- confirmed. While a row is open (resolved_at IS NULL) claims and takes are refused (55000).
+CREATE TABLE idgen_registry_regression (
+    id               bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    detected_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    worker_id        integer,
+    segment          text,
+    registry_value   bigint      NOT NULL,
+    node_value       bigint      NOT NULL,
+    node_name        text,
+    incarnation      text,
+    reported_by      text        NOT NULL,
+    reporter_address text,
+    resolved_at      timestamptz,
+    dismissed        boolean     NOT NULL DEFAULT false,
+    serial           text,
+    serial_period    text,
+    CONSTRAINT idgen_registry_regression_check
+        CHECK (pg_catalog.num_nonnulls(worker_id, segment, serial) = 1
+               AND (serial IS NULL) = (serial_period IS NULL))
+);
+COMMENT ON TABLE idgen_registry_regression IS
+  'Regressions of the registry seen by nodes (a fence or mark below what a node confirmed), with who reported them; open ones stop claims and takes until idgen_registry_resolve().';
 
--- Changing segments is for superusers and members of idgen_admin; drawing numbers is for all.
--- Roles belong to the cluster, not the database: the role is created by the first database's
--- CREATE EXTENSION and reused by the others (and survives DROP EXTENSION, without its grants).
-DO $$
+-- Which server this registry is, and until when it is on probation. A registry that restarted,
+-- failed over or was restored (another postmaster start time or system identifier than the one
+-- recorded) may have lost commits that no node has shown it yet. For a while it hands out no
+-- range (ranges_until: at least twice the longest renewal interval it has seen, at least 20 s)
+-- and grants no worker id except to the incarnation that holds it (claims_until: at least the
+-- longest lease it has seen, at least 60 s), so that every live holder renews (showing its
+-- fence) and every node reports its global segments' marks first; after it, a grant starts no
+-- lower than the registry's clock, past every R a lost renewal could have confirmed.
+-- A random token made when the extension is created here (not dumped): a dump reloaded into
+-- the same running server makes a new one, so it counts as another server too.
+CREATE TABLE idgen_registry_install (token text NOT NULL);
+INSERT INTO idgen_registry_install VALUES (pg_catalog.gen_random_uuid()::pg_catalog.text);
+COMMENT ON TABLE idgen_registry_install IS
+  'A token made at CREATE EXTENSION (not dumped): part of the registry server''s identity.';
+
+CREATE TABLE idgen_registry_server (
+    singleton       boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    server_identity text        NOT NULL,
+    ranges_until    timestamptz NOT NULL,
+    claims_until    timestamptz NOT NULL,
+    max_lease_ms    bigint      NOT NULL DEFAULT 0,
+    max_renew_ms    bigint      NOT NULL DEFAULT 0
+);
+COMMENT ON TABLE idgen_registry_server IS
+  'The registry server (system identifier and postmaster start) last seen, the ends of its probation after a change, and the longest lease and renewal interval seen.';
+
+-- The registry's side of global serials: one counter per (serial name, period), whose mark a
+-- node moves up by a step at a time (like a global segment's), after the registry's probation.
+CREATE TABLE idgen_registry_serial_counter (
+    serial     text        NOT NULL CHECK (octet_length(serial) BETWEEN 1 AND 40),
+    period     text        NOT NULL CHECK (period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'),
+    max_id     bigint      NOT NULL,
+    taker      text,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (serial, period)
+);
+COMMENT ON TABLE idgen_registry_serial_counter IS
+  'Registry: marks of global serials'' counters, per serial name and period; numbers up to max_id may have been handed out by some node.';
+
+-- The definition (reset and format) of each global serial, as the first node to draw it had
+-- it: a node whose serial of that name counts per another period would print the same texts
+-- from another counter row, so it is refused.
+CREATE TABLE idgen_registry_serial (
+    serial     text        PRIMARY KEY CHECK (octet_length(serial) BETWEEN 1 AND 40),
+    reset      text        NOT NULL,
+    format     text        NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE idgen_registry_serial IS
+  'Registry: the reset and format of each global serial, the same on every node.';
+
+-- pg_dump carries the leases, marks, regressions and the server's record (not the install
+-- token: a reload is another server).
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_fleet', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_lease', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_segment', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_regression', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_server', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_serial_counter', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_serial', '');
+
+-- Nobody reads or writes the registry's tables but through its functions; monitoring
+-- (pg_monitor) reads the marks, the regressions and the server's record (no secrets there:
+-- holder keys are hashes, in the lease table, which it does not read).
+REVOKE ALL ON TABLE idgen_registry_fleet, idgen_registry_lease, idgen_registry_segment,
+    idgen_registry_regression, idgen_registry_install, idgen_registry_server,
+    idgen_registry_serial_counter, idgen_registry_serial FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry_segment, idgen_registry_regression, idgen_registry_server
+    TO pg_monitor;
+
+-- The registry's clock and idgen version: the client's first call, to measure its clock offset
+-- and to find out that the registry has idgen at all.
+CREATE FUNCTION idgen_registry_hello(OUT registry_now timestamptz, OUT version text)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT clock_timestamp(), (SELECT extversion FROM pg_extension WHERE extname = 'idgen') $$;
+
+-- Creates a global segment; an existing one is kept as it is (created = false), so that any
+-- node may declare it. Returns the segment's step in force.
+CREATE FUNCTION idgen_registry_segment_create(segment text, start_at bigint, step_size integer, about text)
+RETURNS TABLE (created boolean, step integer)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    inserted integer;
 BEGIN
-  -- A role of that name made by someone else (a CREATEROLE holder, before the first install)
-  -- would hand what idgen grants it to whoever controls it: refuse one that can log in, has
-  -- any attribute, a password, or an administrator who is not a superuser. Members a superuser
-  -- granted (GRANT idgen_admin TO ...) are how it is meant to be used, and stay.
-  IF EXISTS (SELECT FROM pg_catalog.pg_authid a
-              WHERE a.rolname OPERATOR(pg_catalog.=) 'idgen_admin'::pg_catalog.name
-                AND (a.rolsuper OR a.rolcreaterole OR a.rolcreatedb OR a.rolcanlogin
-                     OR a.rolreplication OR a.rolbypassrls OR a.rolpassword IS NOT NULL
-                     OR a.rolvaliduntil IS NOT NULL
-                     OR EXISTS (SELECT FROM pg_catalog.pg_auth_members m
-                                  JOIN pg_catalog.pg_authid adm
-                                    ON adm.oid OPERATOR(pg_catalog.=) m.member
-                                 WHERE m.roleid OPERATOR(pg_catalog.=) a.oid
-                                   AND m.admin_option AND NOT adm.rolsuper))) THEN
-    RAISE EXCEPTION 'role idgen_admin exists with rights idgen does not give it'
-      USING ERRCODE = 'object_not_in_prerequisite_state',
-            DETAIL = 'It can log in, has attributes or a password, or a role that is not a superuser administers it: idgen''s grants to it would go to whoever made it.',
-            HINT = 'Drop the role (or make it NOLOGIN with no attributes, no password and no ADMIN OPTION held by other roles), then create the extension again.';
-  END IF;
-  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idgen_admin') THEN
-    CREATE ROLE idgen_admin NOLOGIN;
-    COMMENT ON ROLE idgen_admin IS
-      'Members may create, alter, drop and setval idgen segments (GRANT idgen_admin TO ...).';
-  END IF;
+    IF segment IS NULL OR octet_length(segment) NOT BETWEEN 1 AND 63 OR start_at IS NULL
+       OR start_at = -9223372036854775808 OR step_size IS NULL OR step_size < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid global segment';
+    END IF;
+    INSERT INTO @extschema@.idgen_registry_segment (name, max_id, step, description)
+    VALUES (segment, start_at - 1, step_size, about)
+    ON CONFLICT (name) DO NOTHING;
+    GET DIAGNOSTICS inserted = ROW_COUNT;
+    RETURN QUERY SELECT inserted > 0, s.step FROM @extschema@.idgen_registry_segment s WHERE s.name = segment;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text, integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION segment_drop(text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION segment_setval(text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text, integer) TO idgen_admin;
-GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) TO idgen_admin;
-GRANT EXECUTE ON FUNCTION segment_drop(text) TO idgen_admin;
-GRANT EXECUTE ON FUNCTION segment_setval(text, bigint) TO idgen_admin;
-REVOKE EXECUTE ON FUNCTION segment_interleave_ready(bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION segment_interleave_ready(bigint) TO idgen_admin;
--- Serials (sql/idgen--0.3.0--0.4.0.sql grants them when idgen_admin exists already).
-GRANT EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text, text) TO idgen_admin;
-GRANT EXECUTE ON FUNCTION serial_alter(text, text, text) TO idgen_admin;
-GRANT EXECUTE ON FUNCTION serial_drop(text) TO idgen_admin;
-GRANT EXECUTE ON FUNCTION serial_grant(text, text) TO idgen_admin;
-GRANT EXECUTE ON FUNCTION serial_revoke(text, text) TO idgen_admin;
 
--- segment_status() is created by sql/idgen--0.6.0--0.7.0.sql (with its comment).
+-- A global segment's step, if it exists (a node draws from a name it has not declared).
+CREATE FUNCTION idgen_registry_segment_get(segment text)
+RETURNS TABLE (step integer, max_id bigint)
+LANGUAGE sql STABLE ROWS 1 SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT s.step, s.max_id FROM @extschema@.idgen_registry_segment s WHERE s.name = segment $$;
 
-COMMENT ON FUNCTION segment_nextval(text) IS
-  'Next number of a segment: dense, increasing, never handed out twice; one atomic add on a range cached in shared memory.';
-COMMENT ON FUNCTION segment_nextvals(text, integer) IS
-  'count numbers of a segment, increasing.';
-COMMENT ON FUNCTION segment_currval(text) IS
-  'Last number of the segment returned in this session; error before the first.';
-COMMENT ON FUNCTION segment_setval(text, bigint) IS
-  'Moves a segment forward: later numbers are greater than value. Never backwards.';
-COMMENT ON FUNCTION segment_interleave_ready(bigint) IS
-  'Growing from N to M servers: confirms idgen.segment_interleave_until = until is in force here and no segment is past it; returns the highest mark.';
-COMMENT ON FUNCTION segment_drop(text) IS
-  'Drops a segment and its cached numbers; not undone by ROLLBACK.';
-COMMENT ON FUNCTION segment_cache_status() IS
-  'Internal: this database''s segments in the shared cache; use segment_status().';
+-- The node's side: this server's registry client, from shared memory.
+CREATE FUNCTION idgen_registry_client_status()
+RETURNS TABLE (registry text, state text, worker_id integer, node_name text, incarnation text,
+               lease_expires_at timestamptz, fence_tick bigint, fenced_until timestamptz,
+               head_start_ms bigint, last_renewal timestamptz, renewals bigint,
+               clock_offset_ms double precision, clock_offset_bound_ms double precision,
+               last_error text)
+LANGUAGE c VOLATILE PARALLEL SAFE ROWS 1
+AS 'MODULE_PATHNAME', 'idgen_registry_client_status_wrapper';
+
+-- Records what a node showed the registry to have lost, once per subject and reporting
+-- incarnation while it is open (a node retrying adds nothing), naming the reporter: any member
+-- of idgen_registry can report, so an operator reads who did before resolving.
+CREATE FUNCTION idgen_registry_report_regression(worker integer, seg text, registry_value bigint,
+                                                 node_value bigint, node text, incarnation_id text)
+RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  INSERT INTO @extschema@.idgen_registry_regression
+         (worker_id, segment, registry_value, node_value, node_name, incarnation, reported_by,
+          reporter_address)
+  SELECT worker, seg, registry_value, node_value, node, incarnation_id, session_user,
+         host(inet_client_addr())
+   WHERE NOT EXISTS (
+         SELECT FROM @extschema@.idgen_registry_regression g
+          WHERE g.resolved_at IS NULL AND g.worker_id IS NOT DISTINCT FROM worker
+            AND g.segment IS NOT DISTINCT FROM seg
+            AND g.incarnation IS NOT DISTINCT FROM incarnation_id)
+     -- Still true now: the caller compared with a mark read before it waited here (on
+     -- idgen_registry_resolve(), which locks this table), and resolve may have raised it since.
+     AND (seg IS NULL OR EXISTS (
+         SELECT FROM @extschema@.idgen_registry_segment s
+          WHERE s.name = seg AND s.max_id < node_value))
+$$;
+
+-- The ends of the probation, starting one if this server is not the one recorded. Called by the
+-- nodes in a statement of its own (hello, and before a range), so that a refused claim or range
+-- does not roll the start of the probation back.
+CREATE FUNCTION idgen_registry_probation(OUT ranges_until timestamptz, OUT claims_until timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    me      text;
+    r       @extschema@.idgen_registry_server;
+    lease   bigint;
+    renew   bigint;
+    used    boolean;
+    had_row boolean;
+    now_ts  timestamptz := clock_timestamp();
+BEGIN
+    SELECT format('%s@%s@%s', s.system_identifier,
+                  extract(epoch FROM pg_catalog.pg_postmaster_start_time()),
+                  (SELECT i.token FROM @extschema@.idgen_registry_install i LIMIT 1))
+      INTO me FROM pg_catalog.pg_control_system() s;
+    SELECT * INTO r FROM @extschema@.idgen_registry_server;
+    had_row := FOUND;
+    IF had_row AND r.server_identity = me THEN
+        ranges_until := r.ranges_until;
+        claims_until := r.claims_until;
+        RETURN;
+    END IF;
+    SELECT greatest(coalesce(max(l.lease_ms), 0), r.max_lease_ms, 60000),
+           greatest(2 * coalesce(max(l.renew_interval_ms), 0)::bigint, 2 * r.max_renew_ms, 20000)
+      INTO lease, renew FROM @extschema@.idgen_registry_lease l;
+    lease := coalesce(lease, 60000);
+    renew := coalesce(renew, 20000);
+    -- A registry that has never granted or handed out anything has nothing to lose.
+    used := had_row
+            OR EXISTS (SELECT FROM @extschema@.idgen_registry_lease)
+            OR EXISTS (SELECT FROM @extschema@.idgen_registry_segment WHERE ranges > 0);
+    INSERT INTO @extschema@.idgen_registry_server AS x
+           (singleton, server_identity, ranges_until, claims_until, max_lease_ms, max_renew_ms)
+    VALUES (true, me,
+            CASE WHEN used THEN now_ts + make_interval(secs => renew / 1000.0) ELSE '-infinity' END,
+            CASE WHEN used THEN now_ts + make_interval(secs => lease / 1000.0) ELSE '-infinity' END,
+            coalesce(r.max_lease_ms, 0), coalesce(r.max_renew_ms, 0))
+    ON CONFLICT (singleton) DO UPDATE SET server_identity = excluded.server_identity,
+        ranges_until = excluded.ranges_until, claims_until = excluded.claims_until
+    RETURNING x.ranges_until, x.claims_until INTO ranges_until, claims_until;
+END
+$$;
+
+-- Remembers the longest lease and renewal interval seen (for the next probation); writes only
+-- when one is longer than recorded, so renewals do not contend on the row.
+CREATE FUNCTION idgen_registry_note_lease(lease_length_ms integer, renew_every_ms integer)
+RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  UPDATE @extschema@.idgen_registry_server
+     SET max_lease_ms = greatest(max_lease_ms, lease_length_ms),
+         max_renew_ms = greatest(max_renew_ms, renew_every_ms)
+   WHERE max_lease_ms < lease_length_ms OR max_renew_ms < renew_every_ms
+$$;
+
+-- The hash the registry keeps of a holder's secret.
+CREATE FUNCTION idgen_registry_key(holder_secret text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(holder_secret, 'UTF8')), 'hex') $$;
+
+-- Refuses (55000) while a regression is open.
+CREATE FUNCTION idgen_registry_check_regressions()
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer;
+BEGIN
+    SELECT count(*) INTO n FROM @extschema@.idgen_registry_regression WHERE resolved_at IS NULL;
+    IF n > 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = 'the registry has lost commits: no worker id is granted and no range taken until an operator resolves it',
+            DETAIL = format('%s open regression(s) in idgen_registry_regression: nodes had confirmed fences or marks above what the registry holds (a restore, a failover to an asynchronous standby, synchronous_commit off).', n),
+            HINT = 'On the registry, as a superuser: SELECT * FROM idgen_registry_resolve(); (README "A registry that lost commits").';
+    END IF;
+END
+$$;
+
+-- Claims a worker id for a node incarnation: wanted_worker, or with NULL (worker_id = auto) the
+-- id this node name held last if free, else the lowest free one. holder_secret is the node's
+-- own secret (its SHA-256 is kept); known_tick is the first tick the node's own reservation
+-- never reached (0 if none): a floor for its own next ids. Returns the id, the floor (the first
+-- tick the node may use) and the fence (R). Errors: 22023 bad arguments or a layout that
+-- differs from the fleet's; 55006 the id is held by a live server; 53400 no id is free; 42501
+-- this incarnation's lease with another secret; 55000 an open regression; 55P03 a lock not
+-- granted within 2 s.
+CREATE FUNCTION idgen_registry_claim(
+    node text, incarnation_id text, holder_secret text, system_id text, on_timeline integer,
+    wanted_worker integer, epoch_ms bigint, worker_bit_count integer, sequence_bit_count integer,
+    tick_ms integer, lease_length_ms integer, renew_every_ms integer, offset_ms double precision,
+    node_port integer, known_tick bigint)
+RETURNS TABLE (worker_id integer, floor_tick bigint, fence_tick bigint,
+               expires_at timestamptz, registry_now timestamptz, previous_holder text)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    f          @extschema@.idgen_registry_fleet;
+    l          @extschema@.idgen_registry_lease;
+    now_ts     timestamptz := clock_timestamp();
+    now_ms     bigint;
+    max_worker bigint;
+    chosen     integer;
+    start_at   bigint;
+    bound      bigint;
+    prev       text;
+    key        text;
+    diffs      text[] := '{}';
+    found_row  boolean := false;
+    probation  timestamptz;
+    caller     text := coalesce(host(inet_client_addr()), 'local') || ':' || coalesce(node_port::text, '?');
+BEGIN
+    IF node IS NULL OR octet_length(node) NOT BETWEEN 1 AND 63 OR node !~ '^[A-Za-z0-9._:-]+$' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('invalid node name %L', node),
+            HINT = 'A node name is 1 to 63 bytes of ASCII letters, digits and . _ - :';
+    END IF;
+    IF incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32
+       OR system_id IS NULL OR on_timeline IS NULL OR epoch_ms IS NULL
+       OR worker_bit_count IS NULL OR sequence_bit_count IS NULL OR tick_ms IS NULL
+       OR lease_length_ms IS NULL OR renew_every_ms IS NULL
+       OR lease_length_ms < 1 OR renew_every_ms < 1 OR tick_ms < 1
+       OR known_tick IS NULL OR known_tick < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid worker id claim';
+    END IF;
+    key := @extschema@.idgen_registry_key(holder_secret);
+    now_ms := floor(extract(epoch FROM now_ts) * 1000);
+    -- Claims are rare: one at a time. Renewals (row updates) wait for a claim, and back; at
+    -- most lock_timeout each.
+    LOCK TABLE @extschema@.idgen_registry_lease IN SHARE ROW EXCLUSIVE MODE;
+    PERFORM @extschema@.idgen_registry_check_regressions();
+    probation := (@extschema@.idgen_registry_probation()).claims_until;
+    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
+
+    SELECT * INTO f FROM @extschema@.idgen_registry_fleet;
+    IF NOT FOUND THEN
+        INSERT INTO @extschema@.idgen_registry_fleet
+        VALUES (true, epoch_ms, worker_bit_count, sequence_bit_count, tick_ms, now_ts)
+        RETURNING * INTO f;
+    END IF;
+    IF f.epoch_unix_ms <> epoch_ms THEN
+        diffs := diffs || format('idgen.epoch is %s ms after 1970 in the fleet and %s ms on this node', f.epoch_unix_ms, epoch_ms);
+    END IF;
+    IF f.worker_bits <> worker_bit_count THEN
+        diffs := diffs || format('idgen.worker_bits is %s in the fleet and %s on this node', f.worker_bits, worker_bit_count);
+    END IF;
+    IF f.sequence_bits <> sequence_bit_count THEN
+        diffs := diffs || format('idgen.sequence_bits is %s in the fleet and %s on this node', f.sequence_bits, sequence_bit_count);
+    END IF;
+    IF f.time_unit_ms <> tick_ms THEN
+        diffs := diffs || format('idgen.time_unit_ms is %s in the fleet and %s on this node', f.time_unit_ms, tick_ms);
+    END IF;
+    IF cardinality(diffs) > 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'this node''s snowflake layout differs from the fleet''s in the registry',
+            DETAIL = array_to_string(diffs, '; ') || '.',
+            HINT = 'Every node of a registry needs the same idgen.epoch, idgen.worker_bits, idgen.sequence_bits and idgen.time_unit_ms: ids of two layouts can collide.';
+    END IF;
+    max_worker := (1::bigint << f.worker_bits) - 1;
+    IF wanted_worker IS NOT NULL AND (wanted_worker < 0 OR wanted_worker > max_worker) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('worker id %s does not fit the fleet''s layout', wanted_worker),
+            DETAIL = format('idgen.worker_bits = %s allows worker ids 0 to %s.', f.worker_bits, max_worker);
+    END IF;
+
+    -- The node's own reservation can say no more than a holder could have reached: a lease
+    -- ahead (a larger value would only burn the worker id).
+    known_tick := least(known_tick,
+        greatest(now_ms + 2::bigint * lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms);
+
+    -- 1. This incarnation holds one already (a claim whose answer was lost, a client started
+    --    again): only with the same secret (a row of another secret under this incarnation is
+    --    someone else's, and not this node's to find).
+    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
+     WHERE r.incarnation = incarnation_id AND r.holder_key = key AND r.released_tick IS NULL
+       AND (wanted_worker IS NULL OR r.worker_id = wanted_worker);
+    IF FOUND THEN
+        chosen := l.worker_id;
+        start_at := l.start_tick;
+    ELSIF probation > now_ts THEN
+        -- A registry that restarted, failed over or was restored may have lost grants and
+        -- renewals no node has shown it yet: every other grant waits until the live holders
+        -- have renewed.
+        RAISE EXCEPTION USING ERRCODE = '55P03',
+            MESSAGE = format('the registry grants no worker id until %s', probation),
+            DETAIL = 'It restarted, failed over or was restored: its leases may lack commits, so live holders renew first.',
+            HINT = 'The claim is tried again; nothing to do.';
+    ELSE
+        -- 2. A promoted standby succeeds its primary: same system, a later timeline, and the
+        --    primary has named it as its streaming standby in a renewal of the last lease
+        --    (attested_standbys). The primary's ids stay below its R; the successor starts
+        --    above it, without waiting for the lease to expire. A restored copy of the primary
+        --    promoted elsewhere was never attested: it waits for the lease like anyone else.
+        SELECT * INTO l FROM @extschema@.idgen_registry_lease r
+         WHERE r.system_identifier = system_id AND r.timeline < on_timeline
+           AND r.released_tick IS NULL AND r.expires_at >= now_ts
+           AND node = ANY (r.attested_standbys) AND node <> r.node_name
+           AND (wanted_worker IS NULL OR r.worker_id = wanted_worker)
+         ORDER BY r.timeline DESC, r.renewed_at DESC LIMIT 1;
+        found_row := FOUND;
+        IF found_row THEN
+            prev := format('%s (timeline %s, succeeded by promotion)', l.node_name, l.timeline);
+        ELSIF wanted_worker IS NOT NULL THEN
+            SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = wanted_worker;
+            found_row := FOUND;
+        ELSE
+            -- 3. auto: the id this node name held last, if it is free.
+            SELECT * INTO l FROM @extschema@.idgen_registry_lease r
+             WHERE r.node_name = node ORDER BY r.renewed_at DESC LIMIT 1;
+            found_row := FOUND;
+        END IF;
+        IF found_row AND prev IS NULL THEN
+            IF l.released_tick IS NOT NULL THEN
+                prev := format('%s (released)', l.node_name);
+            ELSIF l.expires_at < now_ts THEN
+                prev := format('%s (lease expired at %s)', l.node_name, l.expires_at);
+            ELSIF l.node_name = node AND l.system_identifier = system_id AND l.timeline = on_timeline
+                  AND l.address = caller
+                  AND l.renewed_at < now_ts - make_interval(secs => 2.0 * l.renew_interval_ms / 1000.0) THEN
+                -- The same node name, system, timeline and address, silent for two renewal
+                -- intervals: a restart after a crash (a copy elsewhere, or promoted, is not).
+                prev := format('%s (not renewed since %s)', l.node_name, l.renewed_at);
+            ELSIF l.node_name = node THEN
+                RAISE EXCEPTION USING ERRCODE = '55006',
+                    MESSAGE = format('node name %L holds worker id %s in another live server', node, l.worker_id),
+                    DETAIL = format('It renewed its lease %s s ago; a second server with the same node name is refused while the first renews.',
+                                    round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3)),
+                    HINT = 'Give each server its own idgen.node_name (or cluster_name): a base backup or a copied configuration carries the original''s.';
+            ELSE
+                RAISE EXCEPTION USING ERRCODE = '55006',
+                    MESSAGE = format('worker id %s is held by node %L', l.worker_id, l.node_name),
+                    DETAIL = format('It renewed its lease %s s ago; it expires at %s.',
+                                    round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3), l.expires_at),
+                    HINT = 'Choose another idgen.worker_id, or idgen.worker_id = auto.';
+            END IF;
+        END IF;
+        IF NOT found_row AND wanted_worker IS NULL THEN
+            -- 4. auto: the lowest free id: never leased, released, or expired.
+            SELECT min(c) INTO chosen FROM (
+                SELECT 0 AS c WHERE NOT EXISTS (SELECT FROM @extschema@.idgen_registry_lease WHERE worker_id = 0)
+                UNION ALL
+                SELECT r.worker_id + 1 FROM @extschema@.idgen_registry_lease r
+                 WHERE r.worker_id + 1 <= max_worker
+                   AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_lease s WHERE s.worker_id = r.worker_id + 1)
+                UNION ALL
+                SELECT r.worker_id FROM @extschema@.idgen_registry_lease r
+                 WHERE r.worker_id <= max_worker AND (r.released_tick IS NOT NULL OR r.expires_at < now_ts)
+            ) free;
+            IF chosen IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = '53400',
+                    MESSAGE = 'no free worker id in the registry',
+                    DETAIL = format('All %s worker ids of idgen.worker_bits = %s are held by live servers.', max_worker + 1, f.worker_bits),
+                    HINT = 'Stop a server you no longer need (its lease is released at a clean shutdown, or expires), or start a new fleet with more worker bits.';
+            END IF;
+            SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = chosen;
+            found_row := FOUND;
+            IF found_row THEN
+                prev := format('%s (%s)', l.node_name,
+                               CASE WHEN l.released_tick IS NOT NULL THEN 'released' ELSE 'lease expired' END);
+            END IF;
+        END IF;
+        chosen := coalesce(l.worker_id, wanted_worker, chosen);
+        start_at := CASE WHEN NOT found_row THEN 0
+                         WHEN l.released_tick IS NOT NULL THEN l.released_tick
+                         ELSE l.fence_tick + 1 END;
+        -- The node's own reservation: it issued nothing at or past it, but maybe up to it.
+        IF found_row AND l.node_name = node AND l.worker_id = chosen THEN
+            start_at := greatest(start_at, known_tick);
+        END IF;
+        -- Never below the registry's clock: a lease that expired had its R below it, and one
+        -- that a registry lost (restored, failed over) had its R at most a lease past the last
+        -- renewal, which the probation has outlasted.
+        start_at := greatest(start_at, greatest(now_ms - f.epoch_unix_ms, 0) / f.time_unit_ms);
+    END IF;
+
+    bound := greatest(
+        greatest(now_ms + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms,
+        start_at + ceil(lease_length_ms::numeric / f.time_unit_ms)::bigint,
+        CASE WHEN l.incarnation = incarnation_id AND l.released_tick IS NULL THEN l.fence_tick END);
+    INSERT INTO @extschema@.idgen_registry_lease AS r
+        (worker_id, node_name, incarnation, system_identifier, timeline, address, start_tick,
+         fence_tick, released_tick, lease_ms, renew_interval_ms, claimed_at, renewed_at,
+         expires_at, clock_offset_ms, renewals, holder_key, attested_standbys)
+    VALUES (chosen, node, incarnation_id, system_id, on_timeline,
+            coalesce(host(inet_client_addr()), 'local') || ':' || coalesce(node_port::text, '?'),
+            start_at, bound, NULL, lease_length_ms, renew_every_ms, now_ts, now_ts,
+            now_ts + make_interval(secs => lease_length_ms / 1000.0), offset_ms, 0, key, '{}')
+    ON CONFLICT ON CONSTRAINT idgen_registry_lease_pkey DO UPDATE SET
+        node_name = excluded.node_name, incarnation = excluded.incarnation,
+        system_identifier = excluded.system_identifier, timeline = excluded.timeline,
+        address = excluded.address, start_tick = excluded.start_tick,
+        fence_tick = excluded.fence_tick, released_tick = NULL, lease_ms = excluded.lease_ms,
+        renew_interval_ms = excluded.renew_interval_ms,
+        claimed_at = CASE WHEN r.incarnation = excluded.incarnation THEN r.claimed_at ELSE excluded.claimed_at END,
+        renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
+        clock_offset_ms = excluded.clock_offset_ms, renewals = 0,
+        holder_key = excluded.holder_key, attested_standbys = '{}';
+    RETURN QUERY SELECT chosen, start_at, bound,
+                        now_ts + make_interval(secs => lease_length_ms / 1000.0), now_ts, prev;
+END
+$$;
+
+-- Releases a lease at a clean shutdown, recording the holder's final reservation: the next
+-- holder starts there. Returns false if this incarnation held nothing. Errors: 42501 the
+-- secret does not match.
+CREATE FUNCTION idgen_registry_release(held_worker integer, incarnation_id text, holder_secret text, final_tick bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    l   @extschema@.idgen_registry_lease;
+    cap bigint;
+BEGIN
+    IF holder_secret IS NULL OR final_tick IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease release';
+    END IF;
+    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
+     WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF l.holder_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = format('only the holder of worker id %s can release its lease', held_worker);
+    END IF;
+    -- Never below the start or the fence the registry holds: a final reservation above the
+    -- fence (a registry that lost the renewals behind it) is believed, since it comes from
+    -- the holder itself, up to a lease ahead of the clock (no holder reaches further).
+    -- A lease ahead of the clock, and never below the fence the registry itself granted (a
+    -- floor may be further ahead than twice this holder's own lease: a promotion from a
+    -- primary with a longer one).
+    SELECT greatest(greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+                    + 2::bigint * l.lease_ms - f.epoch_unix_ms, 0) / f.time_unit_ms,
+                    l.fence_tick + 1)
+      INTO cap FROM @extschema@.idgen_registry_fleet f;
+    UPDATE @extschema@.idgen_registry_lease r
+       SET released_tick = greatest(least(final_tick, cap), r.start_tick),
+           fence_tick = greatest(r.fence_tick, least(final_tick, cap) - 1),
+           expires_at = clock_timestamp()
+     WHERE r.worker_id = held_worker;
+    RETURN true;
+END
+$$;
+
+-- The registry's side of a give-back (README "Give-back"): the node that took a global
+-- segment's last range, showing its secret, lowers the mark to new_mark, if the mark is still
+-- the one its range set (expected_mark) and new_mark is not below that range's first number
+-- minus one: only numbers of the last range go back, never those of an earlier range, which
+-- may lie below another node's. True if it did; false if someone took a range since. Errors:
+-- 42501 the caller did not take the last range (or showed another secret); 22023 new_mark
+-- below the last range.
+CREATE FUNCTION idgen_registry_segment_give_back(segment text, incarnation_id text, holder_secret text,
+                                                 expected_mark bigint, new_mark bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    s @extschema@.idgen_registry_segment;
+BEGIN
+    IF incarnation_id IS NULL OR holder_secret IS NULL OR expected_mark IS NULL OR new_mark IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid give-back';
+    END IF;
+    SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
+    IF NOT FOUND OR s.max_id <> expected_mark THEN
+        RETURN false;
+    END IF;
+    IF s.taker IS DISTINCT FROM incarnation_id
+       OR s.taker_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = format('only the node that took global segment %L''s last range can give numbers back', segment);
+    END IF;
+    IF new_mark >= expected_mark THEN
+        RETURN false;
+    END IF;
+    IF new_mark < s.taken_first - 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('a give-back of global segment %L may return only numbers of its last range, %s to %s', segment, s.taken_first, s.max_id);
+    END IF;
+    UPDATE @extschema@.idgen_registry_segment r
+       SET max_id = new_mark, updated_at = clock_timestamp(), taker = NULL, taker_key = NULL,
+           given_back_by = incarnation_id, given_back_from = expected_mark
+     WHERE r.name = segment;
+    RETURN true;
+END
+$$;
+
+-- A node without a worker id (it only draws global segments) reports its marks with this,
+-- every renewal interval, as renewals do. Returns the registry's clock and what it found lost.
+CREATE FUNCTION idgen_registry_report(node text, incarnation_id text, segment_names text[],
+                                      segment_marks bigint[], renew_every_ms integer)
+RETURNS TABLE (registry_now timestamptz, regression text)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+BEGIN
+    PERFORM @extschema@.idgen_registry_probation();
+    IF renew_every_ms > 0 THEN
+        PERFORM @extschema@.idgen_registry_note_lease(0, renew_every_ms);
+    END IF;
+    RETURN QUERY SELECT clock_timestamp(),
+        @extschema@.idgen_registry_check_marks(segment_names, segment_marks, node, incarnation_id);
+END
+$$;
+
+-- Registry: moves the mark of global serial `serial`'s counter for `period` up by step_size and
+-- returns the new mark (the node uses mark - step + 1 .. mark). known_mark is the last mark this
+-- node took for the counter (0 if none): a counter below it has lost commits, which is recorded
+-- in idgen_registry_regression (every claim and take then refuses, 55000, until resolved) and
+-- answered with the regression text instead of a mark. Errors: 22023 bad arguments; 55000 a
+-- reset or format that differs from the serial's on other nodes, or an open regression; 55P03
+-- the registry's probation (after a restart, failover or restore) or a lock not granted within
+-- 2 s; 22003 the counter is out of numbers.
+CREATE FUNCTION idgen_registry_serial_take(serial text, period text, step_size bigint,
+                                           incarnation_id text, holder_secret text,
+                                           serial_reset text, serial_format text, known_mark bigint)
+RETURNS TABLE (mark bigint, regression text)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    d       @extschema@.idgen_registry_serial;
+    current bigint;
+    taken   bigint;
+BEGIN
+    IF serial IS NULL OR octet_length(serial) NOT BETWEEN 1 AND 40 OR serial ~ '[[:cntrl:]]' OR period IS NULL
+       OR period !~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'
+       OR step_size IS NULL OR step_size < 1 OR step_size > 1000000
+       OR incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32
+       OR serial_reset IS NULL OR serial_format IS NULL OR known_mark IS NULL OR known_mark < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid serial counter request';
+    END IF;
+    INSERT INTO @extschema@.idgen_registry_serial AS r (serial, reset, format)
+    VALUES (serial, serial_reset, serial_format)
+    ON CONFLICT ON CONSTRAINT idgen_registry_serial_pkey DO NOTHING;
+    SELECT * INTO d FROM @extschema@.idgen_registry_serial r WHERE r.serial = idgen_registry_serial_take.serial;
+    IF d.reset <> serial_reset OR d.format <> serial_format THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = format('global serial %L is defined as %L, reset %s, on the registry''s nodes, not %L, reset %s',
+                             serial, d.format, d.reset, serial_format, serial_reset),
+            HINT = 'Create the serial with the same format and reset on every node.';
+    END IF;
+    SELECT c.max_id INTO current FROM @extschema@.idgen_registry_serial_counter c
+     WHERE c.serial = idgen_registry_serial_take.serial AND c.period = idgen_registry_serial_take.period
+       FOR UPDATE;
+    IF coalesce(current, 0) < known_mark THEN
+        PERFORM @extschema@.idgen_registry_report_serial_regression(serial::text, period::text,
+            coalesce(current, 0)::bigint, known_mark::bigint, NULL::text, incarnation_id::text);
+        RETURN QUERY SELECT NULL::bigint,
+            format('global serial %L''s counter for %L in the registry is %s, below %s that this node took: the registry has lost commits',
+                   serial, period, coalesce(current, 0), known_mark);
+        RETURN;
+    END IF;
+    IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
+        RAISE EXCEPTION USING ERRCODE = '55P03',
+            MESSAGE = format('the registry hands out no range until %s', (@extschema@.idgen_registry_probation()).ranges_until),
+            DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.';
+    END IF;
+    PERFORM @extschema@.idgen_registry_check_regressions();
+    INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id, taker)
+    VALUES (serial, period, step_size, incarnation_id)
+    ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
+       SET max_id = c.max_id + excluded.max_id, taker = excluded.taker,
+           updated_at = clock_timestamp()
+    RETURNING c.max_id INTO taken;
+    RETURN QUERY SELECT taken, NULL::text;
+END
+$$;
+
+-- Registry: records that a node holds mark node_value of global serial `serial`'s counter for
+-- `period` while the registry has registry_value (below it): a lost commit. Once per open
+-- finding per node incarnation; only if it is still true (resolve may have raised the counter).
+CREATE FUNCTION idgen_registry_report_serial_regression(serial_name text, period text,
+                                                        registry_value bigint, node_value bigint,
+                                                        node text, incarnation_id text)
+RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  INSERT INTO @extschema@.idgen_registry_regression
+         (serial, serial_period, registry_value, node_value, node_name, incarnation, reported_by,
+          reporter_address)
+  SELECT serial_name, idgen_registry_report_serial_regression.period, registry_value, node_value,
+         node, incarnation_id, session_user,
+         host(inet_client_addr())
+   WHERE NOT EXISTS (
+         SELECT FROM @extschema@.idgen_registry_regression g
+          WHERE g.resolved_at IS NULL AND g.serial = serial_name
+            AND g.serial_period = idgen_registry_report_serial_regression.period
+            AND g.incarnation IS NOT DISTINCT FROM incarnation_id)
+     AND coalesce((SELECT c.max_id FROM @extschema@.idgen_registry_serial_counter c
+                    WHERE c.serial = serial_name
+                      AND c.period = idgen_registry_report_serial_regression.period), 0) < node_value
+$$;
+
+-- A node's global segments' and global serials' marks (names[i] at marks[i]: the last number of
+-- its last range of each): a mark above the registry's is a range the registry lost; reported.
+CREATE FUNCTION idgen_registry_check_marks(segment_names text[], segment_marks bigint[], node text,
+                                           incarnation_id text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_lost text;
+    m record;
+BEGIN
+    FOR m IN SELECT s.name, s.max_id, k.mark
+               FROM unnest(segment_names, segment_marks) AS k(name, mark)
+               JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
+              WHERE k.mark > s.max_id
+                -- The last range this very node gave back: its report read the mark before
+                -- the give-back (nothing of the range above the new mark was handed out).
+                AND NOT coalesce(s.given_back_by = incarnation_id AND k.mark = s.given_back_from, false) LOOP
+        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, m.name::text, m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
+        found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
+    END LOOP;
+    -- Global serials' counters, named E'\\x01serial\\x01' || serial || E'\\x01' || period.
+    FOR m IN SELECT k.serial, k.period, coalesce(c.max_id, 0) AS max_id, k.mark
+               FROM (SELECT split_part(x.name, chr(1), 3) AS serial,
+                            split_part(x.name, chr(1), 4) AS period, x.mark
+                       FROM unnest(segment_names, segment_marks) AS x(name, mark)
+                      WHERE x.name LIKE chr(1) || 'serial' || chr(1) || '%'
+                        AND array_length(string_to_array(x.name, chr(1)), 1) = 4
+                        -- A global segment's name is a segment's mark, never a serial's.
+                        AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_segment s
+                                         WHERE s.name = x.name)) k
+               LEFT JOIN @extschema@.idgen_registry_serial_counter c
+                      ON c.serial = k.serial AND c.period = k.period
+              WHERE k.mark > coalesce(c.max_id, 0)
+                AND octet_length(k.serial) BETWEEN 1 AND 40
+                AND k.period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$' LOOP
+        PERFORM @extschema@.idgen_registry_report_serial_regression(m.serial::text, m.period::text,
+            m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
+        found_lost := coalesce(found_lost, format('global serial %L''s counter for %L in the registry is %s, below %s that this node holds: the registry has lost commits', m.serial, m.period, m.max_id, m.mark));
+    END LOOP;
+    RETURN found_lost;
+END
+$$;
+
+-- Ends the open regressions (README "A registry that lost commits"), as a superuser on the
+-- registry once every node has reported: raises each lease's R, each global segment's mark and
+-- each global serial's counter to the highest value a node reported, so that no holder or
+-- taker starts below what was handed out, and closes them. Reports listed in dismiss (their
+-- ids; read reported_by first: any member of idgen_registry can report) are closed without
+-- raising anything. Reports arriving meanwhile wait for it (the table is locked first), so
+-- none is closed unapplied. Returns what it raised.
+CREATE FUNCTION idgen_registry_resolve(dismiss bigint[] DEFAULT '{}')
+RETURNS TABLE (worker_id integer, segment text, raised_from bigint, raised_to bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    LOCK TABLE @extschema@.idgen_registry_regression IN SHARE ROW EXCLUSIVE MODE;
+    UPDATE @extschema@.idgen_registry_regression g
+       SET resolved_at = clock_timestamp(), dismissed = true
+     WHERE g.resolved_at IS NULL AND g.id = ANY (coalesce(dismiss, '{}'));
+    -- A worker id's report raises nothing here: a holder whose row survived raised its R with
+    -- its own renewal (only the holder can); one whose row was lost is told so at its next
+    -- renewal (55006: it stays below its fence until a restart claims anew); and the probation
+    -- kept everyone else off the id until every R a lost renewal could have confirmed had
+    -- passed (with one lease length for the whole fleet). Such reports are only closed.
+    RETURN QUERY
+    WITH worst AS (
+        SELECT g.segment, max(g.node_value) AS v FROM @extschema@.idgen_registry_regression g
+         WHERE g.resolved_at IS NULL AND g.segment IS NOT NULL GROUP BY g.segment),
+    raised AS (
+        UPDATE @extschema@.idgen_registry_segment r
+           SET max_id = w.v, taker = NULL, taker_key = NULL, updated_at = clock_timestamp()
+          FROM worst w, (SELECT name, max_id FROM @extschema@.idgen_registry_segment) o
+         WHERE r.name = w.segment AND o.name = r.name AND r.max_id < w.v
+        RETURNING r.name, o.max_id AS before, r.max_id AS after)
+    SELECT NULL::integer, raised.name, raised.before, raised.after FROM raised;
+    -- A global serial's counter: raised to the highest mark a node reported.
+    RETURN QUERY
+    WITH worst AS (
+        SELECT g.serial, g.serial_period AS period, max(g.node_value) AS v
+          FROM @extschema@.idgen_registry_regression g
+         WHERE g.resolved_at IS NULL AND g.serial IS NOT NULL GROUP BY 1, 2),
+    before AS (
+        SELECT w.serial, w.period, w.v, c.max_id AS was FROM worst w
+          LEFT JOIN @extschema@.idgen_registry_serial_counter c
+                 ON c.serial = w.serial AND c.period = w.period
+         WHERE coalesce(c.max_id, 0) < w.v),
+    raised AS (
+        INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id)
+        SELECT b.serial, b.period, b.v FROM before b
+        ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
+           SET max_id = greatest(c.max_id, excluded.max_id), taker = NULL, updated_at = clock_timestamp()
+        RETURNING c.serial, c.period)
+    SELECT NULL::integer, format('serial %s, period %s', b.serial, b.period), b.was, b.v
+      FROM before b JOIN raised r ON r.serial = b.serial AND r.period = b.period;
+    UPDATE @extschema@.idgen_registry_regression g SET resolved_at = clock_timestamp()
+     WHERE g.resolved_at IS NULL;
+END
+$$;
+
+-- Renews a lease: moves R to the tick at now + lease (never back) and the expiry to now +
+-- lease, for the holder that shows its secret. known_fence is the R the node last had
+-- confirmed; standbys are the node names of the holder's streaming standbys (they may succeed
+-- it by promotion). A registry whose R is below known_fence has lost commits: the regression
+-- is recorded (claims and takes stop until idgen_registry_resolve()). While a regression is
+-- open, the lease is kept alive (at an R never below the node's) and the answer's regression
+-- column says why: the node then extends nothing, issuing only below the R it had confirmed.
+-- Every argument of a call to idgen_registry_report_regression is cast to its exact type (an
+-- untyped NULL would let an overload in a writable schema match better).
+-- Errors: 55006 this incarnation no longer holds the worker id; 42501 the secret does not
+-- match; 55P03 a lock not granted within 2 s.
+CREATE FUNCTION idgen_registry_renew(
+    held_worker integer, incarnation_id text, holder_secret text, lease_length_ms integer,
+    renew_every_ms integer, offset_ms double precision, known_fence bigint,
+    standbys text[] DEFAULT '{}', segment_names text[] DEFAULT '{}',
+    segment_marks bigint[] DEFAULT '{}')
+RETURNS TABLE (fence_tick bigint, expires_at timestamptz, registry_now timestamptz, regression text)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    l      @extschema@.idgen_registry_lease;
+    lost   text;
+BEGIN
+    IF lease_length_ms IS NULL OR lease_length_ms < 1 OR renew_every_ms IS NULL OR renew_every_ms < 1
+       OR holder_secret IS NULL OR known_fence IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease renewal';
+    END IF;
+    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
+     WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = held_worker;
+        IF NOT FOUND OR coalesce(l.released_tick - 1, l.fence_tick) < known_fence THEN
+            -- This node was confirmed a fence the registry's row never reached (or there is
+            -- no row): the registry lost this node's claim or renewals. Reported (for the
+            -- operator; it raises nothing, the probation keeps others off the id), and answered
+            -- (not raised, so that the report commits) as a regression: the node extends
+            -- nothing.
+            IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_regression g
+                            WHERE g.worker_id = held_worker AND g.incarnation = incarnation_id
+                              AND g.resolved_at IS NOT NULL) THEN
+                PERFORM @extschema@.idgen_registry_report_regression(held_worker::integer, NULL::text,
+                    coalesce(l.released_tick - 1, l.fence_tick, -1)::bigint, known_fence::bigint, NULL::text, incarnation_id::text);
+                RETURN QUERY SELECT NULL::bigint, NULL::timestamptz, now_ts,
+                    format('the registry has no lease of worker id %s up to tick %s that it confirmed to this node: the registry has lost commits', held_worker, known_fence);
+                RETURN;
+            END IF;
+            -- Reported and resolved: the lease is gone from the registry; this server stays
+            -- below its fence until a restart claims anew (55006 below).
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = '55006',
+            MESSAGE = format('worker id %s is no longer leased to this server', held_worker),
+            DETAIL = CASE WHEN NOT FOUND THEN 'The registry has no lease of it.'
+                          WHEN l.released_tick IS NOT NULL THEN 'Its lease was released.'
+                          ELSE format('Node %L took it over at %s, after this server''s lease expired.', l.node_name, l.claimed_at) END,
+            HINT = 'Restart this server to claim a worker id again; until then its ids stop at the last confirmed end of its lease.';
+    END IF;
+    IF l.holder_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = format('only the holder of worker id %s can renew its lease', held_worker);
+    END IF;
+    lost := @extschema@.idgen_registry_check_marks(segment_names, segment_marks, l.node_name, incarnation_id);
+    IF l.fence_tick < known_fence THEN
+        PERFORM @extschema@.idgen_registry_report_regression(held_worker::integer, NULL::text, l.fence_tick::bigint, known_fence::bigint, l.node_name::text, incarnation_id::text);
+        lost := format('the registry''s fence of worker id %s is tick %s, below tick %s that it confirmed to this node: the registry has lost commits',
+                       held_worker, l.fence_tick, known_fence);
+    ELSIF lost IS NULL AND EXISTS (SELECT FROM @extschema@.idgen_registry_regression g WHERE g.resolved_at IS NULL) THEN
+        -- Another node found the registry behind: nothing it says is believed until resolved.
+        lost := 'the registry has lost commits (an open regression in idgen_registry_regression)';
+    END IF;
+    UPDATE @extschema@.idgen_registry_lease r
+       SET fence_tick = greatest(r.fence_tick, known_fence,
+                                 greatest(floor(extract(epoch FROM now_ts) * 1000)::bigint + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms),
+           renewed_at = now_ts,
+           expires_at = now_ts + make_interval(secs => lease_length_ms / 1000.0),
+           lease_ms = lease_length_ms, renew_interval_ms = renew_every_ms,
+           clock_offset_ms = offset_ms, renewals = r.renewals + 1,
+           attested_standbys = coalesce(standbys, '{}')
+      FROM @extschema@.idgen_registry_fleet f
+     WHERE r.worker_id = held_worker
+    RETURNING r.* INTO l;
+    -- After the lease row (a claim holds the lease table and then writes the server row).
+    PERFORM @extschema@.idgen_registry_probation();
+    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
+    RETURN QUERY SELECT l.fence_tick, l.expires_at, now_ts, lost;
+END
+$$;
+
+-- Takes the next range of a global segment for a node: the numbers after the mark, step_size
+-- of them (fewer at the bigint maximum), in one committed UPDATE, recording the range's first
+-- number and its taker. known_mark is the mark the node saw at its last range (NULL for none):
+-- a mark below it means the registry lost commits; the regression is recorded and no range is
+-- handed out (the answer's columns are NULL and regression says why). Errors: 42704 no such
+-- segment; 2200H the segment has run out; 55000 an open regression; 55P03 a lock not granted
+-- within 2 s.
+CREATE FUNCTION idgen_registry_segment_take(segment text, step_size integer, incarnation_id text,
+                                            holder_secret text, known_mark bigint)
+RETURNS TABLE (first_id bigint, last_id bigint, base_step integer, regression text)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    s     @extschema@.idgen_registry_segment;
+    first bigint;
+BEGIN
+    IF step_size IS NULL OR step_size < 1 OR incarnation_id IS NULL OR holder_secret IS NULL
+       OR octet_length(holder_secret) < 32 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid range request';
+    END IF;
+    SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
+    END IF;
+    IF s.max_id < known_mark
+       AND NOT coalesce(s.given_back_by = incarnation_id AND known_mark = s.given_back_from, false) THEN
+        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, segment::text, s.max_id::bigint, known_mark::bigint, NULL::text, incarnation_id::text);
+        RETURN QUERY SELECT NULL::bigint, NULL::bigint, s.step,
+            format('global segment %L''s mark in the registry is %s, below %s that this node saw: the registry has lost commits',
+                   segment, s.max_id, known_mark);
+        RETURN;
+    END IF;
+    IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
+        -- After a restart, failover or restore the registry may have lost ranges whose takers
+        -- have not reported their marks yet: none is handed out until they have.
+        RAISE EXCEPTION USING ERRCODE = '55P03',
+            MESSAGE = format('the registry hands out no range until %s', (@extschema@.idgen_registry_probation()).ranges_until),
+            DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.',
+            HINT = 'The refill is tried again; cached ranges serve meanwhile.';
+    END IF;
+    PERFORM @extschema@.idgen_registry_check_regressions();
+    IF s.max_id = 9223372036854775807 THEN
+        RAISE EXCEPTION USING ERRCODE = '2200H', MESSAGE = format('global segment %L has run out of numbers', segment);
+    END IF;
+    first := s.max_id + 1;
+    UPDATE @extschema@.idgen_registry_segment r
+       SET max_id = CASE WHEN s.max_id > 9223372036854775807 - step_size THEN 9223372036854775807
+                         ELSE s.max_id + step_size END,
+           ranges = r.ranges + 1, updated_at = clock_timestamp(),
+           taken_first = first, taker = incarnation_id,
+           taker_key = @extschema@.idgen_registry_key(holder_secret)
+     WHERE r.name = segment
+    RETURNING r.* INTO s;
+    RETURN QUERY SELECT first, s.max_id, s.step, NULL::text;
+END
+$$;
+
+-- This server's registry client (a node's side), from shared memory.
+CREATE VIEW idgen_registry_status AS SELECT * FROM idgen_registry_client_status();
+
+-- Every lease, for monitoring: holder, address, state, R and its time, offsets, layout.
+CREATE VIEW idgen_registry_workers AS
+SELECT l.worker_id, l.node_name, l.incarnation, l.address, l.system_identifier, l.timeline,
+       CASE WHEN l.released_tick IS NOT NULL THEN 'released'
+            WHEN l.expires_at < pg_catalog.clock_timestamp() THEN 'expired'
+            ELSE 'held' END AS state,
+       l.fence_tick,
+       pg_catalog.to_timestamp(
+           (f.epoch_unix_ms + (l.fence_tick + 1) * f.time_unit_ms)::pg_catalog.float8
+           OPERATOR(pg_catalog./) 1000::pg_catalog.float8) AS fenced_until,
+       l.start_tick, l.released_tick, l.claimed_at, l.renewed_at, l.expires_at, l.lease_ms,
+       l.renew_interval_ms, l.clock_offset_ms, l.renewals,
+       f.epoch_unix_ms, f.worker_bits, f.sequence_bits, f.time_unit_ms
+  FROM @extschema@.idgen_registry_lease l CROSS JOIN @extschema@.idgen_registry_fleet f;
+REVOKE EXECUTE ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_segment_get(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_segment_get(text) TO idgen_registry;
+REVOKE ALL ON TABLE idgen_registry_workers, idgen_registry_status FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry_workers, idgen_registry_status TO pg_monitor;
+REVOKE EXECUTE ON FUNCTION idgen_registry_hello() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_client_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_hello() TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_client_status() TO pg_monitor;
+REVOKE EXECUTE ON FUNCTION idgen_registry_key(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_check_regressions() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_resolve(bigint[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_probation() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_probation() TO idgen_registry;
+REVOKE EXECUTE ON FUNCTION idgen_registry_note_lease(integer, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_release(integer, text, text, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_release(integer, text, text, bigint) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) TO idgen_registry;
+REVOKE EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) TO idgen_registry;
+REVOKE EXECUTE ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) IS
+  'Registry: creates a global segment (an existing one is kept); returns its step.';
+COMMENT ON FUNCTION idgen_registry_segment_get(text) IS
+  'Registry: a global segment''s step and mark, if it exists.';
+COMMENT ON VIEW idgen_registry_workers IS
+  'Every worker id lease of this registry: holder, address, state, fence and clock offset.';
+COMMENT ON VIEW idgen_registry_status IS
+  'This server''s registry client: worker id, lease, fence, head start, clock offset, state.';
+COMMENT ON FUNCTION idgen_registry_client_status() IS
+  'This server''s registry client, one row (the idgen_registry_status view).';
+COMMENT ON FUNCTION idgen_registry_hello() IS 'Registry: its clock and idgen version.';
+COMMENT ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) IS
+  'Registry: claims a worker id for a node incarnation and its secret; returns the floor and fence ticks.';
+COMMENT ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) IS
+  'Registry: renews a worker id lease for its holder (secret); returns the new fence tick, or the regression it detected.';
+COMMENT ON FUNCTION idgen_registry_release(integer, text, text, bigint) IS
+  'Registry: releases a worker id lease at a clean shutdown (holder''s secret), recording the final reservation.';
+COMMENT ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) IS
+  'Registry: the next range of a global segment, in one committed UPDATE, recording its taker.';
+COMMENT ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) IS
+  'Registry: the taker of a global segment''s last range lowers the mark within that range (a node gives back its unused numbers).';
+COMMENT ON FUNCTION idgen_registry_resolve(bigint[]) IS
+  'Registry (superuser): raises fences and marks to what nodes reported (except the dismissed reports) and closes the open regressions.';
+COMMENT ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) IS
+  'Registry: a node without a worker id reports its global segments'' marks.';
+COMMENT ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) IS
+  'Registry: records a regression a node found, once per subject and reporter while open.';
+COMMENT ON FUNCTION idgen_registry_probation() IS
+  'Registry: the ends of its probation (ranges, claims) after a restart, failover or restore.';
+COMMENT ON FUNCTION idgen_registry_note_lease(integer, integer) IS
+  'Registry: remembers the longest lease and renewal interval seen.';
+COMMENT ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) IS
+  'Registry: reports the global segment marks of a node that are above the registry''s.';
+COMMENT ON FUNCTION idgen_registry_key(text) IS 'Registry: the SHA-256 kept of a holder''s secret.';
+COMMENT ON FUNCTION idgen_registry_check_regressions() IS 'Registry: 55000 while a regression is open.';
+COMMENT ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) IS
+  'Registry: moves a global serial''s counter for a period up by step_size; returns the new mark, or the regression found.';
+COMMENT ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) IS
+  'Registry: records a global serial counter below a mark a node took (a lost commit).';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/sql.rs:78
+-- finalize
+-- idgen's install script, last part (src/sql.rs orders the parts): what guards the rest.
+
+-- The bodies of idgen's functions (the registry's SECURITY DEFINER functions among them) name
+-- idgen's schema as it was called at install: renamed, with another schema created under the
+-- old name, every such body would run the objects of whoever owns that schema (on PostgreSQL 15
+-- and later, the owner of the database owns public) with the rights of the function's caller or
+-- owner. The schema keeps its name: this event trigger refuses, at the end of any ALTER SCHEMA,
+-- a name of idgen's schema other than the one installed (as ALTER EXTENSION ... SET SCHEMA is
+-- refused for an extension that is not relocatable).
+CREATE FUNCTION idgen_schema_guard()
+RETURNS event_trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $guard$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension e
+                 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+                WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name
+                  AND pg_catalog.quote_ident(n.nspname::pg_catalog.text)
+                      OPERATOR(pg_catalog.<>) '@extschema@'::pg_catalog.text) THEN
+        RAISE EXCEPTION 'the schema of extension idgen cannot be renamed'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'idgen''s functions name their schema; another schema under the old name would run in their place.',
+                  HINT = 'Keep the name; to move idgen, DROP EXTENSION idgen and CREATE EXTENSION idgen SCHEMA ... (segments and serials are in its tables: pg_dump them first).';
+    END IF;
+END
+$guard$;
+COMMENT ON FUNCTION idgen_schema_guard() IS
+  'Internal: the event trigger idgen_schema_guard, which refuses renaming idgen''s schema.';
+CREATE EVENT TRIGGER idgen_schema_guard ON ddl_command_end
+    WHEN TAG IN ('ALTER SCHEMA')
+    EXECUTE FUNCTION @extschema@.idgen_schema_guard();
+COMMENT ON EVENT TRIGGER idgen_schema_guard IS
+  'Refuses renaming the schema of extension idgen (its functions name it).';
 /* </end connected objects> */
 

@@ -100,12 +100,3 @@ fn idgen_registry_client_status() -> TableIterator<
         lease::failure().map(|f| format!("{} (SQLSTATE {})", f.message(), f.sqlstate_text())),
     ))
 }
-
-// The objects of idgen 0.5.0 (holder secrets, the give-back's range check, regressions of the
-// registry, attested standbys): the upgrade script from 0.4.0 is also part of every fresh
-// install, after 0.4.0's, so that both end with the same objects.
-pgrx::extension_sql_file!(
-    "../../sql/idgen--0.4.0--0.5.0.sql",
-    name = "v0_5_0",
-    requires = ["v0_4_0"]
-);

@@ -156,21 +156,8 @@ fn segment_create_cached(
     create(name, start, step, description, scope_arg(scope), cache);
 }
 
-/// `segment_create` of idgen 0.3.0 to 0.6.0 (no cache): the C symbol their SQL declares, kept
-/// for databases not yet updated (`ALTER EXTENSION idgen UPDATE`).
-#[pg_extern(sql = false)]
-fn segment_create_scoped(
-    name: Option<&str>,
-    start: default!(Option<i64>, 1),
-    step: default!(Option<i32>, 1000),
-    description: default!(Option<&str>, "NULL"),
-    scope: default!(Option<&str>, "'local'"),
-) {
-    create(name, start, step, description, scope_arg(scope), 1);
-}
-
 /// `scope` of `segment_create`: `local` or `global` (with `idgen.registry`).
-fn scope_arg(scope: Option<&str>) -> bool {
+pub(crate) fn scope_arg(scope: Option<&str>) -> bool {
     match scope {
         Some("local") => false,
         Some("global") if global::configured() => true,
@@ -183,44 +170,8 @@ fn scope_arg(scope: Option<&str>) -> bool {
     }
 }
 
-// The objects of idgen 0.3.0 (the registry's tables and functions, the scope of segments):
-// the upgrade script from 0.2.0 is also part of every fresh install, after the new
-// segment_create, so that both end with the same objects.
-pgrx::extension_sql_file!(
-    "../../sql/idgen--0.2.0--0.3.0.sql",
-    name = "registry",
-    requires = [segment_create_cached]
-);
-
-// The objects of idgen 0.7.0 (issue 30: `idgen_segment.cache`, `segment_create` and
-// `segment_alter` with `cache`, `segment_status` showing it): the upgrade script from 0.6.0 is
-// also part of every fresh install, after 0.6.0's and after pgrx has created the new
-// functions, so that both end with the same objects.
-pgrx::extension_sql_file!(
-    "../../sql/idgen--0.6.0--0.7.0.sql",
-    name = "v0_7_0",
-    requires = [
-        "v0_6_0",
-        segment_create_cached,
-        segment_alter_cached,
-        segment_cache_status
-    ]
-);
-
-/// `segment_create` of idgen 0.2.0 and earlier (no scope): the C symbol their SQL declares,
-/// kept for databases not yet updated (`ALTER EXTENSION idgen UPDATE`).
-#[pg_extern(sql = false)]
-fn segment_create(
-    name: Option<&str>,
-    start: default!(Option<i64>, 1),
-    step: default!(Option<i32>, 1000),
-    description: default!(Option<&str>, "NULL"),
-) {
-    create(name, start, step, description, false, 1);
-}
-
-/// Both `segment_create`s: checks the arguments, then asks the allocator.
-fn create(
+/// Every `segment_create` (this one and the C symbols of older SQL, `crate::upgrade`): checks the arguments, then asks the allocator.
+pub(crate) fn create(
     name: Option<&str>,
     start: Option<i64>,
     step: Option<i32>,
@@ -360,19 +311,8 @@ fn segment_alter_cached(
     alter(name, step, description, cache.map(cache_arg).unwrap_or(-1));
 }
 
-/// `segment_alter` of idgen 0.1.0 to 0.6.0 (no cache): the C symbol their SQL declares, kept
-/// for databases not yet updated.
-#[pg_extern(sql = false)]
-fn segment_alter(
-    name: Option<&str>,
-    step: default!(Option<i32>, "NULL"),
-    description: default!(Option<&str>, "NULL"),
-) {
-    alter(name, step, description, -1);
-}
-
-/// Both `segment_alter`s; `cache` -1 keeps it.
-fn alter(name: Option<&str>, step: Option<i32>, description: Option<&str>, cache: i32) {
+/// Every `segment_alter` (this one and `crate::upgrade`'s); `cache` -1 keeps it.
+pub(crate) fn alter(name: Option<&str>, step: Option<i32>, description: Option<&str>, cache: i32) {
     let name = name_arg(name);
     let step = step.map(step_arg).unwrap_or(0);
     let (description_change, description) = match description {

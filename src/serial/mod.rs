@@ -42,36 +42,34 @@ fn parse(format: &str) -> Result<Format, Error> {
     Format::parse(format).map_err(|e| Error::InvalidSerialFormat { why: e.to_string() })
 }
 
-/// Internal, kept for the upgrade scripts of idgen 0.4.0 (whose PL/pgSQL serials used it;
-/// `sql/idgen--0.5.0--0.6.0.sql` drops it): checks `format` for a counter reset every
-/// `reset` ('day', 'month', 'year', 'never'). Errors: 22023 an invalid format (naming the
-/// token), a format that does not show the period its counter restarts in, or an unknown reset.
-#[pg_extern(immutable, parallel_safe)]
-fn idgen_serial_check(format: &str, reset: &str) {
-    let f = parse(format).or_report();
-    let reset = Reset::parse(reset)
-        .ok_or_else(|| Error::InvalidSerialFormat {
-            why: format!(
-                "reset must be 'day', 'month', 'year' or 'never', not '{}'",
-                reset.chars().take(20).collect::<String>()
-            ),
-        })
-        .or_report();
+/// Checks `format` for a counter reset every `reset` ('day', 'month', 'year', 'never'), for
+/// `crate::upgrade::idgen_serial_check`. Errors: 22023 an invalid format (naming the token), a
+/// format that does not show the period its counter restarts in, or an unknown reset.
+pub(crate) fn check_format(format: &str, reset: &str) -> Result<(), Error> {
+    let f = parse(format)?;
+    let reset = Reset::parse(reset).ok_or_else(|| Error::InvalidSerialFormat {
+        why: format!(
+            "reset must be 'day', 'month', 'year' or 'never', not '{}'",
+            reset.chars().take(20).collect::<String>()
+        ),
+    })?;
     f.check_reset(reset)
         .map_err(|e| Error::InvalidSerialFormat { why: e.to_string() })
-        .or_report();
 }
 
-/// Internal, kept for the upgrade scripts of idgen 0.4.0 (dropped by 0.6.0): the text of counter value `seq` of serial `name`, drawn at local
-/// time `at` (in the serial's time zone). `{worker}` is this server's Snowflake worker id.
-/// Errors: 22003 the counter outgrew its padding (the 1,000,000th number of `{seq:06}`); 55000
-/// a `{worker}` without a worker id, or one wider than its padding; 22008 a year `{YYYY}`
-/// cannot show.
-#[pg_extern(stable, parallel_safe)]
-fn idgen_serial_render(name: &str, format: &str, at: Timestamp, seq: i64) -> String {
-    let f = parse(format).or_report();
+/// The text of counter value `seq` of serial `name` drawn at local time `at` (in the serial's
+/// time zone), for `crate::upgrade::idgen_serial_render`. `{worker}` is this server's Snowflake
+/// worker id. Errors: 22003 the counter outgrew its padding; 55000 a `{worker}` without a
+/// worker id, or one wider than its padding; 22008 a year `{YYYY}` cannot show.
+pub(crate) fn render_at(
+    name: &str,
+    format: &str,
+    at: Timestamp,
+    seq: i64,
+) -> Result<String, Error> {
+    let f = parse(format)?;
     let worker = if f.uses_worker() {
-        Some(crate::snowflake::worker_id().or_report() as u32)
+        Some(crate::snowflake::worker_id()? as u32)
     } else {
         None
     };
@@ -83,13 +81,10 @@ fn idgen_serial_render(name: &str, format: &str, at: Timestamp, seq: i64) -> Str
         hour,
         minute,
         second,
-        // to_hms_micro's microseconds count from the minute, not the second: {MS} showed
-        // seconds × 1000 + milliseconds (issue 29).
+        // to_hms_micro's microseconds count from the minute, not the second.
         milli: ((micro / 1000) % 1000) as u16,
     };
-    f.render(&t, seq, worker)
-        .map_err(|e| render_error(name, e))
-        .or_report()
+    f.render(&t, seq, worker).map_err(|e| render_error(name, e))
 }
 
 pub(crate) use global::registry_marks;
@@ -244,34 +239,3 @@ fn idgen_serial_period(reset: &str, time_zone: &str) -> Option<String> {
     let local = zone.local(now).ok()?;
     Some(zone::period_text(reset, zone::period_key(reset, &local)))
 }
-
-// The objects of idgen 0.4.0 (serials, the text form of a Snowflake id, idgen_adopt_column, the
-// registry's give-back): the upgrade script from 0.3.0 is also part of every fresh install,
-// after 0.3.0's and after pgrx has created the new functions, so that both end with the same
-// objects.
-pgrx::extension_sql_file!(
-    "../../sql/idgen--0.3.0--0.4.0.sql",
-    name = "v0_4_0",
-    requires = [
-        "registry",
-        idgen_serial_check,
-        idgen_serial_render,
-        snowflake::snowflake_format,
-        snowflake::snowflake_parse
-    ]
-);
-
-// The serials of idgen 0.6.0 (issue 29): the upgrade script from 0.5.0, which replaces 0.4.0's
-// PL/pgSQL serials with the functions above (created by the script itself, `sql = false`: in
-// a fresh install, 0.4.0's functions of the same names exist until it drops them) and moves
-// their counters over, is also part of every fresh install.
-pgrx::extension_sql_file!(
-    "../../sql/idgen--0.5.0--0.6.0.sql",
-    name = "v0_6_0",
-    requires = [
-        "v0_5_0",
-        sqids::sqids_encode,
-        sqids::sqids_decode,
-        status::snowflake_status
-    ]
-);

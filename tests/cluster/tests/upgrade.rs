@@ -1,8 +1,9 @@
 //! Pins the upgrade path: a database on the synthetic earlier release 0.0.9
 //! (`tests/upgrade/idgen--0.0.9.sql`) is brought to the current release by `ALTER EXTENSION idgen
-//! UPDATE` through every upgrade script (`sql/idgen--0.0.9--0.1.0.sql`,
-//! `sql/idgen--0.1.0--0.2.0.sql`, `sql/idgen--0.2.0--0.3.0.sql`, `sql/idgen--0.3.0--0.4.0.sql`, `sql/idgen--0.4.0--0.5.0.sql`, `sql/idgen--0.5.0--0.6.0.sql`, `sql/idgen--0.6.0--0.7.0.sql`), keeps its segments and high-water marks, and ends with
-//! exactly the objects, privileges, comments and dump settings of a fresh `CREATE EXTENSION`.
+//! UPDATE` through every upgrade script (`sql/idgen--A--B.sql`), keeps its segments and
+//! high-water marks, and ends with exactly the objects, privileges, comments and dump settings
+//! of a fresh `CREATE EXTENSION` (which runs the current definitions, `src/sql.rs`, and no
+//! upgrade script); so do databases updated from 0.3.0, 0.5.0, 0.6.0 and 0.7.0.
 //! Also `DROP EXTENSION` and `CREATE EXTENSION` again while the library stays loaded, and the
 //! update of 0.4.0's PL/pgSQL serials to 0.6.0's while clients draw from them (issue 29).
 
@@ -25,8 +26,9 @@ fn install_old_script() {
 
 /// Everything about the extension's objects that a user or pg_dump can see, one line each,
 /// sorted: members, function definitions with privileges and comments, the tables' and views'
-/// columns, constraints, privileges, comments and view definitions, the dump marking and the
-/// initial privileges.
+/// columns (by their position among the live columns: a column an update dropped leaves a gap
+/// in attnum that a fresh table has not), constraints, privileges, comments and view
+/// definitions, each table's dump marking and the initial privileges.
 fn catalog(client: &mut Client) -> Vec<String> {
     column(
         client,
@@ -41,7 +43,8 @@ fn catalog(client: &mut Client) -> Vec<String> {
                     || ' comment ' || coalesce(obj_description(p.oid, 'pg_proc'), '-')
                FROM pg_proc p JOIN members m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
              UNION ALL
-             SELECT 'column ' || a.attrelid::regclass::text || ' ' || a.attnum || ' ' || a.attname || ' '
+             SELECT 'column ' || a.attrelid::regclass::text || ' '
+                    || row_number() OVER (PARTITION BY a.attrelid ORDER BY a.attnum) || ' ' || a.attname || ' '
                     || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull || ' '
                     || coalesce(pg_get_expr(ad.adbin, ad.adrelid), '-')
                FROM pg_attribute a
@@ -57,7 +60,8 @@ fn catalog(client: &mut Client) -> Vec<String> {
                     || coalesce(pg_get_viewdef(c.oid), '-')
                FROM pg_class c JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = c.oid
              UNION ALL
-             SELECT 'dump ' || extconfig::regclass[]::text || ' ' || extcondition::text FROM ext
+             SELECT 'dump ' || c::regclass::text || ' ' || coalesce(w, '-')
+               FROM ext, unnest(extconfig, extcondition) AS u(c, w)
              UNION ALL
              SELECT 'init privileges ' || pg_describe_object(i.classoid, i.objoid, i.objsubid)
                     || ' ' || i.privtype::text || ' ' || i.initprivs::text
@@ -133,6 +137,21 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
         installed.len(),
         "{upgraded:#?}\n{installed:#?}"
     );
+
+    // From every release between, each through the rest of the chain: the same objects.
+    for from in ["0.3.0", "0.5.0", "0.6.0", "0.7.0"] {
+        let db = format!("from_{}", from.replace('.', "_"));
+        admin.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+        let mut d = c.connect(&db);
+        d.batch_execute(&format!("CREATE EXTENSION idgen VERSION '{from}'"))
+            .unwrap();
+        d.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
+        let updated = catalog(&mut d);
+        for (a, b) in updated.iter().zip(&installed) {
+            assert_eq!(a, b, "updated from {from} (left) and fresh (right) differ");
+        }
+        assert_eq!(updated.len(), installed.len(), "from {from}");
+    }
 }
 
 #[test]

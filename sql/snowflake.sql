@@ -1,0 +1,21 @@
+-- idgen's install script: Snowflake ids (README "Snowflake ids"). pgrx creates the functions
+-- (src/snowflake/); this file documents them.
+
+COMMENT ON FUNCTION snowflake_nextval() IS
+  'Next Snowflake id of this server (41-bit ms time | 10-bit worker id | 12-bit sequence): unique, strictly increasing per server.';
+COMMENT ON FUNCTION snowflake_nextvals(integer) IS
+  'count consecutive Snowflake ids from one reservation, in increasing order.';
+COMMENT ON FUNCTION snowflake_currval() IS
+  'Last Snowflake id returned in this session; error before the first.';
+COMMENT ON FUNCTION snowflake_decode(bigint) IS
+  'Tick start time, worker id and sequence of a Snowflake id under this server''s layout.';
+COMMENT ON FUNCTION snowflake_timestamp(bigint) IS
+  'Start of the tick in which a Snowflake id was issued.';
+COMMENT ON FUNCTION snowflake_compose(timestamptz, integer, integer) IS
+  'Lowest Snowflake id at a time for a worker id and sequence: bounds for range scans and partitions.';
+COMMENT ON FUNCTION snowflake_status() IS
+  'This server''s Snowflake generator: worker id, layout, epoch, last id, drift and borrowed ticks.';
+
+-- One row each: tell the planner (a set-returning function is estimated at 1000 rows).
+ALTER FUNCTION snowflake_decode(bigint) ROWS 1;
+ALTER FUNCTION snowflake_status() ROWS 1;
