@@ -290,11 +290,10 @@ impl Client {
     /// `idgen.registry_max_clock_offset_ms`), then calls `idgen_registry_claim`.
     fn claim(&mut self) -> Result<(), Box<Failure>> {
         let (hello, offset_us, bound_us) = self.call(
-            c"SELECT extract(epoch FROM registry_now) * 1000, version, \
-              NULL, \
-              pg_catalog.current_setting('synchronous_standby_names'), \
-              (SELECT claims_until FROM idgen_registry_probation()) \
-              FROM idgen_registry_hello()",
+            c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+              version, NULL, pg_catalog.current_setting('synchronous_standby_names'), \
+              (SELECT claims_until FROM @extschema@.idgen_registry_probation()) \
+              FROM @extschema@.idgen_registry_hello()",
             &[],
             Wait::Interruptible,
         )?;
@@ -342,10 +341,14 @@ impl Client {
         ];
         let (row, _, _) = self
             .call(
-                c"SELECT extract(epoch FROM registry_now) * 1000, worker_id, floor_tick, fence_tick, \
-                  extract(epoch FROM expires_at) * 1000, previous_holder \
-                  FROM idgen_registry_claim($1, $2, $3, $4, $5::integer, $6::integer, $7::bigint, $8::integer, \
-                  $9::integer, $10::integer, $11::integer, $12::integer, $13::float8, $14::integer, $15::bigint)",
+                c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+                  worker_id, floor_tick, fence_tick, \
+                  extract(epoch FROM expires_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, previous_holder \
+                  FROM @extschema@.idgen_registry_claim($1::pg_catalog.text, $2::pg_catalog.text, \
+                  $3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.int4, $6::pg_catalog.int4, \
+                  $7::pg_catalog.int8, $8::pg_catalog.int4, $9::pg_catalog.int4, $10::pg_catalog.int4, \
+                  $11::pg_catalog.int4, $12::pg_catalog.int4, $13::pg_catalog.float8, $14::pg_catalog.int4, \
+                  $15::pg_catalog.int8)",
                 &params,
                 Wait::Interruptible,
             )
@@ -398,8 +401,9 @@ impl Client {
             Some(guc::registry_renew_interval_ms().to_string()),
         ];
         let (row, _, _) = self.call(
-            c"SELECT extract(epoch FROM registry_now) * 1000, regression \
-              FROM idgen_registry_report($1, $2, $3::text[], $4::bigint[], $5::integer)",
+            c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+              regression FROM @extschema@.idgen_registry_report($1::pg_catalog.text, $2::pg_catalog.text, \
+              $3::pg_catalog.text[], $4::pg_catalog.int8[], $5::pg_catalog.int4)",
             &params,
             Wait::Interruptible,
         )?;
@@ -462,9 +466,11 @@ impl Client {
             Some(marks),
         ];
         let result = self.call(
-            c"SELECT extract(epoch FROM registry_now) * 1000, fence_tick, extract(epoch FROM expires_at) * 1000, regression \
-              FROM idgen_registry_renew($1::integer, $2, $3, $4::integer, $5::integer, $6::float8, $7::bigint, $8::text[], \
-              $9::text[], $10::bigint[])",
+            c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+              fence_tick, extract(epoch FROM expires_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+              regression FROM @extschema@.idgen_registry_renew($1::pg_catalog.int4, $2::pg_catalog.text, \
+              $3::pg_catalog.text, $4::pg_catalog.int4, $5::pg_catalog.int4, $6::pg_catalog.float8, \
+              $7::pg_catalog.int8, $8::pg_catalog.text[], $9::pg_catalog.text[], $10::pg_catalog.int8[])",
             &params,
             Wait::Interruptible,
         );
@@ -551,7 +557,8 @@ impl Client {
             Some(final_tick.to_string()),
         ];
         let released = conn.query(
-            c"SELECT idgen_registry_release($1::integer, $2, $3, $4::bigint)",
+            c"SELECT @extschema@.idgen_registry_release($1::pg_catalog.int4, $2::pg_catalog.text, \
+              $3::pg_catalog.text, $4::pg_catalog.int8)",
             &params,
             deadline,
             Wait::UntilDeadline,

@@ -58,7 +58,8 @@ pub(crate) fn create(
     description: Option<&str>,
 ) -> Result<(bool, i32), Error> {
     let row = call(
-        c"SELECT created, step FROM idgen_registry_segment_create($1, $2::bigint, $3::integer, $4)",
+        c"SELECT created, step FROM @extschema@.idgen_registry_segment_create($1::pg_catalog.text, \
+          $2::pg_catalog.int8, $3::pg_catalog.int4, $4::pg_catalog.text)",
         &[
             Some(name.into()),
             Some(start.to_string()),
@@ -76,7 +77,7 @@ pub(crate) fn create(
 /// The step and the mark of global segment `name`, if the registry has it.
 pub(crate) fn find(name: &str) -> Result<Option<(i32, i64)>, Error> {
     call(
-        c"SELECT step, max_id FROM idgen_registry_segment_get($1)",
+        c"SELECT step, max_id FROM @extschema@.idgen_registry_segment_get($1::pg_catalog.text)",
         &[Some(name.into())],
     )?
     .map(|row| Ok((number(&row, 0)? as i32, number(&row, 1)?)))
@@ -93,10 +94,11 @@ pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Erro
     let step = step.clamp(1, i64::from(i32::MAX));
     // In a statement of its own: a registry that restarted starts its probation (committed),
     // which the take then refuses within (55P03) without rolling its start back.
-    call(c"SELECT 1 FROM idgen_registry_probation()", &[])?;
+    call(c"SELECT 1 FROM @extschema@.idgen_registry_probation()", &[])?;
     let row = call(
         c"SELECT first_id, last_id, base_step, regression \
-          FROM idgen_registry_segment_take($1, $2::integer, $3, $4, $5::bigint)",
+          FROM @extschema@.idgen_registry_segment_take($1::pg_catalog.text, $2::pg_catalog.int4, \
+          $3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.int8)",
         &[
             Some(name.into()),
             Some(step.to_string()),
@@ -146,7 +148,8 @@ const GIVE_BACK_TIMEOUT: Duration = Duration::from_secs(1);
 /// reached within it.
 pub(crate) fn give_back(name: &str, expected_mark: i64, new_mark: i64) -> Result<bool, Error> {
     let row = call_within(
-        c"SELECT idgen_registry_segment_give_back($1, $2, $3, $4::bigint, $5::bigint)",
+        c"SELECT @extschema@.idgen_registry_segment_give_back($1::pg_catalog.text, $2::pg_catalog.text, \
+          $3::pg_catalog.text, $4::pg_catalog.int8, $5::pg_catalog.int8)",
         &[
             Some(name.into()),
             Some(crate::identity::incarnation().to_owned()),
@@ -193,7 +196,13 @@ fn call_within(
         let deadline = Instant::now() + timeout;
         if slot.is_none() {
             let conninfo = crate::guc::registry_conninfo().unwrap_or_default();
-            *slot = Some(conn::connect(&conninfo, deadline, Wait::Interrupts).map_err(lost)?);
+            *slot = Some(
+                conn::connect(&conninfo, deadline, Wait::Interrupts).map_err(|e| match e {
+                    // The registry answered (idgen is not installed there): not a lost registry.
+                    ConnError::Remote(r) => remote(&r),
+                    other => lost(other),
+                })?,
+            );
         }
         let conn = slot.as_mut().expect("connected above");
         match conn.query(sql, params, deadline, Wait::Interrupts) {
@@ -201,13 +210,7 @@ fn call_within(
             Err(ConnError::Remote(r)) => {
                 // Any error may leave the session unusable: the next call connects afresh.
                 *slot = None;
-                Err(Failure::new(
-                    &r.sqlstate,
-                    &format!("the registry refused: {}", r.message),
-                    r.detail.as_deref(),
-                    r.hint.as_deref(),
-                )
-                .to_error())
+                Err(remote(&r))
             }
             Err(e) => {
                 *slot = None;
@@ -234,6 +237,17 @@ fn lost(e: ConnError) -> Error {
         Some(
             "Cached ranges keep serving; new ones come once the registry (idgen.registry) answers.",
         ),
+    )
+    .to_error()
+}
+
+/// An error the registry raised, as it raised it.
+fn remote(r: &conn::Remote) -> Error {
+    Failure::new(
+        &r.sqlstate,
+        &format!("the registry refused: {}", r.message),
+        r.detail.as_deref(),
+        r.hint.as_deref(),
     )
     .to_error()
 }

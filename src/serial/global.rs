@@ -74,7 +74,9 @@ pub(super) fn take_in_allocator(
         .and_then(|r| r.int8(0))
         .unwrap_or(0);
         let row = crate::segment::registry_call(
-            c"SELECT mark, regression FROM idgen_registry_serial_take($1, $2, $3::bigint, $4, $5, $6, $7, $8::bigint)",
+            c"SELECT mark, regression FROM @extschema@.idgen_registry_serial_take($1::pg_catalog.text, \
+              $2::pg_catalog.text, $3::pg_catalog.int8, $4::pg_catalog.text, $5::pg_catalog.text, \
+              $6::pg_catalog.text, $7::pg_catalog.text, $8::pg_catalog.int8)",
             &[
                 Some(serial.to_owned()),
                 Some(period.to_owned()),
