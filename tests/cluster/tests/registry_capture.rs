@@ -9,14 +9,17 @@
 //!   `extract(...) * 1000`) in `evil` and in `public`. Two nodes with `idgen.worker_id = auto`
 //!   claim, renew, draw Snowflake ids, take global segment and global serial ranges, give
 //!   back and release at a clean stop: no decoy runs (their call sequence is untouched and no
-//!   holder secret is stored), the nodes hold different worker ids and no id repeats.
+//!   holder secret is stored), the nodes hold different worker ids and no id repeats;
+//! * a claim answer outside the protocol (a worker id beyond the layout, a floor above the
+//!   fence), here from a superuser who replaced the real `idgen_registry_claim`, is refused
+//!   with a logged reason (08P01) and nothing is installed: no worker id, no id issued.
 
 use std::time::Duration;
 
 use idgen_cluster_tests::registry::{
-    auto_fast, draw, draw_segment, held_worker, registry, repeated,
+    auto_fast, draw, draw_segment, held_worker, nothing_issued, registry, repeated, state_of,
 };
-use idgen_cluster_tests::{column, wait_for, Cluster, One};
+use idgen_cluster_tests::{column, db_error, wait_for, Cluster, One};
 
 /// The registry functions a node calls: name, argument types, result, and the position of
 /// the holder secret among the arguments (if it carries one).
@@ -283,4 +286,66 @@ fn the_registry_databases_owner_captures_no_registry_call() {
         texts.len(),
         "serial texts repeated: {texts:?}"
     );
+}
+
+/// A forged claim answer: `idgen_registry_claim` replaced by a superuser of the registry with
+/// one answering `worker`, `floor` and `fence` (SQL expressions over its arguments: `$7` the
+/// layout's epoch, `$8` worker bits, `$10` the tick, `$11` the lease, and `now_tick`).
+fn forge_claim(reg: &Cluster, worker: &str, floor: &str, fence: &str) {
+    reg.connect("postgres")
+        .batch_execute(&format!(
+            "CREATE OR REPLACE FUNCTION public.idgen_registry_claim(
+                 node text, incarnation_id text, holder_secret text, system_id text,
+                 on_timeline integer, wanted_worker integer, epoch_ms bigint,
+                 worker_bit_count integer, sequence_bit_count integer, tick_ms integer,
+                 lease_length_ms integer, renew_every_ms integer, offset_ms double precision,
+                 node_port integer, known_tick bigint)
+             RETURNS TABLE (worker_id integer, floor_tick bigint, fence_tick bigint,
+                            expires_at timestamptz, registry_now timestamptz, previous_holder text)
+             LANGUAGE sql AS $f$
+               SELECT {worker}, {floor}, {fence},
+                      pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => $11 / 1000.0),
+                      pg_catalog.clock_timestamp(), NULL::text
+                 FROM (SELECT ((extract(epoch FROM pg_catalog.clock_timestamp()) * 1000)::bigint - $7)
+                              / $10 AS now_tick) t
+             $f$"
+        ))
+        .unwrap();
+}
+
+/// Waits until the node's log says `reason`, with the node refused and holding no worker id,
+/// and `snowflake_nextval()` failing with 08P01.
+fn refused_with(node: &Cluster, reason: &str) {
+    wait_for(reason, Duration::from_secs(20), || {
+        node.log().contains(reason).then_some(())
+    });
+    let (state, worker, error) = state_of(node);
+    assert_eq!(state, "refused", "{error:?}");
+    assert_eq!(worker, None, "a worker id was installed: {error:?}");
+    let e = db_error(
+        node.connect("postgres")
+            .query_one("SELECT snowflake_nextval()", &[]),
+    );
+    assert_eq!(e.code().code(), "08P01", "{e:?}");
+    assert!(nothing_issued(node));
+}
+
+/// A claim answered with a worker id beyond the layout (1 << worker_bits), then with a floor
+/// above the fence: both refused, logged, nothing installed.
+#[test]
+fn a_claim_answer_outside_the_protocol_is_refused_and_nothing_installed() {
+    let reg = registry("capture_forged_reg");
+    forge_claim(&reg, "(1 << $8)", "t.now_tick", "t.now_tick + $11 / $10");
+    let setting = format!(
+        "idgen.registry = 'host=127.0.0.1 port={} dbname=postgres user=postgres'",
+        reg.port()
+    );
+    let mut all = vec!["shared_preload_libraries = 'idgen'", setting.as_str()];
+    all.extend(auto_fast(&[]));
+    let n = Cluster::start("capture_forged_n", &all);
+    n.create_db_with_idgen("postgres");
+    refused_with(&n, "worker_id 1024 is beyond");
+
+    forge_claim(&reg, "0", "t.now_tick + 10", "t.now_tick");
+    refused_with(&n, "is above its fence_tick");
 }
