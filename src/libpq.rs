@@ -131,8 +131,10 @@ impl Drop for Conn {
 }
 
 /// Checks a connection string as libpq parses it (`PQconninfoParse`, key=value or URI) without
-/// connecting, and that connecting needs no name lookup: every `host` is an IP address, a Unix
-/// socket directory (an absolute path) or `localhost`, unless `hostaddr` gives the addresses.
+/// connecting, and that connecting needs no name lookup: every host (as [`connect`] pairs them,
+/// [`pair`]) has its own non-empty `hostaddr` element, or is an IP address or a Unix socket
+/// directory (an absolute path). `localhost` needs its `hostaddr` too: libpq looks it up with
+/// `getaddrinfo` like any name (`/etc/hosts` first, then whatever `nsswitch.conf` says).
 /// `Err` says what is wrong; it never repeats a value of the string (a password may be one).
 pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
     let text = CString::new(conninfo).map_err(|_| "it contains a NUL byte".to_string())?;
@@ -173,20 +175,28 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
     }
     let hostaddr = hostaddr
         .filter(|a| !a.is_empty())
-        .or_else(|| env("PGHOSTADDR"));
-    if hostaddr.is_some() {
-        return Ok(());
-    }
-    let host = host.filter(|h| !h.is_empty()).or_else(|| env("PGHOST"));
-    for h in host.as_deref().unwrap_or("").split(',') {
-        let h = h.trim();
-        if !(h.is_empty() || h.starts_with('/') || h.starts_with('@') || h == "localhost")
-            && h.parse::<std::net::IpAddr>().is_err()
+        .or_else(|| env("PGHOSTADDR"))
+        .unwrap_or_default();
+    let host = host
+        .filter(|h| !h.is_empty())
+        .or_else(|| env("PGHOST"))
+        .unwrap_or_default();
+    for Host { host, hostaddr, .. } in pair(&host, &hostaddr, "") {
+        if !hostaddr.is_empty()
+            || host.is_empty()
+            || host.starts_with('/')
+            || host.starts_with('@')
+            || host.parse::<std::net::IpAddr>().is_ok()
         {
-            return Err(format!(
-                "host \"{h}\" needs a name lookup, which a background worker cannot interrupt: give its address with hostaddr=..."
-            ));
+            continue;
         }
+        return Err(if host == "localhost" {
+            "host \"localhost\" is looked up with getaddrinfo like any name, which a background worker cannot interrupt: write 127.0.0.1 or ::1, or give its address with hostaddr=...".into()
+        } else {
+            format!(
+                "host \"{host}\" needs a name lookup, which a background worker cannot interrupt: give its address with hostaddr=... (an address for every host of the list)"
+            )
+        });
     }
     Ok(())
 }
@@ -344,8 +354,16 @@ fn host_list(conninfo: &str) -> Vec<Host> {
         }
         pq::PQconninfoFree(options);
     }
+    pair(&host, &hostaddr, &port)
+}
+
+/// The hosts of the comma-separated lists `host`, `hostaddr` and `port`, element by element; a
+/// list of one element serves every host. What [`connect`] connects to, one at a time, and
+/// what [`parse`] checks: an empty element of a longer `hostaddr` list leaves its host to a
+/// name lookup.
+fn pair(host: &str, hostaddr: &str, port: &str) -> Vec<Host> {
     let split = |v: &str| -> Vec<String> { v.split(',').map(|x| x.trim().to_owned()).collect() };
-    let (hosts, addrs, ports) = (split(&host), split(&hostaddr), split(&port));
+    let (hosts, addrs, ports) = (split(host), split(hostaddr), split(port));
     let n = hosts.len().max(addrs.len());
     let pick = |list: &[String], i: usize| {
         if list.len() == 1 {
@@ -361,6 +379,12 @@ fn host_list(conninfo: &str) -> Vec<Host> {
             port: pick(&ports, i),
         })
         .collect()
+}
+
+/// Whether the libpq this process runs with knows `require_auth` (16 and later).
+fn refuses_gss_auth() -> bool {
+    // SAFETY: PQlibVersion only returns a constant of the loaded library.
+    unsafe { pq::PQlibVersion() >= 160000 }
 }
 
 /// Connects to `conninfo` (to `only` of its hosts, if given) before `deadline`.
@@ -383,15 +407,23 @@ fn connect_one(
         c"target_session_attrs".as_ptr(),
         c"gssencmode".as_ptr(),
         c"connect_timeout".as_ptr(),
-        c"dbname".as_ptr(),
     ];
     let mut values = vec![
         c"idgen registry client".as_ptr(),
         c"read-write".as_ptr(),
         c"disable".as_ptr(),
         c"2".as_ptr(),
-        conninfo.as_ptr(),
     ];
+    // GSSAPI authentication (pg_hba's `gss`) asks a KDC, through name lookups that cannot be
+    // interrupted, like GSSAPI encryption: refused unless the string asks for it. libpq knows
+    // `require_auth` from 16 on; an older one would refuse the option, and there the limit is
+    // documented (README "Addresses, not names").
+    if refuses_gss_auth() {
+        keywords.push(c"require_auth".as_ptr());
+        values.push(c"!gss".as_ptr());
+    }
+    keywords.push(c"dbname".as_ptr());
+    values.push(conninfo.as_ptr());
     // After dbname, so that they override the string's lists: one host at a time.
     if let Some((host, hostaddr, port)) = &chosen {
         keywords.extend([c"host".as_ptr(), c"hostaddr".as_ptr(), c"port".as_ptr()]);
@@ -686,8 +718,12 @@ mod tests {
             "host=10.0.0.11,10.0.0.12 port=5432,5433",
             "host=::1",
             "host=/var/run/postgresql",
-            "host=localhost",
+            "host=localhost hostaddr=127.0.0.1",
             "host=registry.example hostaddr=10.0.0.11",
+            "host=a.example,b.example hostaddr=10.0.0.11,10.0.0.12",
+            // One address serves every host of the list (`connect` pairs them so).
+            "host=a.example,b.example hostaddr=10.0.0.11",
+            "host=10.0.0.11,/tmp hostaddr=,",
             "postgresql://10.0.0.11:5432/ids",
             "dbname=ids",
         ] {
@@ -697,6 +733,14 @@ mod tests {
             "host=registry.example",
             "host=10.0.0.11,registry.example",
             "postgresql://registry.example/ids",
+            // Each host against its own address: an empty element leaves its name to a lookup.
+            "host=10.0.0.1,registry.example hostaddr=10.0.0.1,",
+            "host=registry.example,10.0.0.2 hostaddr=,10.0.0.2",
+            "host=a.example,b.example,c.example hostaddr=10.0.0.1,10.0.0.2",
+            // localhost goes through getaddrinfo too.
+            "host=localhost",
+            "host=10.0.0.1,localhost",
+            "postgresql://localhost/ids",
         ] {
             let e = parse(refused).unwrap_err();
             assert!(e.contains("hostaddr"), "{refused}: {e}");
