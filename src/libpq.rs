@@ -119,6 +119,8 @@ pub(crate) enum Wait {
 /// One open connection to the registry; closed on drop.
 pub(crate) struct Conn {
     raw: *mut pq::PGconn,
+    /// The registry database's idgen schema, quoted (empty until the session is set up).
+    schema: String,
 }
 
 impl Drop for Conn {
@@ -129,8 +131,10 @@ impl Drop for Conn {
 }
 
 /// Checks a connection string as libpq parses it (`PQconninfoParse`, key=value or URI) without
-/// connecting, and that connecting needs no name lookup: every `host` is an IP address, a Unix
-/// socket directory (an absolute path) or `localhost`, unless `hostaddr` gives the addresses.
+/// connecting, and that connecting needs no name lookup: every host (as [`connect`] pairs them,
+/// [`pair`]) has its own non-empty `hostaddr` element, or is an IP address or a Unix socket
+/// directory (an absolute path). `localhost` needs its `hostaddr` too: libpq looks it up with
+/// `getaddrinfo` like any name (`/etc/hosts` first, then whatever `nsswitch.conf` says).
 /// `Err` says what is wrong; it never repeats a value of the string (a password may be one).
 pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
     let text = CString::new(conninfo).map_err(|_| "it contains a NUL byte".to_string())?;
@@ -171,20 +175,28 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
     }
     let hostaddr = hostaddr
         .filter(|a| !a.is_empty())
-        .or_else(|| env("PGHOSTADDR"));
-    if hostaddr.is_some() {
-        return Ok(());
-    }
-    let host = host.filter(|h| !h.is_empty()).or_else(|| env("PGHOST"));
-    for h in host.as_deref().unwrap_or("").split(',') {
-        let h = h.trim();
-        if !(h.is_empty() || h.starts_with('/') || h.starts_with('@') || h == "localhost")
-            && h.parse::<std::net::IpAddr>().is_err()
+        .or_else(|| env("PGHOSTADDR"))
+        .unwrap_or_default();
+    let host = host
+        .filter(|h| !h.is_empty())
+        .or_else(|| env("PGHOST"))
+        .unwrap_or_default();
+    for Host { host, hostaddr, .. } in pair(&host, &hostaddr, "") {
+        if !hostaddr.is_empty()
+            || host.is_empty()
+            || host.starts_with('/')
+            || host.starts_with('@')
+            || host.parse::<std::net::IpAddr>().is_ok()
         {
-            return Err(format!(
-                "host \"{h}\" needs a name lookup, which a background worker cannot interrupt: give its address with hostaddr=..."
-            ));
+            continue;
         }
+        return Err(if host == "localhost" {
+            "host \"localhost\" is looked up with getaddrinfo like any name, which a background worker cannot interrupt: write 127.0.0.1 or ::1, or give its address with hostaddr=...".into()
+        } else {
+            format!(
+                "host \"{host}\" needs a name lookup, which a background worker cannot interrupt: give its address with hostaddr=... (an address for every host of the list)"
+            )
+        });
     }
     Ok(())
 }
@@ -226,6 +238,15 @@ unsafe fn take_message(msg: *mut c_char) -> String {
     }
 }
 
+/// The first statement of every registry session: the registry database's owner decides its
+/// `search_path` (`ALTER DATABASE ... SET search_path = evil, pg_catalog`, a schema named after
+/// the nodes' role for `"$user"`), and a function or operator found there runs as the nodes'
+/// role with their holder secrets in hand. Until the path is pinned, even an operator between
+/// two texts could be someone else's, so this statement names a function fully qualified and
+/// uses no operator at all.
+const PIN_SEARCH_PATH: &CStr =
+    c"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)";
+
 /// The registry session's limits: a statement ends by itself well before the client's own
 /// deadline (10 s a call for the registry client, 4 s for a segment allocator), so a client that
 /// gives up never leaves one running; a lock is waited
@@ -233,11 +254,39 @@ unsafe fn take_message(msg: *mut c_char) -> String {
 /// Its commits are synchronous at least to its own disk and standbys (`on` unless the role or the
 /// connection string asked for `remote_write` or `remote_apply`, which are kept): a registry
 /// commit is a fence or a mark that ids rest on, and `off` or `local` could lose it.
+/// Its last column is the schema of the registry database's `idgen` (quoted as an identifier;
+/// NULL without the extension): every registry function is called in it, by its full name
+/// (`@extschema@` in a query, [`Conn::query`]).
 const SESSION_SETTINGS: &CStr = c"SELECT pg_catalog.set_config('statement_timeout', '3s', false), \
     pg_catalog.set_config('lock_timeout', '2s', false), \
     pg_catalog.set_config('idle_in_transaction_session_timeout', '10s', false), \
-    CASE WHEN pg_catalog.current_setting('synchronous_commit') IN ('off', 'local') \
-         THEN pg_catalog.set_config('synchronous_commit', 'on', false) END";
+    CASE WHEN pg_catalog.current_setting('synchronous_commit') \
+              OPERATOR(pg_catalog.=) ANY ('{off,local}'::pg_catalog.text[]) \
+         THEN pg_catalog.set_config('synchronous_commit', 'on', false) END, \
+    (SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e \
+       JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace \
+      WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name)";
+
+/// What stands for the registry's idgen schema in a query of [`Conn::query`].
+const EXTSCHEMA: &str = "@extschema@";
+
+/// Whether `name` is what `quote_ident` returns: a plain lower-case identifier, or one in
+/// double quotes with every inner quote doubled. The schema is written into queries: an answer
+/// of any other shape (a registry that is not PostgreSQL's, a man in the middle) is refused.
+fn quoted_identifier(name: &str) -> bool {
+    let plain = |n: &str| {
+        n.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && n.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '$')
+    };
+    if let Some(inner) = name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+        !inner.is_empty() && !inner.contains('\0') && !inner.replace("\"\"", "").contains('"')
+    } else {
+        plain(name)
+    }
+}
 
 /// How long one host of a multi-host connection string may take before the next is tried.
 const PER_HOST: std::time::Duration = std::time::Duration::from_secs(2);
@@ -305,8 +354,16 @@ fn host_list(conninfo: &str) -> Vec<Host> {
         }
         pq::PQconninfoFree(options);
     }
+    pair(&host, &hostaddr, &port)
+}
+
+/// The hosts of the comma-separated lists `host`, `hostaddr` and `port`, element by element; a
+/// list of one element serves every host. What [`connect`] connects to, one at a time, and
+/// what [`parse`] checks: an empty element of a longer `hostaddr` list leaves its host to a
+/// name lookup.
+fn pair(host: &str, hostaddr: &str, port: &str) -> Vec<Host> {
     let split = |v: &str| -> Vec<String> { v.split(',').map(|x| x.trim().to_owned()).collect() };
-    let (hosts, addrs, ports) = (split(&host), split(&hostaddr), split(&port));
+    let (hosts, addrs, ports) = (split(host), split(hostaddr), split(port));
     let n = hosts.len().max(addrs.len());
     let pick = |list: &[String], i: usize| {
         if list.len() == 1 {
@@ -322,6 +379,12 @@ fn host_list(conninfo: &str) -> Vec<Host> {
             port: pick(&ports, i),
         })
         .collect()
+}
+
+/// Whether the libpq this process runs with knows `require_auth` (16 and later).
+fn refuses_gss_auth() -> bool {
+    // SAFETY: PQlibVersion only returns a constant of the loaded library.
+    unsafe { pq::PQlibVersion() >= 160000 }
 }
 
 /// Connects to `conninfo` (to `only` of its hosts, if given) before `deadline`.
@@ -344,15 +407,23 @@ fn connect_one(
         c"target_session_attrs".as_ptr(),
         c"gssencmode".as_ptr(),
         c"connect_timeout".as_ptr(),
-        c"dbname".as_ptr(),
     ];
     let mut values = vec![
         c"idgen registry client".as_ptr(),
         c"read-write".as_ptr(),
         c"disable".as_ptr(),
         c"2".as_ptr(),
-        conninfo.as_ptr(),
     ];
+    // GSSAPI authentication (pg_hba's `gss`) asks a KDC, through name lookups that cannot be
+    // interrupted, like GSSAPI encryption: refused unless the string asks for it. libpq knows
+    // `require_auth` from 16 on; an older one would refuse the option, and there the limit is
+    // documented (README "Addresses, not names").
+    if refuses_gss_auth() {
+        keywords.push(c"require_auth".as_ptr());
+        values.push(c"!gss".as_ptr());
+    }
+    keywords.push(c"dbname".as_ptr());
+    values.push(conninfo.as_ptr());
     // After dbname, so that they override the string's lists: one host at a time.
     if let Some((host, hostaddr, port)) = &chosen {
         keywords.extend([c"host".as_ptr(), c"hostaddr".as_ptr(), c"port".as_ptr()]);
@@ -367,7 +438,10 @@ fn connect_one(
     if raw.is_null() {
         return Err(ConnError::Failed("out of memory".into()));
     }
-    let conn = Conn { raw };
+    let conn = Conn {
+        raw,
+        schema: String::new(),
+    };
     if conn.status_bad() {
         return Err(ConnError::Failed(conn.error_message()));
     }
@@ -390,7 +464,27 @@ fn connect_one(
         return Err(ConnError::Failed(conn.error_message()));
     }
     let mut conn = conn;
-    conn.query(SESSION_SETTINGS, &[], deadline, wait)?;
+    conn.query(PIN_SEARCH_PATH, &[], deadline, wait)?;
+    let settings = conn.query(SESSION_SETTINGS, &[], deadline, wait)?;
+    match settings
+        .first()
+        .and_then(|row| row.last().cloned().flatten())
+    {
+        Some(schema) if quoted_identifier(&schema) => conn.schema = schema,
+        Some(_) => {
+            return Err(ConnError::Failed(
+                "the registry named idgen's schema with something that is not an identifier".into(),
+            ))
+        }
+        None => {
+            return Err(ConnError::Remote(Remote {
+                sqlstate: "42883".into(),
+                message: "extension \"idgen\" is not installed in the registry database".into(),
+                detail: Some("No registry function was called.".into()),
+                hint: None,
+            }))
+        }
+    }
     Ok(conn)
 }
 
@@ -471,8 +565,12 @@ impl Conn {
     }
 
     /// Runs `sql` with text parameters (`None` is NULL) and returns the rows of its last
-    /// result as text, before `deadline`. An error the registry raises is
-    /// [`ConnError::Remote`]; after a timeout or a lost connection the caller drops this one.
+    /// result as text, before `deadline`. `@extschema@` in `sql` is the registry database's
+    /// idgen schema, read at connect: a registry function is called as
+    /// `@extschema@.idgen_registry_...($1::pg_catalog.text, ...)`, every parameter cast to its
+    /// exact type, so that no function or operator of another schema can match it. An error the
+    /// registry raises is [`ConnError::Remote`]; after a timeout or a lost connection the caller
+    /// drops this one.
     pub(crate) fn query(
         &mut self,
         sql: &CStr,
@@ -480,6 +578,20 @@ impl Conn {
         deadline: Instant,
         wait: Wait,
     ) -> Result<Vec<Vec<Option<String>>>, ConnError> {
+        let text = sql.to_string_lossy();
+        let qualified;
+        let sql = if text.contains(EXTSCHEMA) {
+            if self.schema.is_empty() {
+                return Err(ConnError::Failed(
+                    "the registry's idgen schema is not known".into(),
+                ));
+            }
+            qualified = CString::new(text.replace(EXTSCHEMA, &self.schema))
+                .map_err(|_| ConnError::Failed("NUL byte in a query".into()))?;
+            qualified.as_c_str()
+        } else {
+            sql
+        };
         let owned: Vec<Option<CString>> = params
             .iter()
             .map(|p| {
@@ -606,8 +718,12 @@ mod tests {
             "host=10.0.0.11,10.0.0.12 port=5432,5433",
             "host=::1",
             "host=/var/run/postgresql",
-            "host=localhost",
+            "host=localhost hostaddr=127.0.0.1",
             "host=registry.example hostaddr=10.0.0.11",
+            "host=a.example,b.example hostaddr=10.0.0.11,10.0.0.12",
+            // One address serves every host of the list (`connect` pairs them so).
+            "host=a.example,b.example hostaddr=10.0.0.11",
+            "host=10.0.0.11,/tmp hostaddr=,",
             "postgresql://10.0.0.11:5432/ids",
             "dbname=ids",
         ] {
@@ -617,9 +733,45 @@ mod tests {
             "host=registry.example",
             "host=10.0.0.11,registry.example",
             "postgresql://registry.example/ids",
+            // Each host against its own address: an empty element leaves its name to a lookup.
+            "host=10.0.0.1,registry.example hostaddr=10.0.0.1,",
+            "host=registry.example,10.0.0.2 hostaddr=,10.0.0.2",
+            "host=a.example,b.example,c.example hostaddr=10.0.0.1,10.0.0.2",
+            // localhost goes through getaddrinfo too.
+            "host=localhost",
+            "host=10.0.0.1,localhost",
+            "postgresql://localhost/ids",
         ] {
             let e = parse(refused).unwrap_err();
             assert!(e.contains("hostaddr"), "{refused}: {e}");
+        }
+    }
+
+    #[test]
+    fn only_what_quote_ident_returns_is_taken_for_the_registry_schema() {
+        use super::quoted_identifier;
+        for ok in [
+            "public",
+            "idgen",
+            "_x1$",
+            "\"My Schema\"",
+            "\"a\"\"b\"",
+            "\"x;y\"",
+        ] {
+            assert!(quoted_identifier(ok), "{ok}");
+        }
+        for refused in [
+            "",
+            "Public",
+            "1x",
+            "public.x",
+            "a b",
+            "public; DROP",
+            "\"\"",
+            "\"a\"b\"",
+            "\"a\" || pg_sleep(1) || \"b\"",
+        ] {
+            assert!(!quoted_identifier(refused), "{refused}");
         }
     }
 

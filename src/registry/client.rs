@@ -15,6 +15,7 @@ use pgrx::bgworkers::{
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use super::answer;
 use super::shared::{self, State};
 use crate::failure::{Failure, FixedText};
 use crate::guc;
@@ -273,14 +274,10 @@ impl Client {
         let row = rows
             .into_iter()
             .next()
-            .ok_or_else(|| Failure::new("XX000", "the registry returned no row", None, None))?;
-        let registry_us = row
-            .first()
-            .cloned()
-            .flatten()
-            .and_then(|t| t.parse::<f64>().ok())
+            .ok_or_else(|| refused_answer("the answer has no row"))?;
+        let registry_us = answer::unix_ms(&row, 0, "registry_now")
             .map(|ms| (ms * 1000.0) as i64)
-            .ok_or_else(|| Failure::new("XX000", "the registry returned no clock", None, None))?;
+            .map_err(|why| refused_answer(&why))?;
         let (offset_us, bound_us) = ((t0 + t1) / 2 - registry_us, (t1 - t0) / 2);
         shared::set_offset(offset_us, bound_us);
         Ok((row, offset_us, bound_us))
@@ -290,11 +287,10 @@ impl Client {
     /// `idgen.registry_max_clock_offset_ms`), then calls `idgen_registry_claim`.
     fn claim(&mut self) -> Result<(), Box<Failure>> {
         let (hello, offset_us, bound_us) = self.call(
-            c"SELECT extract(epoch FROM registry_now) * 1000, version, \
-              NULL, \
-              pg_catalog.current_setting('synchronous_standby_names'), \
-              (SELECT claims_until FROM idgen_registry_probation()) \
-              FROM idgen_registry_hello()",
+            c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+              version, NULL, pg_catalog.current_setting('synchronous_standby_names'), \
+              (SELECT claims_until FROM @extschema@.idgen_registry_probation()) \
+              FROM @extschema@.idgen_registry_hello()",
             &[],
             Wait::Interruptible,
         )?;
@@ -323,6 +319,7 @@ impl Client {
             _ => None,
         };
         let id = &self.identity;
+        let lease_ms = guc::registry_lease_ms();
         let params = [
             Some(id.node_name.clone()),
             Some(crate::identity::incarnation().to_owned()),
@@ -334,36 +331,40 @@ impl Client {
             Some(worker_bits.to_string()),
             Some(sequence_bits.to_string()),
             Some(tick_ms.to_string()),
-            Some(guc::registry_lease_ms().to_string()),
+            Some(lease_ms.to_string()),
             Some(guc::registry_renew_interval_ms().to_string()),
             Some(format!("{}", offset_us as f64 / 1000.0)),
             Some(id.port.to_string()),
             Some(lease::own_reservation_end().to_string()),
         ];
-        let (row, _, _) = self
+        let (row, _, bound_us) = self
             .call(
-                c"SELECT extract(epoch FROM registry_now) * 1000, worker_id, floor_tick, fence_tick, \
-                  extract(epoch FROM expires_at) * 1000, previous_holder \
-                  FROM idgen_registry_claim($1, $2, $3, $4, $5::integer, $6::integer, $7::bigint, $8::integer, \
-                  $9::integer, $10::integer, $11::integer, $12::integer, $13::float8, $14::integer, $15::bigint)",
+                c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+                  worker_id, floor_tick, fence_tick, \
+                  extract(epoch FROM expires_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, previous_holder \
+                  FROM @extschema@.idgen_registry_claim($1::pg_catalog.text, $2::pg_catalog.text, \
+                  $3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.int4, $6::pg_catalog.int4, \
+                  $7::pg_catalog.int8, $8::pg_catalog.int4, $9::pg_catalog.int4, $10::pg_catalog.int4, \
+                  $11::pg_catalog.int4, $12::pg_catalog.int4, $13::pg_catalog.float8, $14::pg_catalog.int4, \
+                  $15::pg_catalog.int8)",
                 &params,
                 Wait::Interruptible,
             )
             .inspect_err(|_| shared::set_state(State::Refused))?;
-        let int = |i: usize| {
-            row.get(i)
-                .cloned()
-                .flatten()
-                .and_then(|t| t.parse::<f64>().ok())
+        let layout = answer::Layout {
+            epoch_ms,
+            worker_bits,
+            tick_ms,
         };
-        let (Some(worker), Some(floor), Some(fence), Some(expires)) =
-            (int(1), int(2), int(3), int(4))
-        else {
-            return Err(
-                Failure::new("XX000", "the registry's claim returned NULLs", None, None).into(),
-            );
-        };
-        let (worker, floor, fence) = (worker as u64, floor as u64, fence as u64);
+        let answer::Claim {
+            worker,
+            floor,
+            fence,
+            expires_ms,
+        } = answer::claim(&row, layout, answer::Lease { lease_ms, bound_us }).map_err(|why| {
+            shared::set_state(State::Refused);
+            refused_answer(&format!("idgen_registry_claim: {why}"))
+        })?;
         lease::grant(Grant {
             worker,
             floor_tick: floor,
@@ -372,7 +373,7 @@ impl Client {
         let s = shared::shared();
         s.floor_tick
             .store(floor, std::sync::atomic::Ordering::Release);
-        self.renewed(expires as i64, false);
+        self.renewed(expires_ms, false);
         self.grant = Some((worker, floor));
         let previous = row.get(5).cloned().flatten();
         let now_ms = crate::time::wall_clock_unix_ms();
@@ -398,8 +399,9 @@ impl Client {
             Some(guc::registry_renew_interval_ms().to_string()),
         ];
         let (row, _, _) = self.call(
-            c"SELECT extract(epoch FROM registry_now) * 1000, regression \
-              FROM idgen_registry_report($1, $2, $3::text[], $4::bigint[], $5::integer)",
+            c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+              regression FROM @extschema@.idgen_registry_report($1::pg_catalog.text, $2::pg_catalog.text, \
+              $3::pg_catalog.text[], $4::pg_catalog.int8[], $5::pg_catalog.int4)",
             &params,
             Wait::Interruptible,
         )?;
@@ -443,11 +445,12 @@ impl Client {
         // vouched for: a restored copy of this server would carry the same name.
         standbys.retain(|n| *n != self.identity.node_name);
         let (names, marks) = global_marks();
+        let lease_ms = guc::registry_lease_ms();
         let params = [
             Some(worker.to_string()),
             Some(crate::identity::incarnation().to_owned()),
             Some(crate::identity::secret().to_owned()),
-            Some(guc::registry_lease_ms().to_string()),
+            Some(lease_ms.to_string()),
             Some(guc::registry_renew_interval_ms().to_string()),
             Some(format!(
                 "{}",
@@ -462,14 +465,16 @@ impl Client {
             Some(marks),
         ];
         let result = self.call(
-            c"SELECT extract(epoch FROM registry_now) * 1000, fence_tick, extract(epoch FROM expires_at) * 1000, regression \
-              FROM idgen_registry_renew($1::integer, $2, $3, $4::integer, $5::integer, $6::float8, $7::bigint, $8::text[], \
-              $9::text[], $10::bigint[])",
+            c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+              fence_tick, extract(epoch FROM expires_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+              regression FROM @extschema@.idgen_registry_renew($1::pg_catalog.int4, $2::pg_catalog.text, \
+              $3::pg_catalog.text, $4::pg_catalog.int4, $5::pg_catalog.int4, $6::pg_catalog.float8, \
+              $7::pg_catalog.int8, $8::pg_catalog.text[], $9::pg_catalog.text[], $10::pg_catalog.int8[])",
             &params,
             Wait::Interruptible,
         );
-        let row = match result {
-            Ok((row, _, _)) => row,
+        let (row, bound_us) = match result {
+            Ok((row, _, bound_us)) => (row, bound_us),
             Err(f) => {
                 let lost = f.sqlstate_text() == "55006";
                 shared::set_state(if lost { State::Lost } else { State::Renewing });
@@ -486,31 +491,36 @@ impl Client {
             )
             .into());
         }
-        let int = |i: usize| {
-            row.get(i)
-                .cloned()
-                .flatten()
-                .and_then(|t| t.parse::<f64>().ok())
+        let (epoch_ms, worker_bits, _, tick_ms) = lease::fleet_layout();
+        let layout = answer::Layout {
+            epoch_ms,
+            worker_bits,
+            tick_ms,
         };
-        let (Some(fence), Some(expires)) = (int(1), int(2)) else {
-            return Err(
-                Failure::new("XX000", "the registry's renewal returned NULLs", None, None).into(),
-            );
-        };
-        if (fence as u64) < confirmed {
+        let (fence, expires) = answer::renewal(
+            &row,
+            layout,
+            answer::Lease { lease_ms, bound_us },
+            confirmed,
+        )
+        .map_err(|why| {
+            shared::set_state(State::Renewing);
+            refused_answer(&format!("idgen_registry_renew: {why}"))
+        })?;
+        if fence < confirmed {
             // Cannot happen with a registry of this version (it never answers below what the
             // node showed it); never believed if it does.
             shared::set_state(State::Regressed);
             return Err(Failure::new(
                 "55000",
-                &format!("the registry renewed the lease up to tick {}, below tick {confirmed} that it had confirmed: the registry has lost commits", fence as u64),
+                &format!("the registry renewed the lease up to tick {fence}, below tick {confirmed} that it had confirmed: the registry has lost commits"),
                 None,
                 None,
             )
             .into());
         }
-        lease::renewed(fence as u64 + 1);
-        self.renewed(expires as i64, true);
+        lease::renewed(fence + 1);
+        self.renewed(expires, true);
         Ok(())
     }
 
@@ -551,17 +561,23 @@ impl Client {
             Some(final_tick.to_string()),
         ];
         let released = conn.query(
-            c"SELECT idgen_registry_release($1::integer, $2, $3, $4::bigint)",
+            c"SELECT @extschema@.idgen_registry_release($1::pg_catalog.int4, $2::pg_catalog.text, \
+              $3::pg_catalog.text, $4::pg_catalog.int8)",
             &params,
             deadline,
             Wait::UntilDeadline,
         );
+        let released =
+            released.map(|rows| answer::boolean(rows.first().map(Vec::as_slice), "released"));
         match released {
-            Ok(rows) if rows.first().and_then(|r| r.first().cloned().flatten()).as_deref() == Some("t") => {
+            Ok(Ok(true)) => {
                 pgrx::log!("idgen registry client: released worker id {worker} at tick {final_tick}")
             }
-            Ok(_) => pgrx::log!(
+            Ok(Ok(false)) => pgrx::log!(
                 "idgen registry client: worker id {worker} was not released: the registry no longer has it leased to this server"
+            ),
+            Ok(Err(why)) => pgrx::log!(
+                "idgen registry client: the registry's answer to idgen_registry_release is refused: {why}; worker id {worker} may not be released, its next holder starts above the lease's end instead"
             ),
             Err(e) => pgrx::log!(
                 "idgen registry client: could not release worker id {worker} ({e}); its next holder starts above the lease's end instead"
@@ -599,6 +615,19 @@ fn text_array(names: &[String]) -> String {
         .filter(|n| !n.is_empty() && n.len() <= guc::MAX_NODE_NAME && plain_name(n))
         .collect();
     format!("{{{}}}", kept.join(","))
+}
+
+/// An answer of the registry outside what its functions can answer (08P01, protocol
+/// violation), refused with `why` (the field and its value, [`answer`]): nothing of it is
+/// installed.
+fn refused_answer(why: &str) -> Box<Failure> {
+    Failure::new(
+        "08P01",
+        &format!("the registry's answer is refused: {why}"),
+        Some("Nothing of it was installed."),
+        Some("Check the registry's idgen functions (a registry database's owner or a superuser may have replaced them) and that idgen.registry reaches the registry (sslmode=verify-full)."),
+    )
+    .into()
 }
 
 /// What an operator does about a registry that lost commits.

@@ -3,8 +3,10 @@
 //! `sql/idgen--0.2.0--0.3.0.sql`) and renews the lease; the generator stays local and never
 //! talks to the registry ([`crate::snowflake::lease`] is all it reads). This module registers
 //! the worker and its shared memory ([`init`]) and serves `idgen_registry_status`; the
-//! connection is in [`conn`], the worker's loop in [`client`], its status in [`shared`].
+//! connection is in [`conn`], the worker's loop in [`client`], what it believes of an answer in
+//! [`answer`], its status in [`shared`].
 
+mod answer;
 mod client;
 mod shared;
 

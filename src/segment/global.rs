@@ -58,7 +58,8 @@ pub(crate) fn create(
     description: Option<&str>,
 ) -> Result<(bool, i32), Error> {
     let row = call(
-        c"SELECT created, step FROM idgen_registry_segment_create($1, $2::bigint, $3::integer, $4)",
+        c"SELECT created, step FROM @extschema@.idgen_registry_segment_create($1::pg_catalog.text, \
+          $2::pg_catalog.int8, $3::pg_catalog.int4, $4::pg_catalog.text)",
         &[
             Some(name.into()),
             Some(start.to_string()),
@@ -67,19 +68,31 @@ pub(crate) fn create(
         ],
     )?
     .ok_or_else(|| malformed("idgen_registry_segment_create"))?;
-    Ok((
-        row.first().cloned().flatten().as_deref() == Some("t"),
-        number(&row, 1)? as i32,
-    ))
+    let created = match row.first().cloned().flatten().as_deref() {
+        Some("t") => true,
+        Some("f") => false,
+        _ => {
+            return Err(refused(
+                "idgen_registry_segment_create",
+                "created is not a boolean",
+            ))
+        }
+    };
+    Ok((created, step_of(&row, 1, "idgen_registry_segment_create")?))
 }
 
 /// The step and the mark of global segment `name`, if the registry has it.
 pub(crate) fn find(name: &str) -> Result<Option<(i32, i64)>, Error> {
     call(
-        c"SELECT step, max_id FROM idgen_registry_segment_get($1)",
+        c"SELECT step, max_id FROM @extschema@.idgen_registry_segment_get($1::pg_catalog.text)",
         &[Some(name.into())],
     )?
-    .map(|row| Ok((number(&row, 0)? as i32, number(&row, 1)?)))
+    .map(|row| {
+        Ok((
+            step_of(&row, 0, "idgen_registry_segment_get")?,
+            number(&row, 1, "idgen_registry_segment_get", "max_id")?,
+        ))
+    })
     .transpose()
 }
 
@@ -93,10 +106,11 @@ pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Erro
     let step = step.clamp(1, i64::from(i32::MAX));
     // In a statement of its own: a registry that restarted starts its probation (committed),
     // which the take then refuses within (55P03) without rolling its start back.
-    call(c"SELECT 1 FROM idgen_registry_probation()", &[])?;
+    call(c"SELECT 1 FROM @extschema@.idgen_registry_probation()", &[])?;
     let row = call(
         c"SELECT first_id, last_id, base_step, regression \
-          FROM idgen_registry_segment_take($1, $2::integer, $3, $4, $5::bigint)",
+          FROM @extschema@.idgen_registry_segment_take($1::pg_catalog.text, $2::pg_catalog.int4, \
+          $3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.int8)",
         &[
             Some(name.into()),
             Some(step.to_string()),
@@ -109,11 +123,15 @@ pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Erro
     if let Some(regression) = row.get(3).cloned().flatten() {
         return Err(regressed(&regression));
     }
+    const TAKE: &str = "idgen_registry_segment_take";
     let taken = Taken {
-        first: number(&row, 0)?,
-        last: number(&row, 1)?,
-        base_step: number(&row, 2)? as i32,
+        first: number(&row, 0, TAKE, "first_id")?,
+        last: number(&row, 1, TAKE, "last_id")?,
+        base_step: step_of(&row, 2, TAKE)?,
     };
+    if let Err(why) = range_fits(taken.first, taken.last, step) {
+        return Err(refused(TAKE, &why));
+    }
     if taken.first <= known_mark {
         // Never from a registry of this version; never used if it happens.
         return Err(regressed(&format!(
@@ -146,7 +164,8 @@ const GIVE_BACK_TIMEOUT: Duration = Duration::from_secs(1);
 /// reached within it.
 pub(crate) fn give_back(name: &str, expected_mark: i64, new_mark: i64) -> Result<bool, Error> {
     let row = call_within(
-        c"SELECT idgen_registry_segment_give_back($1, $2, $3, $4::bigint, $5::bigint)",
+        c"SELECT @extschema@.idgen_registry_segment_give_back($1::pg_catalog.text, $2::pg_catalog.text, \
+          $3::pg_catalog.text, $4::pg_catalog.int8, $5::pg_catalog.int8)",
         &[
             Some(name.into()),
             Some(crate::identity::incarnation().to_owned()),
@@ -157,15 +176,23 @@ pub(crate) fn give_back(name: &str, expected_mark: i64, new_mark: i64) -> Result
         GIVE_BACK_TIMEOUT,
     )?
     .ok_or_else(|| malformed("idgen_registry_segment_give_back"))?;
-    Ok(row.first().cloned().flatten().as_deref() == Some("t"))
+    match row.first().cloned().flatten().as_deref() {
+        Some("t") => Ok(true),
+        Some("f") => Ok(false),
+        _ => Err(refused(
+            "idgen_registry_segment_give_back",
+            "given_back is not a boolean",
+        )),
+    }
 }
 
 /// Whether `f` says the registry could not serve the call now (SQLSTATE class 08: not reached;
 /// 55P03: a lock or the registry's probation after a restart; 57014: a statement timeout): the
 /// allocator tries the refill again later, its callers waiting, instead of failing them at once.
+/// Not an answer refused (08P01, [`refused`]): a retry would take, and skip, another range.
 pub(crate) fn unreachable(f: &Failure) -> bool {
     let s = f.sqlstate_text();
-    s.starts_with("08") || s == "55P03" || s == "57014"
+    (s.starts_with("08") && s != "08P01") || s == "55P03" || s == "57014"
 }
 
 /// Runs `sql` on the registry; the first row, if any. Reconnects when there is no connection.
@@ -193,7 +220,13 @@ fn call_within(
         let deadline = Instant::now() + timeout;
         if slot.is_none() {
             let conninfo = crate::guc::registry_conninfo().unwrap_or_default();
-            *slot = Some(conn::connect(&conninfo, deadline, Wait::Interrupts).map_err(lost)?);
+            *slot = Some(
+                conn::connect(&conninfo, deadline, Wait::Interrupts).map_err(|e| match e {
+                    // The registry answered (idgen is not installed there): not a lost registry.
+                    ConnError::Remote(r) => remote(&r),
+                    other => lost(other),
+                })?,
+            );
         }
         let conn = slot.as_mut().expect("connected above");
         match conn.query(sql, params, deadline, Wait::Interrupts) {
@@ -201,13 +234,7 @@ fn call_within(
             Err(ConnError::Remote(r)) => {
                 // Any error may leave the session unusable: the next call connects afresh.
                 *slot = None;
-                Err(Failure::new(
-                    &r.sqlstate,
-                    &format!("the registry refused: {}", r.message),
-                    r.detail.as_deref(),
-                    r.hint.as_deref(),
-                )
-                .to_error())
+                Err(remote(&r))
             }
             Err(e) => {
                 *slot = None;
@@ -238,14 +265,85 @@ fn lost(e: ConnError) -> Error {
     .to_error()
 }
 
-fn malformed(function: &str) -> Error {
-    Failure::new("XX000", &format!("{function} returned no row"), None, None).to_error()
+/// An error the registry raised, as it raised it.
+fn remote(r: &conn::Remote) -> Error {
+    Failure::new(
+        &r.sqlstate,
+        &format!("the registry refused: {}", r.message),
+        r.detail.as_deref(),
+        r.hint.as_deref(),
+    )
+    .to_error()
 }
 
-fn number(row: &[Option<String>], i: usize) -> Result<i64, Error> {
-    row.get(i)
+/// An answer of `function` outside what it can answer (08P01, protocol violation), refused
+/// with `why` (the field and its value): nothing of it is used.
+fn refused(function: &str, why: &str) -> Error {
+    Failure::new(
+        "08P01",
+        &format!("the registry's answer is refused: {function}: {why}"),
+        Some("Nothing of it was used."),
+        Some("Check the registry's idgen functions (a registry database's owner or a superuser may have replaced them) and that idgen.registry reaches the registry (sslmode=verify-full)."),
+    )
+    .to_error()
+}
+
+fn malformed(function: &str) -> Error {
+    refused(function, "the answer has no row")
+}
+
+/// Column `i` of `function`'s answer, `field`: a bigint, never NULL.
+fn number(row: &[Option<String>], i: usize, function: &str, field: &str) -> Result<i64, Error> {
+    let text = row
+        .get(i)
         .cloned()
         .flatten()
-        .and_then(|t| t.parse().ok())
-        .ok_or_else(|| malformed("a registry function"))
+        .ok_or_else(|| refused(function, &format!("{field} is NULL")))?;
+    text.parse()
+        .map_err(|_| refused(function, &format!("{field} is not an integer")))
+}
+
+/// A segment's step in column `i` of `function`'s answer: 1 to 2^31 - 1, as the registry's
+/// table allows.
+fn step_of(row: &[Option<String>], i: usize, function: &str) -> Result<i32, Error> {
+    let step = number(row, i, function, "step")?;
+    i32::try_from(step).ok().filter(|s| *s >= 1).ok_or_else(|| {
+        refused(
+            function,
+            &format!("step {step} is not a step (1 to 2147483647)"),
+        )
+    })
+}
+
+/// Whether `first..=last` is a range a take of `step` numbers can answer: not empty and not
+/// longer than asked (shorter only at the bigint maximum).
+fn range_fits(first: i64, last: i64, step: i64) -> Result<(), String> {
+    if last < first {
+        return Err(format!("last_id {last} is below first_id {first}"));
+    }
+    let count = i128::from(last) - i128::from(first) + 1;
+    if count > i128::from(step) {
+        return Err(format!(
+            "a range of {count} numbers ({first} to {last}), more than the {step} asked for"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_range_longer_than_asked_or_empty_is_refused() {
+        use super::range_fits;
+        assert_eq!(range_fits(101, 200, 100), Ok(()));
+        assert_eq!(range_fits(i64::MAX - 9, i64::MAX, 100), Ok(()));
+        assert_eq!(range_fits(5, 5, 1), Ok(()));
+        assert!(range_fits(101, 201, 100)
+            .unwrap_err()
+            .contains("101 numbers"));
+        assert!(range_fits(101, 100, 100)
+            .unwrap_err()
+            .contains("last_id 100"));
+        assert!(range_fits(i64::MIN, i64::MAX, i64::from(i32::MAX)).is_err());
+    }
 }

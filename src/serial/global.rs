@@ -74,7 +74,9 @@ pub(super) fn take_in_allocator(
         .and_then(|r| r.int8(0))
         .unwrap_or(0);
         let row = crate::segment::registry_call(
-            c"SELECT mark, regression FROM idgen_registry_serial_take($1, $2, $3::bigint, $4, $5, $6, $7, $8::bigint)",
+            c"SELECT mark, regression FROM @extschema@.idgen_registry_serial_take($1::pg_catalog.text, \
+              $2::pg_catalog.text, $3::pg_catalog.int8, $4::pg_catalog.text, $5::pg_catalog.text, \
+              $6::pg_catalog.text, $7::pg_catalog.text, $8::pg_catalog.int8)",
             &[
                 Some(serial.to_owned()),
                 Some(period.to_owned()),
@@ -86,13 +88,15 @@ pub(super) fn take_in_allocator(
                 Some(known.to_string()),
             ],
         )?;
-        let malformed = || Error::Relayed {
-            sqlstate: PgSqlErrorCode::ERRCODE_INTERNAL_ERROR as i32,
-            message: "idgen_registry_serial_take returned no mark".into(),
-            detail: None,
-            hint: None,
+        let refused = |why: &str| {
+            Error::Relayed {
+            sqlstate: PgSqlErrorCode::ERRCODE_PROTOCOL_VIOLATION as i32,
+            message: format!("the registry's answer is refused: idgen_registry_serial_take: {why}"),
+            detail: Some("Nothing of it was used.".into()),
+            hint: Some("Check the registry's idgen functions (a registry database's owner or a superuser may have replaced them) and that idgen.registry reaches the registry (sslmode=verify-full).".into()),
+        }
         };
-        let row = row.ok_or_else(malformed)?;
+        let row = row.ok_or_else(|| refused("the answer has no row"))?;
         if let Some(regression) = row.get(1).cloned().flatten() {
             return Err(Error::Relayed {
                 sqlstate: PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as i32,
@@ -105,11 +109,12 @@ pub(super) fn take_in_allocator(
             .first()
             .cloned()
             .flatten()
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(malformed)?;
-        if mark <= known {
-            return Err(malformed());
-        }
+            .ok_or_else(|| refused("mark is NULL"))?
+            .parse()
+            .map_err(|_| refused("mark is not an integer"))?;
+        // The range used is the `step` numbers up to the mark (`serial::shared`): all of them
+        // above the mark this server took before.
+        mark_fits(mark, step, known).map_err(|why| refused(&why))?;
         // Shown to the registry at every renewal from now on, with the global segments' marks:
         // a registry that lost the counter is found before it hands its numbers out again.
         shared::note_registry_mark(serial, period, mark);
@@ -137,8 +142,35 @@ pub(super) fn take_in_allocator(
         })
 }
 
+/// Whether `mark` can end the range of a take of `step` numbers of a counter whose previous
+/// mark this server took is `known`: the range `mark - step + 1 ..= mark` lies above `known`
+/// (the registry moved the counter up from at least `known` by `step`).
+fn mark_fits(mark: i64, step: i64, known: i64) -> Result<(), String> {
+    if mark <= known {
+        return Err(format!(
+            "mark {mark} is not above {known}, this server's previous mark of the counter"
+        ));
+    }
+    if i128::from(mark) - i128::from(step) < i128::from(known) {
+        return Err(format!(
+            "mark {mark} less the {step} numbers taken is below {known}, this server's previous mark of the counter"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_mark_whose_range_reaches_below_the_previous_one_is_refused() {
+        use super::mark_fits;
+        assert_eq!(mark_fits(100, 100, 0), Ok(()));
+        assert_eq!(mark_fits(500, 100, 300), Ok(()));
+        assert!(mark_fits(300, 100, 300).unwrap_err().contains("not above"));
+        assert!(mark_fits(350, 100, 300).unwrap_err().contains("below 300"));
+        assert!(mark_fits(-1, 1, 0).is_err());
+    }
+
     #[test]
     fn the_registry_compares_formats_without_the_counters_padding() {
         assert_eq!(
