@@ -86,7 +86,7 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/registry/mod.rs:37
+-- src/registry/mod.rs:39
 -- idgen::registry::idgen_registry_client_status
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
