@@ -24,6 +24,37 @@ ALTER TABLE @extschema@.idgen_registry_regression
     ADD CONSTRAINT idgen_registry_regression_check
         CHECK (pg_catalog.num_nonnulls(worker_id, segment, serial) = 1 AND (serial IS NULL) = (serial_period IS NULL));
 
+-- Serial grants follow a role's identity, not its name: a role created under a dropped role's
+-- name drew from the serials granted to the dropped one. Each named role gets its OID; a name
+-- whose role is gone is dropped (that grant's role no longer exists).
+ALTER TABLE @extschema@.idgen_serial ADD COLUMN usage_role_oids oid[] NOT NULL DEFAULT '{}';
+UPDATE @extschema@.idgen_serial s
+   SET (usage_roles, usage_role_oids) =
+       (SELECT COALESCE(pg_catalog.array_agg(r.rolname::pg_catalog.text ORDER BY u.i), '{}'),
+               COALESCE(pg_catalog.array_agg(r.oid ORDER BY u.i), '{}')
+          FROM pg_catalog.unnest(s.usage_roles) WITH ORDINALITY AS u(n, i)
+          JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) u.n);
+ALTER TABLE @extschema@.idgen_serial
+    ADD CONSTRAINT idgen_serial_usage_check
+        CHECK (pg_catalog.cardinality(usage_roles) = pg_catalog.cardinality(usage_role_oids));
+COMMENT ON TABLE @extschema@.idgen_serial IS
+  'Serial number definitions: id, format, reset period, time zone, mode, scope, who may draw (usage_public; usage_roles with usage_role_oids: USAGE). Changed by serial_create/alter/drop/grant/revoke.';
+-- OR REPLACE keeps the view's privileges and comment.
+CREATE OR REPLACE VIEW @extschema@.idgen_serials WITH (security_barrier) AS
+SELECT s.name, s.format, s.reset, s.time_zone, s.gapless, s.scope, s.description,
+       p.period AS current_period,
+       (SELECT c.value FROM @extschema@.idgen_serial_counter c
+         WHERE c.serial = s.id AND c.period = p.period) AS current_mark,
+       s.created_at, s.updated_at
+  FROM @extschema@.idgen_serial s
+ CROSS JOIN LATERAL (SELECT @extschema@.idgen_serial_period(s.reset, s.time_zone) AS period) p
+ WHERE (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)
+    OR s.usage_public
+    OR EXISTS (SELECT FROM ROWS FROM (pg_catalog.unnest(s.usage_roles), pg_catalog.unnest(s.usage_role_oids)) g(n, o)
+                 JOIN pg_catalog.pg_roles r ON r.oid = g.o AND r.rolname = g.n
+                WHERE pg_catalog.pg_has_role(r.oid, 'USAGE'));
+
+
 -- OR REPLACE keeps the view's privileges and comment.
 CREATE OR REPLACE VIEW @extschema@.idgen_registry_workers AS
 SELECT l.worker_id, l.node_name, l.incarnation, l.address, l.system_identifier, l.timeline,

@@ -246,7 +246,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:156
+-- src/serial/admin.rs:158
 -- idgen::serial::admin::serial_alter
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -258,13 +258,13 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:206
+-- src/serial/admin.rs:208
 -- idgen::serial::admin::serial_drop
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:232
+-- src/serial/admin.rs:234
 -- idgen::serial::admin::serial_grant
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -276,7 +276,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:242
+-- src/serial/admin.rs:244
 -- idgen::serial::admin::serial_revoke
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -610,9 +610,11 @@ COMMENT ON FUNCTION segment_cache_status() IS
 
 -- Serial definitions: an id (never reused), the format, the reset period and its IANA time
 -- zone, the mode (gapless or fast), the scope (local, or global: counter ranges from the
--- registry), and who may draw: PUBLIC (usage_public) and the roles named in usage_roles (by
--- name: a dump restored elsewhere keeps its meaning, and aclitem would stop pg_upgrade to
--- PostgreSQL 16, whose aclitem format changed).
+-- registry), and who may draw: PUBLIC (usage_public) and the roles in usage_roles and
+-- usage_role_oids, side by side: a role draws only while its name and its OID are both the
+-- ones recorded, so a role created later under a dropped role's name gets nothing (and after a
+-- restore into another cluster, whose roles have other OIDs, serial_grant gives the grants
+-- again). Not aclitem: its format changed in PostgreSQL 16, which would stop pg_upgrade.
 CREATE SEQUENCE idgen_serial_id_seq AS bigint;
 CREATE TABLE idgen_serial (
     name         text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 40),
@@ -628,8 +630,11 @@ CREATE TABLE idgen_serial (
     scope        text        NOT NULL DEFAULT 'local' CHECK (scope IN ('local', 'global')),
     usage_public boolean     NOT NULL DEFAULT false,
     usage_roles  text[]      NOT NULL DEFAULT '{}',
+    usage_role_oids oid[]    NOT NULL DEFAULT '{}',
     CONSTRAINT idgen_serial_id_key UNIQUE (id),
-    CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless)
+    CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless),
+    CONSTRAINT idgen_serial_usage_check
+        CHECK (pg_catalog.cardinality(usage_roles) = pg_catalog.cardinality(usage_role_oids))
 );
 ALTER SEQUENCE idgen_serial_id_seq OWNED BY idgen_serial.id;
 
@@ -652,7 +657,7 @@ SELECT pg_catalog.pg_extension_config_dump('idgen_serial_id_seq', '');
 REVOKE ALL ON TABLE idgen_serial, idgen_serial_counter FROM PUBLIC;
 REVOKE ALL ON SEQUENCE idgen_serial_id_seq FROM PUBLIC;
 COMMENT ON TABLE idgen_serial IS
-  'Serial number definitions: id, format, reset period, time zone, mode, scope, who may draw (usage_public, usage_roles: USAGE). Changed by serial_create/alter/drop/grant/revoke.';
+  'Serial number definitions: id, format, reset period, time zone, mode, scope, who may draw (usage_public; usage_roles with usage_role_oids: USAGE). Changed by serial_create/alter/drop/grant/revoke.';
 COMMENT ON TABLE idgen_serial_counter IS
   'Counters of serials, per serial id and period: the last number committed (gapless) or the high-water mark (fast: numbers up to it may have been handed out).';
 
@@ -692,8 +697,8 @@ SELECT s.name, s.format, s.reset, s.time_zone, s.gapless, s.scope, s.description
  CROSS JOIN LATERAL (SELECT idgen_serial_period(s.reset, s.time_zone) AS period) p
  WHERE (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)
     OR s.usage_public
-    OR EXISTS (SELECT FROM pg_catalog.unnest(s.usage_roles) g
-                 JOIN pg_catalog.pg_roles r ON r.rolname = g
+    OR EXISTS (SELECT FROM ROWS FROM (pg_catalog.unnest(s.usage_roles), pg_catalog.unnest(s.usage_role_oids)) g(n, o)
+                 JOIN pg_catalog.pg_roles r ON r.oid = g.o AND r.rolname = g.n
                 WHERE pg_catalog.pg_has_role(r.oid, 'USAGE'));
 GRANT SELECT ON idgen_serials TO PUBLIC;
 COMMENT ON VIEW idgen_serials IS

@@ -125,9 +125,11 @@ fn create(
     let creator = catalog::current_role();
     let rows = catalog::run(
         &place,
-        "INSERT INTO $S.idgen_serial AS s (name, format, reset, time_zone, gapless, scope, description, usage_roles)
+        "INSERT INTO $S.idgen_serial AS s (name, format, reset, time_zone, gapless, scope, description,
+                                           usage_roles, usage_role_oids)
          VALUES ($1, $2, $3, $4, $5, $6, $7,
-                 ARRAY[(SELECT r.rolname::text FROM pg_catalog.pg_roles r WHERE r.oid = $8)])
+                 ARRAY[(SELECT r.rolname::text FROM pg_catalog.pg_roles r WHERE r.oid = $8)],
+                 ARRAY[$8])
          ON CONFLICT (name) DO NOTHING RETURNING s.id",
         &[
             Arg::Text(Some(name)),
@@ -255,22 +257,35 @@ fn change_grant(name: Option<&str>, role: Option<&str>, grant: bool) -> Result<(
         Err(e) => return Err(e),
     };
     let place = catalog::place()?;
-    // PUBLIC is a flag; a role is kept by name (its OID would mean another role after a
-    // restore elsewhere).
+    // PUBLIC is a flag. A role is kept by name and OID, side by side in usage_roles and
+    // usage_role_oids: the name for dumps and reading, the OID so that a role created later
+    // under a dropped role's name gets nothing. A grant replaces an entry of the same name
+    // (a stale one), a revoke removes entries of either.
     let sql = match (role == pg_sys::InvalidOid, grant) {
         (true, true) => "UPDATE $S.idgen_serial s SET usage_public = true, updated_at = now()
                           WHERE s.name = $1 AND $2 = 0 RETURNING s.id",
         (true, false) => "UPDATE $S.idgen_serial s SET usage_public = false, updated_at = now()
                            WHERE s.name = $1 AND $2 = 0 RETURNING s.id",
         (false, true) => "UPDATE $S.idgen_serial s
-                             SET usage_roles = CASE WHEN r.rolname::text = ANY (s.usage_roles)
-                                                    THEN s.usage_roles
-                                                    ELSE s.usage_roles || r.rolname::text END,
+                             SET (usage_roles, usage_role_oids) =
+                                 (SELECT pg_catalog.array_agg(g.n ORDER BY g.i),
+                                         pg_catalog.array_agg(g.o ORDER BY g.i)
+                                    FROM (SELECT u.n, u.o, u.i
+                                            FROM ROWS FROM (pg_catalog.unnest(s.usage_roles), pg_catalog.unnest(s.usage_role_oids))
+                                                 WITH ORDINALITY AS u(n, o, i)
+                                           WHERE u.n <> r.rolname::text AND u.o <> r.oid
+                                          UNION ALL
+                                          SELECT r.rolname::text, r.oid, 9223372036854775807) g),
                                  updated_at = now()
                             FROM pg_catalog.pg_roles r
                            WHERE s.name = $1 AND r.oid = $2 RETURNING s.id",
         (false, false) => "UPDATE $S.idgen_serial s
-                              SET usage_roles = pg_catalog.array_remove(s.usage_roles, r.rolname::text),
+                              SET (usage_roles, usage_role_oids) =
+                                  (SELECT COALESCE(pg_catalog.array_agg(u.n ORDER BY u.i), '{}'),
+                                          COALESCE(pg_catalog.array_agg(u.o ORDER BY u.i), '{}')
+                                     FROM ROWS FROM (pg_catalog.unnest(s.usage_roles), pg_catalog.unnest(s.usage_role_oids))
+                                          WITH ORDINALITY AS u(n, o, i)
+                                    WHERE u.n <> r.rolname::text AND u.o <> r.oid),
                                   updated_at = now()
                              FROM pg_catalog.pg_roles r
                             WHERE s.name = $1 AND r.oid = $2 RETURNING s.id",
@@ -292,7 +307,13 @@ fn revoke_name(name: &str, role_name: &str, e: Error) -> Result<(), Error> {
     let rows = catalog::run(
         &place,
         "UPDATE $S.idgen_serial s
-            SET usage_roles = pg_catalog.array_remove(s.usage_roles, $2), updated_at = now()
+            SET (usage_roles, usage_role_oids) =
+                (SELECT COALESCE(pg_catalog.array_agg(u.n ORDER BY u.i), '{}'),
+                        COALESCE(pg_catalog.array_agg(u.o ORDER BY u.i), '{}')
+                   FROM ROWS FROM (pg_catalog.unnest(s.usage_roles), pg_catalog.unnest(s.usage_role_oids))
+                        WITH ORDINALITY AS u(n, o, i)
+                  WHERE u.n <> $2),
+                updated_at = now()
           WHERE s.name = $1 AND $2 = ANY (s.usage_roles) RETURNING s.id",
         &[Arg::Text(Some(name)), Arg::Text(Some(role_name))],
         0,

@@ -107,8 +107,8 @@ fn load(place: &Place, name: &str, role: pg_sys::Oid) -> Result<Def, Error> {
         place,
         "SELECT s.id, s.format, s.reset, s.time_zone, s.gapless, s.scope = 'global',
                 $2 OR s.usage_public
-                   OR EXISTS (SELECT FROM pg_catalog.unnest(s.usage_roles) g
-                                JOIN pg_catalog.pg_roles r ON r.rolname = g
+                   OR EXISTS (SELECT FROM ROWS FROM (pg_catalog.unnest(s.usage_roles), pg_catalog.unnest(s.usage_role_oids)) g(n, o)
+                                JOIN pg_catalog.pg_roles r ON r.oid = g.o AND r.rolname = g.n
                                WHERE pg_catalog.pg_has_role($3, r.oid, 'USAGE'))
            FROM $S.idgen_serial s WHERE s.name = $1",
         &[

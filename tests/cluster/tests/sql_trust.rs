@@ -333,3 +333,44 @@ fn a_squatted_idgen_admin_is_refused_by_the_update_that_creates_it() {
         "0.0.9"
     );
 }
+
+/// Serial grants follow a role's identity: a role created under the name of a dropped grantee
+/// draws nothing and sees nothing until it is granted itself.
+#[test]
+fn a_role_created_under_a_dropped_grantees_name_draws_nothing() {
+    let c = Cluster::with_idgen("sqltrust-grants", 8, &[]);
+    let mut su = c.connect("postgres");
+    su.batch_execute(
+        "CREATE ROLE clerk LOGIN; SELECT serial_create('inv', 'INV-{seq:04}');
+         SELECT serial_grant('inv', 'clerk')",
+    )
+    .unwrap();
+    let draw = |c: &Cluster| -> Result<String, postgres::Error> {
+        c.connect_as("postgres", "clerk")
+            .query_one("SELECT serial_nextval('inv')", &[])
+            .map(|r| r.get(0))
+    };
+    let seen = |c: &Cluster| -> Vec<String> {
+        column(
+            &mut c.connect_as("postgres", "clerk"),
+            "SELECT name FROM idgen_serials",
+        )
+    };
+    assert_eq!(draw(&c).unwrap(), "INV-0001");
+    assert_eq!(seen(&c), ["inv"]);
+    su.batch_execute("DROP ROLE clerk; CREATE ROLE clerk LOGIN")
+        .unwrap();
+    assert_eq!(sqlstate(draw(&c)), "42501");
+    assert!(seen(&c).is_empty());
+    su.batch_execute("SELECT serial_grant('inv', 'clerk')")
+        .unwrap();
+    assert_eq!(draw(&c).unwrap(), "INV-0002");
+    assert_eq!(
+        su.one::<String>("SELECT usage_roles::text FROM idgen_serial WHERE name = 'inv'"),
+        "{postgres,clerk}",
+        "the stale entry of the dropped clerk was replaced"
+    );
+    su.batch_execute("SELECT serial_revoke('inv', 'clerk')")
+        .unwrap();
+    assert_eq!(sqlstate(draw(&c)), "42501");
+}

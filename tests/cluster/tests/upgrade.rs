@@ -141,7 +141,9 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
     // From every release between, each through the rest of the chain: the same objects.
     for from in ["0.3.0", "0.5.0", "0.6.0", "0.7.0"] {
         let db = format!("from_{}", from.replace('.', "_"));
-        admin.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .unwrap();
         let mut d = c.connect(&db);
         d.batch_execute(&format!("CREATE EXTENSION idgen VERSION '{from}'"))
             .unwrap();
