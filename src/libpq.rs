@@ -181,6 +181,10 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
         .filter(|h| !h.is_empty())
         .or_else(|| env("PGHOST"))
         .unwrap_or_default();
+    let untrimmed = |list: &str| list.split(',').any(|x| x.trim() != x);
+    if untrimmed(&host) || untrimmed(&hostaddr) {
+        return Err("a host or hostaddr with spaces around it is passed to libpq as it is, where it needs a name lookup, which a background worker cannot interrupt: write the addresses without spaces".into());
+    }
     for Host { host, hostaddr, .. } in pair(&host, &hostaddr, "") {
         if !hostaddr.is_empty()
             || host.is_empty()
@@ -260,6 +264,7 @@ const PIN_SEARCH_PATH: &CStr =
 const SESSION_SETTINGS: &CStr = c"SELECT pg_catalog.set_config('statement_timeout', '3s', false), \
     pg_catalog.set_config('lock_timeout', '2s', false), \
     pg_catalog.set_config('idle_in_transaction_session_timeout', '10s', false), \
+    pg_catalog.set_config('log_parameter_max_length_on_error', '0', false), \
     CASE WHEN pg_catalog.current_setting('synchronous_commit') \
               OPERATOR(pg_catalog.=) ANY ('{off,local}'::pg_catalog.text[]) \
          THEN pg_catalog.set_config('synchronous_commit', 'on', false) END, \
@@ -296,6 +301,10 @@ const PER_HOST: std::time::Duration = std::time::Duration::from_secs(2);
 /// most 2 s (libpq's own `connect_timeout` does not apply to `PQconnectPoll`, so a host that
 /// accepts and never answers would otherwise hold every attempt); the last failure is returned.
 pub(crate) fn connect(conninfo: &str, deadline: Instant, wait: Wait) -> Result<Conn, ConnError> {
+    static PASSPHRASE_HOOK: std::sync::Once = std::sync::Once::new();
+    // SAFETY: sets a process-wide function pointer of libpq's, once, before any connection of
+    // this process; the hook is a plain function that outlives every connection.
+    PASSPHRASE_HOOK.call_once(|| unsafe { pq::PQsetSSLKeyPassHook_OpenSSL(Some(key_passphrase)) });
     let hosts = host_list(conninfo);
     if hosts.len() <= 1 {
         return connect_one(conninfo, None, deadline, wait);
@@ -387,6 +396,69 @@ fn refuses_gss_auth() -> bool {
     unsafe { pq::PQlibVersion() >= 160000 }
 }
 
+/// libpq's hook for the passphrase of an encrypted `sslkey`: the connection's `sslpassword`,
+/// and never a prompt. libpq's own hook asks on the terminal when there is none, which a
+/// background worker would wait on forever, outside its latch; without `sslpassword` the key
+/// is not loaded and the connection fails, naming it.
+///
+/// # Safety
+/// Called by libpq with a buffer of `size` bytes and the connection being started.
+unsafe extern "C" fn key_passphrase(buf: *mut c_char, size: c_int, conn: *mut pq::PGconn) -> c_int {
+    if buf.is_null() || size <= 0 || conn.is_null() {
+        return 0;
+    }
+    let mut written = 0;
+    // SAFETY: the connection's options array (terminated by an entry without keyword), freed
+    // with libpq's function; at most size - 1 bytes and a NUL are written into libpq's buffer.
+    unsafe {
+        let options = pq::PQconninfo(conn);
+        if options.is_null() {
+            return 0;
+        }
+        let mut o = options;
+        while !(*o).keyword.is_null() {
+            if CStr::from_ptr((*o).keyword).to_bytes() == b"sslpassword" && !(*o).val.is_null() {
+                let password = CStr::from_ptr((*o).val).to_bytes();
+                let n = password.len().min(size as usize - 1);
+                std::ptr::copy_nonoverlapping(password.as_ptr().cast::<c_char>(), buf, n);
+                written = n;
+            }
+            o = o.add(1);
+        }
+        *buf.add(written) = 0;
+        pq::PQconninfoFree(options);
+    }
+    written as c_int
+}
+
+/// The options `conninfo` sets, as keyword and value, without `host`, `hostaddr` and `port`.
+fn options_without_hosts(conninfo: &CStr) -> Result<Vec<(CString, CString)>, ConnError> {
+    let mut errmsg: *mut c_char = std::ptr::null_mut();
+    let mut out = Vec::new();
+    // SAFETY: as in `parse`: a NUL-terminated string, libpq's options array walked up to its
+    // terminating entry, copied, and freed with libpq's own functions.
+    unsafe {
+        let options = pq::PQconninfoParse(conninfo.as_ptr(), &mut errmsg);
+        if options.is_null() {
+            take_message(errmsg);
+            return Err(ConnError::Failed(
+                "the connection string cannot be parsed".into(),
+            ));
+        }
+        let mut o = options;
+        while !(*o).keyword.is_null() {
+            let keyword = CStr::from_ptr((*o).keyword);
+            if !(*o).val.is_null() && !matches!(keyword.to_bytes(), b"host" | b"hostaddr" | b"port")
+            {
+                out.push((keyword.to_owned(), CStr::from_ptr((*o).val).to_owned()));
+            }
+            o = o.add(1);
+        }
+        pq::PQconninfoFree(options);
+    }
+    Ok(out)
+}
+
 /// Connects to `conninfo` (to `only` of its hosts, if given) before `deadline`.
 fn connect_one(
     conninfo: &str,
@@ -422,19 +494,37 @@ fn connect_one(
         keywords.push(c"require_auth".as_ptr());
         values.push(c"!gss".as_ptr());
     }
-    keywords.push(c"dbname".as_ptr());
-    values.push(conninfo.as_ptr());
-    // After dbname, so that they override the string's lists: one host at a time.
-    if let Some((host, hostaddr, port)) = &chosen {
-        keywords.extend([c"host".as_ptr(), c"hostaddr".as_ptr(), c"port".as_ptr()]);
-        values.extend([host.as_ptr(), hostaddr.as_ptr(), port.as_ptr()]);
-    }
+    // One host of a list: the string's other options one by one, without its host, hostaddr
+    // and port lists, then the chosen host's own (an empty one left out: libpq ignores an
+    // empty value, which would leave the whole list in force).
+    let options = match &chosen {
+        Some(_) => options_without_hosts(&conninfo)?,
+        None => Vec::new(),
+    };
+    let expand_dbname = if let Some((host, hostaddr, port)) = &chosen {
+        for (k, v) in &options {
+            keywords.push(k.as_ptr());
+            values.push(v.as_ptr());
+        }
+        for (k, v) in [(c"host", host), (c"hostaddr", hostaddr), (c"port", port)] {
+            if !v.as_bytes().is_empty() {
+                keywords.push(k.as_ptr());
+                values.push(v.as_ptr());
+            }
+        }
+        0
+    } else {
+        keywords.push(c"dbname".as_ptr());
+        values.push(conninfo.as_ptr());
+        1
+    };
     keywords.push(std::ptr::null());
     values.push(std::ptr::null());
-    // SAFETY: NULL-terminated arrays of NUL-terminated strings that outlive the call;
-    // expand_dbname = 1 reads the dbname value as a whole connection string, whose settings
-    // override the defaults before it, and the keywords after it override its own.
-    let raw = unsafe { pq::PQconnectStartParams(keywords.as_ptr(), values.as_ptr(), 1) };
+    // SAFETY: NULL-terminated arrays of NUL-terminated strings that outlive the call; with
+    // expand_dbname = 1 the dbname value is read as a whole connection string, whose settings
+    // override the defaults before it; a later keyword overrides an earlier one.
+    let raw =
+        unsafe { pq::PQconnectStartParams(keywords.as_ptr(), values.as_ptr(), expand_dbname) };
     if raw.is_null() {
         return Err(ConnError::Failed("out of memory".into()));
     }
@@ -741,10 +831,27 @@ mod tests {
             "host=localhost",
             "host=10.0.0.1,localhost",
             "postgresql://localhost/ids",
+            // libpq takes the elements as they are: with a space, an address is a name.
+            "host='10.0.0.1 '",
+            "host='10.0.0.1, 10.0.0.2'",
+            "host=registry.example hostaddr=' 10.0.0.1'",
         ] {
             let e = parse(refused).unwrap_err();
             assert!(e.contains("hostaddr"), "{refused}: {e}");
         }
+    }
+
+    #[test]
+    fn one_host_of_a_list_gets_every_other_option_of_the_string() {
+        let options = super::options_without_hosts(
+            c"host=/tmp,10.0.0.2 hostaddr=,10.0.0.2 port=5432,5433 dbname=ids user=node",
+        )
+        .unwrap();
+        let keys: Vec<_> = options
+            .iter()
+            .map(|(k, v)| format!("{}={}", k.to_str().unwrap(), v.to_str().unwrap()))
+            .collect();
+        assert_eq!(keys, ["user=node", "dbname=ids"]);
     }
 
     #[test]

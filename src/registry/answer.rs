@@ -35,10 +35,11 @@ pub(crate) struct Claim {
 }
 
 /// How far ahead of the registry's clock a claim's floor may be at least: the registry starts a
-/// grant at the node's own reservation or at the end a released lease reached, each at most two
-/// of its holder's leases ahead; an hour covers a predecessor with a longer lease than this
-/// node's (a promoted standby).
-const FLOOR_AHEAD_MS: u64 = 3_600_000;
+/// grant at the node's own reservation, at the end a released lease reached, or above a
+/// predecessor's fence (a promoted standby succeeding its primary), each at most two of that
+/// holder's leases ahead, and a lease is at most `idgen.registry_lease`'s largest value
+/// (2^31 - 1 ms). A far floor only delays the node's first id; the floor bounds the fence.
+const FLOOR_AHEAD_MS: u64 = 2 * i32::MAX as u64;
 
 /// A non-negative integer column (`bigint`, `integer`): never NULL, never a fraction.
 pub(crate) fn count(row: &[Option<String>], i: usize, field: &str) -> Result<u64, String> {
@@ -212,10 +213,13 @@ mod tests {
     fn a_claim_from_the_registry_as_it_answers_is_believed() {
         // A grant from the clock, one from the node's own reservation two leases ahead, and
         // the largest worker id.
+        // A promoted standby above its primary's fence, the primary's lease (2 h) far longer
+        // than this node's: its floor is that lease ahead of the clock.
         for (w, floor, fence) in [
             ("0", "100000", "102000"),
             ("1023", "104000", "106000"),
             ("7", "0", "102002"),
+            ("9", "7300000", "7302000"),
         ] {
             let c = claim_of(w, floor, fence).unwrap();
             assert_eq!(c.fence, fence.parse::<u64>().unwrap());
@@ -242,9 +246,9 @@ mod tests {
             ),
             (
                 "3",
-                "99000000",
-                "99002000",
-                "floor_tick 99000000 is further ahead",
+                "9000000000",
+                "9000002000",
+                "floor_tick 9000000000 is further ahead",
             ),
             ("3", "-5", "102000", "floor_tick -5 is negative"),
         ] {
