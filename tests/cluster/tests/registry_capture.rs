@@ -14,6 +14,7 @@
 //!   fence), here from a superuser who replaced the real `idgen_registry_claim`, is refused
 //!   with a logged reason (08P01) and nothing is installed: no worker id, no id issued.
 
+use std::process::Command;
 use std::time::Duration;
 
 use idgen_cluster_tests::registry::{
@@ -348,4 +349,60 @@ fn a_claim_answer_outside_the_protocol_is_refused_and_nothing_installed() {
 
     forge_claim(&reg, "0", "t.now_tick + 10", "t.now_tick");
     refused_with(&n, "is above its fence_tick");
+}
+
+/// The nodes' role may raise `log_parameter_max_length_on_error` for itself (it is user-level):
+/// a renewal that fails then logs its bind parameters, the holder secret among them, unless
+/// the registry session sets it back to 0 (which it does).
+#[test]
+fn a_failing_registry_call_never_logs_the_holder_secret() {
+    let reg = registry("capture-logsecret");
+    reg.append_settings(&["log_min_error_statement = error"]);
+    reg.connect("postgres")
+        .batch_execute(
+            "SELECT pg_reload_conf();
+             CREATE ROLE idgen_node LOGIN; GRANT idgen_registry TO idgen_node;
+             ALTER ROLE idgen_node SET log_parameter_max_length_on_error = -1",
+        )
+        .unwrap();
+    let setting = format!(
+        "idgen.registry = 'host=127.0.0.1 port={} dbname=postgres user=idgen_node'",
+        reg.port()
+    );
+    let mut all = vec!["shared_preload_libraries = 'idgen'", setting.as_str()];
+    all.extend(auto_fast(&[]));
+    let node = Cluster::start("capture-logsecret-node", &all);
+    node.create_db_with_idgen("postgres");
+    held_worker(&node, Duration::from_secs(30));
+    // Renewals wait 2 s for the lease table's lock, then fail (55P03) and are logged.
+    let mut holder = reg.connect("postgres");
+    holder
+        .batch_execute("BEGIN; LOCK TABLE idgen_registry_lease IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    wait_for("a renewal that failed", Duration::from_secs(30), || {
+        reg.log().contains("idgen_registry_renew").then_some(())
+    });
+    holder.batch_execute("ROLLBACK").unwrap();
+    let key: String = reg
+        .connect("postgres")
+        .one("SELECT holder_key FROM idgen_registry_lease LIMIT 1");
+    let log = reg.log();
+    for word in log.split(|c: char| !c.is_ascii_hexdigit()) {
+        if word.len() == 64 {
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {word} | sha256sum"))
+                .output()
+                .unwrap();
+            let hash = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                !hash.starts_with(&key),
+                "a node's holder secret is in the registry's log"
+            );
+        }
+    }
+    assert!(
+        !log.contains("parameters: $1"),
+        "a failing call logged its parameters:\n{log}"
+    );
 }
