@@ -9,7 +9,8 @@
 -- usage_role_oids, side by side: a role draws only while its name and its OID are both the
 -- ones recorded, so a role created later under a dropped role's name gets nothing (and after a
 -- restore into another cluster, whose roles have other OIDs, serial_grant gives the grants
--- again). Not aclitem: its format changed in PostgreSQL 16, which would stop pg_upgrade.
+-- again). A name without an OID beside it (a dump of 0.7.0 or earlier restored here) counts for
+-- nobody. Not aclitem: its format changed in PostgreSQL 16, which would stop pg_upgrade.
 CREATE SEQUENCE idgen_serial_id_seq AS bigint;
 CREATE TABLE idgen_serial (
     name         text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 40),
@@ -27,9 +28,7 @@ CREATE TABLE idgen_serial (
     usage_roles  text[]      NOT NULL DEFAULT '{}',
     usage_role_oids oid[]    NOT NULL DEFAULT '{}',
     CONSTRAINT idgen_serial_id_key UNIQUE (id),
-    CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless),
-    CONSTRAINT idgen_serial_usage_check
-        CHECK (pg_catalog.cardinality(usage_roles) = pg_catalog.cardinality(usage_role_oids))
+    CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless)
 );
 ALTER SEQUENCE idgen_serial_id_seq OWNED BY idgen_serial.id;
 

@@ -125,12 +125,20 @@ fn create(
     let creator = catalog::current_role();
     let rows = catalog::run(
         &place,
-        "INSERT INTO $S.idgen_serial AS s (name, format, reset, time_zone, gapless, scope, description,
-                                           usage_roles, usage_role_oids)
-         VALUES ($1, $2, $3, $4, $5, $6, $7,
-                 ARRAY[(SELECT r.rolname::text FROM pg_catalog.pg_roles r WHERE r.oid = $8)],
-                 ARRAY[$8])
-         ON CONFLICT (name) DO NOTHING RETURNING s.id",
+        if place.role_oids {
+            "INSERT INTO $S.idgen_serial AS s (name, format, reset, time_zone, gapless, scope,
+                                               description, usage_roles, usage_role_oids)
+             VALUES ($1, $2, $3, $4, $5, $6, $7,
+                     ARRAY[(SELECT r.rolname::text FROM pg_catalog.pg_roles r WHERE r.oid = $8)],
+                     ARRAY[$8])
+             ON CONFLICT (name) DO NOTHING RETURNING s.id"
+        } else {
+            "INSERT INTO $S.idgen_serial AS s (name, format, reset, time_zone, gapless, scope,
+                                               description, usage_roles)
+             VALUES ($1, $2, $3, $4, $5, $6, $7,
+                     ARRAY[(SELECT r.rolname::text FROM pg_catalog.pg_roles r WHERE r.oid = $8)])
+             ON CONFLICT (name) DO NOTHING RETURNING s.id"
+        },
         &[
             Arg::Text(Some(name)),
             Arg::Text(Some(format_text)),
@@ -262,6 +270,23 @@ fn change_grant(name: Option<&str>, role: Option<&str>, grant: bool) -> Result<(
     // under a dropped role's name gets nothing. A grant replaces an entry of the same name
     // (a stale one), a revoke removes entries of either.
     let sql = match (role == pg_sys::InvalidOid, grant) {
+        // Before the 0.8.0 update: by name, as that release did.
+        (false, true) if !place.role_oids => {
+            "UPDATE $S.idgen_serial s
+                SET usage_roles = CASE WHEN r.rolname::text = ANY (s.usage_roles)
+                                       THEN s.usage_roles
+                                       ELSE s.usage_roles || r.rolname::text END,
+                    updated_at = now()
+               FROM pg_catalog.pg_roles r
+              WHERE s.name = $1 AND r.oid = $2 RETURNING s.id"
+        }
+        (false, false) if !place.role_oids => {
+            "UPDATE $S.idgen_serial s
+                SET usage_roles = pg_catalog.array_remove(s.usage_roles, r.rolname::text),
+                    updated_at = now()
+               FROM pg_catalog.pg_roles r
+              WHERE s.name = $1 AND r.oid = $2 RETURNING s.id"
+        }
         (true, true) => "UPDATE $S.idgen_serial s SET usage_public = true, updated_at = now()
                           WHERE s.name = $1 AND $2 = 0 RETURNING s.id",
         (true, false) => "UPDATE $S.idgen_serial s SET usage_public = false, updated_at = now()
@@ -273,7 +298,8 @@ fn change_grant(name: Option<&str>, role: Option<&str>, grant: bool) -> Result<(
                                     FROM (SELECT u.n, u.o, u.i
                                             FROM ROWS FROM (pg_catalog.unnest(s.usage_roles), pg_catalog.unnest(s.usage_role_oids))
                                                  WITH ORDINALITY AS u(n, o, i)
-                                           WHERE u.n <> r.rolname::text AND u.o <> r.oid
+                                           WHERE u.n IS DISTINCT FROM r.rolname::text
+                                             AND u.o IS DISTINCT FROM r.oid
                                           UNION ALL
                                           SELECT r.rolname::text, r.oid, 9223372036854775807) g),
                                  updated_at = now()
@@ -285,7 +311,8 @@ fn change_grant(name: Option<&str>, role: Option<&str>, grant: bool) -> Result<(
                                           COALESCE(pg_catalog.array_agg(u.o ORDER BY u.i), '{}')
                                      FROM ROWS FROM (pg_catalog.unnest(s.usage_roles), pg_catalog.unnest(s.usage_role_oids))
                                           WITH ORDINALITY AS u(n, o, i)
-                                    WHERE u.n <> r.rolname::text AND u.o <> r.oid),
+                                    WHERE u.n IS DISTINCT FROM r.rolname::text
+                                      AND u.o IS DISTINCT FROM r.oid),
                                   updated_at = now()
                              FROM pg_catalog.pg_roles r
                             WHERE s.name = $1 AND r.oid = $2 RETURNING s.id",
@@ -304,17 +331,24 @@ fn change_grant(name: Option<&str>, role: Option<&str>, grant: bool) -> Result<(
 /// (42704) when it is not there either.
 fn revoke_name(name: &str, role_name: &str, e: Error) -> Result<(), Error> {
     let place = catalog::place()?;
-    let rows = catalog::run(
-        &place,
+    let sql = if place.role_oids {
         "UPDATE $S.idgen_serial s
             SET (usage_roles, usage_role_oids) =
                 (SELECT COALESCE(pg_catalog.array_agg(u.n ORDER BY u.i), '{}'),
                         COALESCE(pg_catalog.array_agg(u.o ORDER BY u.i), '{}')
                    FROM ROWS FROM (pg_catalog.unnest(s.usage_roles), pg_catalog.unnest(s.usage_role_oids))
                         WITH ORDINALITY AS u(n, o, i)
-                  WHERE u.n <> $2),
+                  WHERE u.n IS DISTINCT FROM $2),
                 updated_at = now()
-          WHERE s.name = $1 AND $2 = ANY (s.usage_roles) RETURNING s.id",
+          WHERE s.name = $1 AND $2 = ANY (s.usage_roles) RETURNING s.id"
+    } else {
+        "UPDATE $S.idgen_serial s
+            SET usage_roles = pg_catalog.array_remove(s.usage_roles, $2), updated_at = now()
+          WHERE s.name = $1 AND $2 = ANY (s.usage_roles) RETURNING s.id"
+    };
+    let rows = catalog::run(
+        &place,
+        sql,
         &[Arg::Text(Some(name)), Arg::Text(Some(role_name))],
         0,
     );

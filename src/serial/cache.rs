@@ -103,14 +103,27 @@ pub(crate) fn with_def<R>(
 
 /// Reads serial `name` for `role`.
 fn load(place: &Place, name: &str, role: pg_sys::Oid) -> Result<Def, Error> {
-    let rows = catalog::run(
-        place,
+    // A grant counts while its role has the name and the OID recorded (an entry restored
+    // without its OID counts for nobody); before the 0.8.0 update, by name.
+    let sql = if place.role_oids {
         "SELECT s.id, s.format, s.reset, s.time_zone, s.gapless, s.scope = 'global',
                 $2 OR s.usage_public
-                   OR EXISTS (SELECT FROM ROWS FROM (pg_catalog.unnest(s.usage_roles), pg_catalog.unnest(s.usage_role_oids)) g(n, o)
+                   OR EXISTS (SELECT FROM ROWS FROM (pg_catalog.unnest(s.usage_roles),
+                                                     pg_catalog.unnest(s.usage_role_oids)) g(n, o)
                                 JOIN pg_catalog.pg_roles r ON r.oid = g.o AND r.rolname = g.n
                                WHERE pg_catalog.pg_has_role($3, r.oid, 'USAGE'))
-           FROM $S.idgen_serial s WHERE s.name = $1",
+           FROM $S.idgen_serial s WHERE s.name = $1"
+    } else {
+        "SELECT s.id, s.format, s.reset, s.time_zone, s.gapless, s.scope = 'global',
+                $2 OR s.usage_public
+                   OR EXISTS (SELECT FROM pg_catalog.unnest(s.usage_roles) g
+                                JOIN pg_catalog.pg_roles r ON r.rolname = g
+                               WHERE pg_catalog.pg_has_role($3, r.oid, 'USAGE'))
+           FROM $S.idgen_serial s WHERE s.name = $1"
+    };
+    let rows = catalog::run(
+        place,
+        sql,
         &[
             Arg::Text(Some(name)),
             Arg::Bool(catalog::is_superuser(role)),

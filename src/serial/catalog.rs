@@ -93,6 +93,9 @@ pub(crate) struct Place {
     pub(crate) owner: pg_sys::Oid,
     /// `idgen_serial`'s OID: the class of the serials' object locks.
     pub(crate) serials: pg_sys::Oid,
+    /// Whether `idgen_serial` has `usage_role_oids` (idgen 0.8.0): until the database's
+    /// `ALTER EXTENSION idgen UPDATE`, grants are kept and matched by name only, as before.
+    pub(crate) role_oids: bool,
 }
 
 /// Finds the extension's schema and the owner of `idgen_serial`. Errors: 55000 idgen is not
@@ -101,7 +104,11 @@ pub(crate) fn place() -> Result<Place, Error> {
     let row = Spi::connect(|client| {
         client
             .select(
-                "SELECT pg_catalog.quote_ident(n.nspname)::text, c.relowner, c.oid
+                "SELECT pg_catalog.quote_ident(n.nspname)::text, c.relowner, c.oid,
+                        EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                                 WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid
+                                   AND a.attname OPERATOR(pg_catalog.=) 'usage_role_oids'::pg_catalog.name
+                                   AND NOT a.attisdropped)
                    FROM pg_catalog.pg_extension e
                    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
                    JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid
@@ -117,6 +124,7 @@ pub(crate) fn place() -> Result<Place, Error> {
                         r.get::<String>(1)?,
                         r.get::<pg_sys::Oid>(2)?,
                         r.get::<pg_sys::Oid>(3)?,
+                        r.get::<bool>(4)?,
                     ));
                 }
                 Ok(out)
@@ -129,10 +137,11 @@ pub(crate) fn place() -> Result<Place, Error> {
         hint: None,
     })?;
     match row {
-        Some((Some(schema), Some(owner), Some(serials))) => Ok(Place {
+        Some((Some(schema), Some(owner), Some(serials), Some(role_oids))) => Ok(Place {
             schema,
             owner,
             serials,
+            role_oids,
         }),
         _ => Err(Error::ExtensionNotVisible),
     }

@@ -374,3 +374,68 @@ fn a_role_created_under_a_dropped_grantees_name_draws_nothing() {
         .unwrap();
     assert_eq!(sqlstate(draw(&c)), "42501");
 }
+
+/// A database still at 0.7.0 keeps its serials working under the new library (grants by name
+/// until its update), and its dump restores into 0.8.0 with every serial, its counter going on
+/// above what was drawn, and its grants to roles kept by name but given to nobody until
+/// `serial_grant` runs again in the new database (whose role OIDs the old one never saw).
+#[test]
+fn a_0_7_0_database_keeps_its_serials_under_the_new_library_and_through_a_dump() {
+    install_old_script();
+    let c = Cluster::with_idgen("sqltrust-restore", 9, &[]);
+    let mut su = c.connect("postgres");
+    for sql in [
+        "CREATE ROLE clerk LOGIN",
+        "CREATE DATABASE old",
+        "CREATE DATABASE new",
+    ] {
+        su.batch_execute(sql).unwrap();
+    }
+    let mut old = c.connect("old");
+    old.batch_execute(
+        "CREATE EXTENSION idgen VERSION '0.7.0';
+         SELECT serial_create('inv', 'INV-{seq:06}');
+         SELECT serial_grant('inv', 'clerk')",
+    )
+    .unwrap();
+    let draw = |db: &str| -> Result<String, postgres::Error> {
+        c.connect_as(db, "clerk")
+            .query_one("SELECT serial_nextval('inv')", &[])
+            .map(|r| r.get(0))
+    };
+    let first = draw("old").unwrap();
+    assert_eq!(first, "INV-000001");
+    old.batch_execute("SELECT serial_revoke('inv', 'clerk'); SELECT serial_grant('inv', 'clerk')")
+        .unwrap();
+    let last = draw("old").unwrap();
+
+    let dump = c.dir().join("old.sql");
+    let out = c
+        .program("pg_dump")
+        .args(["-f", dump.to_str().unwrap()])
+        .arg(c.conninfo("old"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = c
+        .program("psql")
+        .args(["-X", "-v", "ON_ERROR_STOP=1", "-f", dump.to_str().unwrap()])
+        .arg(c.conninfo("new"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the 0.7.0 dump restores into 0.8.0: {out:?}"
+    );
+    let mut new = c.connect("new");
+    assert_eq!(
+        new.one::<String>("SELECT extversion FROM pg_extension WHERE extname = 'idgen'"),
+        "0.8.0"
+    );
+    let next: String = new.one("SELECT serial_nextval('inv')");
+    assert!(next > last, "{next} continues above {last}");
+    assert_eq!(sqlstate(draw("new")), "42501");
+    new.batch_execute("SELECT serial_grant('inv', 'clerk')")
+        .unwrap();
+    assert!(draw("new").unwrap() > next);
+}
