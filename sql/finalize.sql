@@ -13,11 +13,11 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $guard$
 BEGIN
-    IF EXISTS (SELECT FROM pg_catalog.pg_extension e
-                 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
-                WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name
-                  AND pg_catalog.quote_ident(n.nspname::pg_catalog.text)
-                      OPERATOR(pg_catalog.<>) '@extschema@'::pg_catalog.text) THEN
+    -- By OID: the name as this script spelled it (quoted as the keywords of the server that
+    -- ran it required) must still name idgen's schema.
+    IF pg_catalog.to_regnamespace('@extschema@'::pg_catalog.text)::pg_catalog.oid IS DISTINCT FROM
+       (SELECT e.extnamespace FROM pg_catalog.pg_extension e
+         WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name) THEN
         RAISE EXCEPTION 'the schema of extension idgen cannot be renamed'
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = 'idgen''s functions name their schema; another schema under the old name would run in their place.',
