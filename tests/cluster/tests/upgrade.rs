@@ -27,8 +27,11 @@ fn install_old_script() {
 /// Everything about the extension's objects that a user or pg_dump can see, one line each,
 /// sorted: members, function definitions with privileges and comments, the tables' and views'
 /// columns (by their position among the live columns: a column an update dropped leaves a gap
-/// in attnum that a fresh table has not), constraints, privileges, comments and view
-/// definitions, each table's dump marking and the initial privileges.
+/// in attnum that a fresh table has not) with their identity, privileges and comments,
+/// constraints with their state, indexes, sequences and what owns them, tables' persistence,
+/// options, row security and owner, privileges, comments and view definitions, triggers, rules,
+/// policies, the event trigger, functions' owners, SECURITY DEFINER and settings, each table's
+/// dump marking and the initial privileges.
 fn catalog(client: &mut Client) -> Vec<String> {
     column(
         client,
@@ -66,6 +69,59 @@ fn catalog(client: &mut Client) -> Vec<String> {
              SELECT 'init privileges ' || pg_describe_object(i.classoid, i.objoid, i.objsubid)
                     || ' ' || i.privtype::text || ' ' || i.initprivs::text
                FROM pg_init_privs i JOIN members m ON m.classid = i.classoid AND m.objid = i.objoid
+             UNION ALL
+             SELECT 'index ' || pg_get_indexdef(x.indexrelid)
+               FROM pg_index x JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = x.indrelid
+             UNION ALL
+             SELECT 'sequence ' || s.seqrelid::regclass::text || ' ' || format_type(s.seqtypid, NULL)
+                    || ' ' || s.seqstart || ' ' || s.seqincrement || ' ' || s.seqmax || ' '
+                    || s.seqmin || ' ' || s.seqcache || ' ' || s.seqcycle
+               FROM pg_sequence s JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = s.seqrelid
+             UNION ALL
+             SELECT 'owned by ' || d.objid::regclass::text || ' ' || d.refobjid::regclass::text || '.'
+                    || (SELECT attname FROM pg_attribute
+                         WHERE attrelid = d.refobjid AND attnum = d.refobjsubid) || ' ' || d.deptype::text
+               FROM pg_depend d JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = d.refobjid
+              WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+                AND d.refobjsubid > 0 AND d.deptype IN ('a', 'i')
+             UNION ALL
+             SELECT 'table ' || c.relname || ' ' || c.relpersistence::text || ' '
+                    || coalesce(c.reloptions::text, '-') || ' ' || c.relrowsecurity || ' '
+                    || c.relreplident::text || ' ' || pg_get_userbyid(c.relowner)
+               FROM pg_class c JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = c.oid
+             UNION ALL
+             SELECT 'column details ' || a.attrelid::regclass::text || '.' || a.attname || ' '
+                    || a.attidentity::text || a.attgenerated::text || ' ' || coalesce(a.attacl::text, '-')
+                    || ' ' || coalesce(col_description(a.attrelid, a.attnum), '-')
+               FROM pg_attribute a JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = a.attrelid
+              WHERE a.attnum > 0 AND NOT a.attisdropped
+             UNION ALL
+             SELECT 'trigger ' || pg_get_triggerdef(t.oid)
+               FROM pg_trigger t JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = t.tgrelid
+             UNION ALL
+             SELECT 'event trigger ' || e.evtname || ' ' || e.evtevent || ' ' || e.evtenabled::text || ' '
+                    || coalesce(e.evttags::text, '-') || ' ' || e.evtfoid::regprocedure::text || ' '
+                    || coalesce(obj_description(e.oid, 'pg_event_trigger'), '-')
+               FROM pg_event_trigger e JOIN members m ON m.classid = 'pg_event_trigger'::regclass AND m.objid = e.oid
+             UNION ALL
+             SELECT 'function owner ' || p.oid::regprocedure::text || ' ' || pg_get_userbyid(p.proowner)
+                    || ' ' || p.prosecdef || ' ' || coalesce(p.proconfig::text, '-')
+               FROM pg_proc p JOIN members m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
+             UNION ALL
+             SELECT 'constraint state ' || co.conrelid::regclass::text || ' ' || co.conname || ' '
+                    || co.convalidated || ' ' || coalesce(obj_description(co.oid, 'pg_constraint'), '-')
+               FROM pg_constraint co JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = co.conrelid
+             UNION ALL
+             SELECT 'rule ' || r.rulename || ' ' || r.ev_class::regclass::text
+               FROM pg_rewrite r JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = r.ev_class
+              WHERE r.rulename <> '_RETURN'
+             UNION ALL
+             SELECT 'policy ' || p.polname
+               FROM pg_policy p JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = p.polrelid
+             UNION ALL
+             SELECT 'depends on the extension ' || pg_describe_object(d.classid, d.objid, d.objsubid)
+               FROM pg_depend d, ext
+              WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype <> 'e'
              ORDER BY 1",
     )
 }
