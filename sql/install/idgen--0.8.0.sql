@@ -246,7 +246,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:158
+-- src/serial/admin.rs:166
 -- idgen::serial::admin::serial_alter
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -258,13 +258,13 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:208
+-- src/serial/admin.rs:216
 -- idgen::serial::admin::serial_drop
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:234
+-- src/serial/admin.rs:242
 -- idgen::serial::admin::serial_grant
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -276,7 +276,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:244
+-- src/serial/admin.rs:252
 -- idgen::serial::admin::serial_revoke
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -614,7 +614,8 @@ COMMENT ON FUNCTION segment_cache_status() IS
 -- usage_role_oids, side by side: a role draws only while its name and its OID are both the
 -- ones recorded, so a role created later under a dropped role's name gets nothing (and after a
 -- restore into another cluster, whose roles have other OIDs, serial_grant gives the grants
--- again). Not aclitem: its format changed in PostgreSQL 16, which would stop pg_upgrade.
+-- again). A name without an OID beside it (a dump of 0.7.0 or earlier restored here) counts for
+-- nobody. Not aclitem: its format changed in PostgreSQL 16, which would stop pg_upgrade.
 CREATE SEQUENCE idgen_serial_id_seq AS bigint;
 CREATE TABLE idgen_serial (
     name         text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 40),
@@ -632,9 +633,7 @@ CREATE TABLE idgen_serial (
     usage_roles  text[]      NOT NULL DEFAULT '{}',
     usage_role_oids oid[]    NOT NULL DEFAULT '{}',
     CONSTRAINT idgen_serial_id_key UNIQUE (id),
-    CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless),
-    CONSTRAINT idgen_serial_usage_check
-        CHECK (pg_catalog.cardinality(usage_roles) = pg_catalog.cardinality(usage_role_oids))
+    CONSTRAINT idgen_serial_global_check CHECK (scope = 'local' OR NOT gapless)
 );
 ALTER SEQUENCE idgen_serial_id_seq OWNED BY idgen_serial.id;
 
@@ -2173,11 +2172,11 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $guard$
 BEGIN
-    IF EXISTS (SELECT FROM pg_catalog.pg_extension e
-                 JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
-                WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name
-                  AND pg_catalog.quote_ident(n.nspname::pg_catalog.text)
-                      OPERATOR(pg_catalog.<>) '@extschema@'::pg_catalog.text) THEN
+    -- By OID: the name as this script spelled it (quoted as the keywords of the server that
+    -- ran it required) must still name idgen's schema.
+    IF pg_catalog.to_regnamespace('@extschema@'::pg_catalog.text)::pg_catalog.oid IS DISTINCT FROM
+       (SELECT e.extnamespace FROM pg_catalog.pg_extension e
+         WHERE e.extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name) THEN
         RAISE EXCEPTION 'the schema of extension idgen cannot be renamed'
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = 'idgen''s functions name their schema; another schema under the old name would run in their place.',
