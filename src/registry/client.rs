@@ -136,6 +136,11 @@ struct Client {
     logged: Option<String>,
     /// The registry's commits were found not synchronous, and that was logged.
     warned_synchronous: bool,
+    /// Each standby seen streaming from this server, and when last: a renewal names those seen
+    /// within a lease. A standby stops streaming as it is promoted, and its claim may reach the
+    /// registry after this server's next renewal: named only while streaming, it would have
+    /// lost its succession by then (and claimed another worker id while this server goes on).
+    standbys_seen: std::collections::BTreeMap<String, Instant>,
 }
 
 impl Client {
@@ -160,6 +165,7 @@ impl Client {
             grant,
             logged: None,
             warned_synchronous: false,
+            standbys_seen: std::collections::BTreeMap::new(),
         }
     }
 
@@ -444,8 +450,16 @@ impl Client {
         // A standby streaming under this server's own name (a copied cluster_name) is not
         // vouched for: a restored copy of this server would carry the same name.
         standbys.retain(|n| *n != self.identity.node_name);
-        let (names, marks) = global_marks();
         let lease_ms = guc::registry_lease_ms();
+        let now = Instant::now();
+        for name in standbys {
+            self.standbys_seen.insert(name, now);
+        }
+        let lease = Duration::from_millis(lease_ms);
+        self.standbys_seen
+            .retain(|_, seen| now.duration_since(*seen) <= lease);
+        let standbys: Vec<String> = self.standbys_seen.keys().cloned().collect();
+        let (names, marks) = global_marks();
         let params = [
             Some(worker.to_string()),
             Some(crate::identity::incarnation().to_owned()),
