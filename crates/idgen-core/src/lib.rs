@@ -1,0 +1,5 @@
+//! idgen's pure core: decisions without PostgreSQL, pgrx or I/O, tested with `cargo test -p
+//! idgen-core` in seconds and without root. The extension (`src/` at the repository root) calls
+//! it; the registry model (`tests/registry_model.rs`) explores it.
+
+pub mod registry;
