@@ -37,6 +37,16 @@ pub(super) fn parse_int(text: &str, flags: i32) -> Option<i32> {
         .then_some(value)
 }
 
+/// A boolean setting's text as PostgreSQL's own GUC parser reads it (`on`, `true`, `1`, `yes`
+/// and their opposites, any case, a unique prefix).
+pub(super) fn parse_bool(text: &str) -> Option<bool> {
+    let text = CString::new(text).ok()?;
+    let mut value = false;
+    // SAFETY: a NUL-terminated string that outlives the call and a valid out pointer;
+    // parse_bool allocates nothing and raises no error.
+    unsafe { pg_sys::parse_bool(text.as_ptr(), &mut value) }.then_some(value)
+}
+
 /// A fence setting's text: empty (or blanks) for none, else a bigint. `Err` is the detail.
 pub(super) fn fence_value(text: &str) -> Result<Option<i64>, String> {
     let text = text.trim();

@@ -25,7 +25,7 @@ use std::ffi::{CStr, CString};
 use std::sync::OnceLock;
 
 use pgrx::pg_sys;
-use pgrx::{GucRegistry, GucSetting};
+use pgrx::{GucFlags, GucRegistry, GucSetting};
 
 use crate::error::Error;
 
@@ -54,6 +54,9 @@ pub(crate) fn init() {
         .each_ref()
         .map(|s| crate::backend::setting_text(s.name));
     let text_texts = TEXT_SETTINGS
+        .each_ref()
+        .map(|s| crate::backend::setting_text(s.name));
+    let bool_texts = BOOL_SETTINGS
         .each_ref()
         .map(|s| crate::backend::setting_text(s.name));
 
@@ -92,6 +95,16 @@ pub(crate) fn init() {
             s.flags(),
         );
     }
+    for s in &BOOL_SETTINGS {
+        GucRegistry::define_bool_guc(
+            s.name,
+            s.short,
+            s.long,
+            s.value,
+            s.context.guc(),
+            GucFlags::empty(),
+        );
+    }
     // SAFETY: called once in _PG_init, after the last idgen setting is defined; the prefix is a
     // 'static C string.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"idgen".as_ptr()) };
@@ -108,6 +121,12 @@ pub(crate) fn init() {
                 &text,
                 &format!("It must be an integer from {} to {}{unit}.", s.min, s.max),
             );
+        }
+    }
+    for (s, text) in BOOL_SETTINGS.iter().zip(bool_texts) {
+        let Some(text) = text else { continue };
+        if check::parse_bool(&text) != Some(s.value.get()) {
+            rejected(s.name, &text, "It must be a boolean: on or off.");
         }
     }
     for (s, text) in TEXT_SETTINGS.iter().zip(text_texts) {

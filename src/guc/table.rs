@@ -13,6 +13,7 @@ use super::check;
 pub(super) static REGISTRY_LEASE: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 pub(super) static REGISTRY_RENEW_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub(super) static REGISTRY_MAX_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub(super) static REGISTRY_SINGLE_SERVER: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// `idgen.id_bits`: the width of a whole Snowflake id, in bits; 63 (every positive `bigint`) by
 /// default, 53 for ids that a JavaScript `Number` holds exactly (issue: "Ids for the web").
 /// Time takes what worker and sequence bits leave of it. The bounds are the snowflake layout's
@@ -252,10 +253,10 @@ pub(super) static INT_SETTINGS: [IntSetting; 17] = [
     IntSetting {
         name: c"idgen.registry_lease",
         short: c"How long a worker id lease lasts past its last renewal in the registry.",
-        long: c"A node whose renewals fail keeps issuing Snowflake ids up to the tick its lease was last confirmed to; a crashed node's successor starts above it, up to this far ahead of the clock.",
+        long: c"A node whose renewals fail keeps issuing Snowflake ids up to the tick its lease was last confirmed to; a crashed node's successor starts above it, up to this far ahead of the clock. At most 120 s, the longest lease a registry grants.",
         value: &REGISTRY_LEASE,
-        min: 100,
-        max: i32::MAX,
+        min: idgen_core::registry::MIN_LEASE_MS as i32,
+        max: idgen_core::registry::MAX_LEASE_MS as i32,
         context: Context::Sighup,
         unit: Unit::Milliseconds,
     },
@@ -265,7 +266,7 @@ pub(super) static INT_SETTINGS: [IntSetting; 17] = [
         long: c"At most half of idgen.registry_lease is used. A crashed server's restart reclaims its worker id after two intervals without renewal.",
         value: &REGISTRY_RENEW_INTERVAL,
         min: 10,
-        max: i32::MAX,
+        max: idgen_core::registry::MAX_LEASE_MS as i32,
         context: Context::Sighup,
         unit: Unit::Milliseconds,
     },
@@ -368,3 +369,21 @@ pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
         secret: false,
     },
 ];
+
+/// One boolean setting: everything `DefineCustomBoolVariable` takes, by name.
+pub(super) struct BoolSetting {
+    pub(super) name: &'static CStr,
+    pub(super) short: &'static CStr,
+    pub(super) long: &'static CStr,
+    pub(super) value: &'static GucSetting<bool>,
+    pub(super) context: Context,
+}
+
+/// Every boolean setting.
+pub(super) static BOOL_SETTINGS: [BoolSetting; 1] = [BoolSetting {
+    name: c"idgen.registry_single_server",
+    short: c"Declares this server, as a registry, a single durable server: it grants worker ids and hands out global ranges without a synchronous standby.",
+    long: c"Without it a registry grants and hands out only while a synchronous standby streams; fsync = on and synchronous_commit = on are required either way. Read by the registry's functions, never by a node.",
+    value: &REGISTRY_SINGLE_SERVER,
+    context: Context::Sighup,
+}];

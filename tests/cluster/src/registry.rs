@@ -15,9 +15,14 @@ pub const FAST: [&str; 2] = [
     "idgen.registry_lease = 2s",
 ];
 
-/// A registry: a server with idgen in its `postgres` database.
+/// What a registry needs to grant and hand out without a synchronous standby: `fsync` (test
+/// servers run without it) and its operator's declaration of a single durable server.
+pub const DURABLE: [&str; 2] = ["fsync = on", "idgen.registry_single_server = on"];
+
+/// A registry: a server with idgen in its `postgres` database, declared a single durable
+/// server ([`DURABLE`]).
 pub fn registry(tag: &str) -> Cluster {
-    Cluster::with_idgen(tag, 0, &[])
+    Cluster::with_idgen(tag, 0, &DURABLE)
 }
 
 /// `idgen.registry = '...'` pointing at `registry`'s `postgres` database as `user`.

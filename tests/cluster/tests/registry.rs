@@ -16,7 +16,8 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use idgen_cluster_tests::registry::{
-    draw, held_worker, node, nothing_issued, refused, registry, registry_setting, status, FAST,
+    draw, held_worker, node, nothing_issued, refused, registry, registry_setting, status, DURABLE,
+    FAST,
 };
 use idgen_cluster_tests::{
     column, db_error, sqlstate, twitter, wait_for, Cluster, One, STANDBY_NAME,
@@ -287,7 +288,7 @@ fn the_1025th_holder_is_refused_and_a_node_of_another_layout_is_refused_naming_t
     let layout = "1704067200000, 10, 12, 1";
     for i in 0..1024 {
         r.batch_execute(&format!(
-            "SELECT * FROM idgen_registry_claim('sim{i}', 'inc{i}', repeat('{:x}', 64), 'sys', 1, NULL, {layout}, 600000, 10000, 0, 5432, 0)",
+            "SELECT * FROM idgen_registry_claim('sim{i}', 'inc{i}', repeat('{:x}', 64), 'sys', 1, NULL, {layout}, 120000, 10000, 0, 5432, 0)",
             i % 16
         ))
         .unwrap();
@@ -324,7 +325,12 @@ fn the_1025th_holder_is_refused_and_a_node_of_another_layout_is_refused_naming_t
 fn a_clock_too_far_off_the_registrys_is_refused_and_measured() {
     let mut reg = Cluster::init(
         "reg_offset",
-        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 0"],
+        &[
+            "shared_preload_libraries = 'idgen'",
+            "idgen.worker_id = 0",
+            DURABLE[0],
+            DURABLE[1],
+        ],
     );
     reg.fake_clock().set_offset_secs(5.0);
     reg.start_server();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use idgen_cluster_tests::registry::{
     auto_fast, client_pid, draw, draw_segment, held_worker, node, refused, registry, repeated,
-    restore, segment_mark, signal, snapshot, snowflake_until_failure, status,
+    restore, segment_mark, signal, snapshot, snowflake_until_failure, status, DURABLE,
 };
 use idgen_cluster_tests::{twitter, wait_for, Cluster, One};
 
@@ -556,7 +556,12 @@ fn a_terminated_registry_client_is_restarted_and_keeps_its_lease() {
 fn the_registry_client_logs_each_failure_once() {
     let mut reg = Cluster::init(
         "faults_log_reg",
-        &["shared_preload_libraries = 'idgen'", "idgen.worker_id = 0"],
+        &[
+            "shared_preload_libraries = 'idgen'",
+            "idgen.worker_id = 0",
+            DURABLE[0],
+            DURABLE[1],
+        ],
     );
     reg.fake_clock().set_offset_secs(5.0);
     reg.start_server();

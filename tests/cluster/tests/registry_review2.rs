@@ -12,7 +12,7 @@ use idgen_cluster_tests::registry::{
     auto_fast, draw_segment, failure_text, held_worker, intruder, node, registry, repeated,
     restore, segment_mark, segment_until_failure, snapshot, state_of, status, FAST,
 };
-use idgen_cluster_tests::{column, wait_for, Cluster, One};
+use idgen_cluster_tests::{column, sqlstate, wait_for, Cluster, One};
 use postgres::Client;
 
 /// The fleet layout of the direct claims: idgen's default epoch (2024-01-01), 10 worker bits,
@@ -341,7 +341,7 @@ fn a_release_never_records_a_tick_below_ids_already_issued() {
         "sys",
         1,
         Some(5),
-        600_000,
+        120_000,
         10_000,
     )
     .unwrap_or_else(|e| panic!("p's claim: {}", failure_text(&e)));
@@ -349,7 +349,7 @@ fn a_release_never_records_a_tick_below_ids_already_issued() {
     let renewed = r
         .query_one(
             "SELECT fence_tick, regression FROM idgen_registry_renew(5, 'inc-p', $1::text, \
-             600000, 10000, 0::double precision, $2::bigint, '{s}'::text[])",
+             120000, 10000, 0::double precision, $2::bigint, '{s}'::text[])",
             &[&p_secret, &p_fence],
         )
         .unwrap_or_else(|e| panic!("p's renewal: {}", failure_text(&e)));
@@ -474,15 +474,15 @@ fn an_unauthenticated_renewal_cannot_raise_another_nodes_fence() {
         .unwrap_or_else(|e| panic!("A's id: {}", failure_text(&e)));
 }
 
-/// Review finding #10 (second review, integer overflow). A claim with a lease of 2000000000 ms
-/// (about 23 days, within `integer`) is computed in bigint: it succeeds, and so do the renewal
-/// and the release of that lease.
+/// Review finding #10 (second review, integer overflow). A lease of 2000000000 ms (about 23
+/// days, within `integer`) is refused (22023: the registry grants at most 120 s); the longest
+/// lease it grants is computed in bigint: its claim, renewal and release succeed.
 #[test]
 fn a_long_lease_does_not_overflow_the_registry_arithmetic() {
     let reg = registry("review2_long_reg");
     let mut r = reg.connect("postgres");
     let secret = "d4".repeat(32);
-    let (w, floor, fence, _) = claim(
+    let refused = claim(
         &mut r,
         "long",
         "inc-long",
@@ -492,16 +492,20 @@ fn a_long_lease_does_not_overflow_the_registry_arithmetic() {
         None,
         2_000_000_000,
         10_000,
+    );
+    assert_eq!(sqlstate(refused), "22023");
+    let (w, floor, fence, _) = claim(
+        &mut r, "long", "inc-long", &secret, "sys", 1, None, 120_000, 10_000,
     )
-    .unwrap_or_else(|e| panic!("a claim with a 2000000000 ms lease: {}", failure_text(&e)));
+    .unwrap_or_else(|e| panic!("a claim with a 120000 ms lease: {}", failure_text(&e)));
     assert!(fence >= floor, "floor {floor}, fence {fence}");
     let renewed = r
         .query_one(
             "SELECT fence_tick, regression FROM idgen_registry_renew($1::integer, 'inc-long', \
-             $2::text, 2000000000, 10000, 0::double precision, $3::bigint)",
+             $2::text, 120000, 10000, 0::double precision, $3::bigint)",
             &[&w, &secret, &fence],
         )
-        .unwrap_or_else(|e| panic!("the renewal of a 2000000000 ms lease: {}", failure_text(&e)));
+        .unwrap_or_else(|e| panic!("the renewal of a 120000 ms lease: {}", failure_text(&e)));
     let regression: Option<String> = renewed.get(1);
     assert_eq!(regression, None);
     let released: bool = r
@@ -509,7 +513,7 @@ fn a_long_lease_does_not_overflow_the_registry_arithmetic() {
             "SELECT idgen_registry_release($1::integer, 'inc-long', $2::text, $3::bigint)",
             &[&w, &secret, &(floor + 10)],
         )
-        .unwrap_or_else(|e| panic!("the release of a 2000000000 ms lease: {}", failure_text(&e)))
+        .unwrap_or_else(|e| panic!("the release of a 120000 ms lease: {}", failure_text(&e)))
         .get(0);
     assert!(released);
 }

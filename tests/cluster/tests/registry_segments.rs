@@ -87,9 +87,7 @@ fn three_nodes_by_eight_clients_draw_one_global_segment_across_a_registry_restar
     // Another node declaring it again keeps the registry's segment (its step stays 100).
     nodes[1]
         .connect("postgres")
-        .batch_execute(
-            "SELECT segment_create('orders', start => 5000, step => 7, scope => 'global')",
-        )
+        .batch_execute("SELECT segment_create('orders', start => 1, step => 7, scope => 'global')")
         .unwrap();
     let refs: Vec<&Cluster> = nodes.iter().collect();
     let (drawn, failures) = draw_while(&refs, 8, "orders", || {

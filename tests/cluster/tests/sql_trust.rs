@@ -7,6 +7,7 @@
 //! someone else made are refused, not reused. `script_capture.rs` plants a decoy for every name
 //! the scripts use; this file replays the attacks that were found, one per binding.
 
+use idgen_cluster_tests::registry::DURABLE;
 use idgen_cluster_tests::{as_postgres, column, sqlstate, Cluster, One};
 use postgres::Client;
 
@@ -84,7 +85,7 @@ fn is_superuser(c: &mut Client, role: &str) -> bool {
 
 /// A cluster with `app` (LOGIN, not a superuser) and a database `db` that app owns.
 fn owned_database(tag: &str, db: &str) -> Cluster {
-    let c = Cluster::with_idgen(tag, 5, &[]);
+    let c = Cluster::with_idgen(tag, 5, &DURABLE);
     let mut su = c.connect("postgres");
     su.batch_execute("CREATE ROLE app LOGIN").unwrap();
     su.batch_execute(&format!("CREATE DATABASE {db} OWNER app"))
@@ -425,12 +426,12 @@ fn a_0_7_0_database_keeps_its_serials_under_the_new_library_and_through_a_dump()
         .unwrap();
     assert!(
         out.status.success(),
-        "the 0.7.0 dump restores into 0.8.0: {out:?}"
+        "the 0.7.0 dump restores into 0.9.0: {out:?}"
     );
     let mut new = c.connect("new");
     assert_eq!(
         new.one::<String>("SELECT extversion FROM pg_extension WHERE extname = 'idgen'"),
-        "0.8.0"
+        "0.9.0"
     );
     let next: String = new.one("SELECT serial_nextval('inv')");
     assert!(next > last, "{next} continues above {last}");

@@ -99,7 +99,7 @@ fn settings_are_fixed_at_server_start() {
         &mut client,
         "SELECT name FROM pg_settings WHERE name LIKE 'idgen.%' ORDER BY name",
     );
-    assert_eq!(defined.len(), 23, "{defined:?}");
+    assert_eq!(defined.len(), 24, "{defined:?}");
     for name in &defined {
         assert!(
             ALTER_SYSTEM_REFUSALS.iter().any(|(n, _)| n == name),
@@ -151,6 +151,8 @@ const ALTER_SYSTEM_REFUSALS: &[(&str, &str)] = &[
     ("idgen.registry_lease", "99"),
     ("idgen.registry_renew_interval", "9"),
     ("idgen.registry_max_clock_offset_ms", "-2"),
+    ("idgen.registry_lease", "120001"),
+    ("idgen.registry_single_server", "'maybe'"),
 ];
 
 /// postgresql.conf lines that stop the server from starting, and the setting its log must name.
@@ -225,6 +227,11 @@ const START_REFUSALS: &[(&str, &str)] = &[
     (
         "idgen.registry_max_clock_offset_ms = -5",
         "idgen.registry_max_clock_offset_ms",
+    ),
+    ("idgen.registry_lease = 121s", "idgen.registry_lease"),
+    (
+        "idgen.registry_single_server = maybe",
+        "idgen.registry_single_server",
     ),
 ];
 

@@ -1262,6 +1262,15 @@ BEGIN
     VALUES (segment, start_at - 1, step_size, about)
     ON CONFLICT (name) DO NOTHING;
     GET DIAGNOSTICS inserted = ROW_COUNT;
+    -- An existing segment whose numbers run below the start asked for would hand those out.
+    IF inserted = 0 AND EXISTS (SELECT FROM @extschema@.idgen_registry_segment s
+                                 WHERE s.name = segment AND s.max_id < start_at - 1) THEN
+        RAISE EXCEPTION USING ERRCODE = '42P07',
+            MESSAGE = pg_catalog.format('global segment %L already exists in the registry, below the start %s', segment, start_at),
+            DETAIL = pg_catalog.format('Its next number is %s.',
+                (SELECT s.max_id + 1 FROM @extschema@.idgen_registry_segment s WHERE s.name = segment)),
+            HINT = 'Choose another name, or create it without a start to use the registry''s numbers.';
+    END IF;
     RETURN QUERY SELECT inserted > 0, s.step FROM @extschema@.idgen_registry_segment s WHERE s.name = segment;
 END
 $$;
@@ -1373,6 +1382,63 @@ RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(holder_secret, 'UTF8')), 'hex') $$;
 
+-- Refuses (55000) unless the registry keeps every commit it acknowledges through a restart,
+-- a crash and a failover to a synchronous standby (DESIGN.md §6 "Fault model"): fsync on,
+-- synchronous_commit on or remote_apply in this session, and a synchronous standby streaming,
+-- or the operator's declaration idgen.registry_single_server = on in the registry's
+-- configuration (a reload setting; a placeholder any session could set does not count).
+-- Called by every function that grants a worker id or hands out numbers, before it changes
+-- anything.
+CREATE FUNCTION idgen_registry_check_durable()
+RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    why text[] := '{}';
+BEGIN
+    IF pg_catalog.current_setting('fsync') <> 'on' THEN
+        why := why || 'fsync is off'::text;
+    END IF;
+    IF pg_catalog.current_setting('synchronous_commit') NOT IN ('on', 'remote_apply') THEN
+        why := why || pg_catalog.format('synchronous_commit is %s',
+                                        pg_catalog.current_setting('synchronous_commit'));
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_settings
+                    WHERE name = 'idgen.registry_single_server' AND setting = 'on'
+                      AND context = 'sighup')
+       AND NOT EXISTS (SELECT FROM pg_catalog.pg_stat_replication
+                        WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming') THEN
+        why := why || 'no synchronous standby is streaming'::text;
+    END IF;
+    IF pg_catalog.cardinality(why) > 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = 'the registry cannot show that it keeps the commits it acknowledges',
+            DETAIL = pg_catalog.array_to_string(why, '; ') || '.',
+            HINT = 'Run the registry with a synchronous standby (synchronous_standby_names) and synchronous_commit = on, or declare a single durable server with idgen.registry_single_server = on in its configuration.';
+    END IF;
+END
+$$;
+
+-- Refuses (22023) a lease or renewal interval outside what the registry grants: a lease of 100
+-- ms to 120 s (the epoch head start of a grant is this long), renewals at most a lease apart.
+CREATE FUNCTION idgen_registry_check_lease(lease_length_ms integer, renew_every_ms integer)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF lease_length_ms IS NULL OR lease_length_ms NOT BETWEEN 100 AND 120000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = pg_catalog.format('a lease of %s ms is outside 100 ms to 120 s', lease_length_ms),
+            HINT = 'Set idgen.registry_lease to at most 120s on the node.';
+    END IF;
+    IF renew_every_ms IS NULL OR renew_every_ms NOT BETWEEN 1 AND lease_length_ms THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = pg_catalog.format('a renewal interval of %s ms is outside 1 ms to the lease, %s ms',
+                                        renew_every_ms, lease_length_ms);
+    END IF;
+END
+$$;
+
 -- Refuses (55000) while a regression is open.
 CREATE FUNCTION idgen_registry_check_regressions()
 RETURNS void
@@ -1438,6 +1504,8 @@ BEGIN
        OR known_tick IS NULL OR known_tick < 0 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid worker id claim';
     END IF;
+    PERFORM @extschema@.idgen_registry_check_lease(lease_length_ms, renew_every_ms);
+    PERFORM @extschema@.idgen_registry_check_durable();
     key := @extschema@.idgen_registry_key(holder_secret);
     now_ms := floor(extract(epoch FROM now_ts) * 1000);
     -- Claims are rare: one at a time. Renewals (row updates) wait for a claim, and back; at
@@ -1715,6 +1783,7 @@ AS $$
 BEGIN
     PERFORM @extschema@.idgen_registry_probation();
     IF renew_every_ms > 0 THEN
+        PERFORM @extschema@.idgen_registry_check_lease(120000, renew_every_ms);
         PERFORM @extschema@.idgen_registry_note_lease(0, renew_every_ms);
     END IF;
     RETURN QUERY SELECT clock_timestamp(),
@@ -1750,6 +1819,7 @@ BEGIN
        OR serial_reset IS NULL OR serial_format IS NULL OR known_mark IS NULL OR known_mark < 0 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid serial counter request';
     END IF;
+    PERFORM @extschema@.idgen_registry_check_durable();
     INSERT INTO @extschema@.idgen_registry_serial AS r (serial, reset, format)
     VALUES (serial, serial_reset, serial_format)
     ON CONFLICT ON CONSTRAINT idgen_registry_serial_pkey DO NOTHING;
@@ -1943,6 +2013,12 @@ BEGIN
        OR holder_secret IS NULL OR known_fence IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease renewal';
     END IF;
+    PERFORM @extschema@.idgen_registry_check_lease(lease_length_ms, renew_every_ms);
+    -- A fence the registry confirmed is at most a lease past its clock: a larger one shown would
+    -- only burn the worker id for every later holder.
+    SELECT least(known_fence, greatest(floor(extract(epoch FROM now_ts) * 1000)::bigint
+                                       + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms + 1)
+      INTO known_fence FROM @extschema@.idgen_registry_fleet f;
     SELECT * INTO l FROM @extschema@.idgen_registry_lease r
      WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL
        FOR UPDATE;
@@ -2026,6 +2102,7 @@ BEGIN
        OR octet_length(holder_secret) < 32 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid range request';
     END IF;
+    PERFORM @extschema@.idgen_registry_check_durable();
     SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
@@ -2091,6 +2168,8 @@ REVOKE EXECUTE ON FUNCTION idgen_registry_client_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry_hello() TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_client_status() TO pg_monitor;
 REVOKE EXECUTE ON FUNCTION idgen_registry_key(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_check_durable() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_check_lease(integer, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_check_regressions() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_resolve(bigint[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) FROM PUBLIC;

@@ -1,0 +1,235 @@
+//! The registry's side of the fault model (DESIGN.md §6 "Fault model"), against real servers:
+//! a registry grants worker ids and hands out global ranges only while it can show that it
+//! keeps the commits it acknowledges (a synchronous standby streaming, or its operator's
+//! declaration of a single durable server, with `fsync` and `synchronous_commit` on), and it
+//! bounds what a member sends: leases (review finding S8), confirmed fences (S7), a global
+//! segment's start (S11).
+
+use std::time::Duration;
+
+use idgen_cluster_tests::registry::{
+    auto_fast, held_worker, intruder, node, registry, registry_setting, state_of, DIRECT_CLAIM,
+    DURABLE,
+};
+use idgen_cluster_tests::{db_error, sqlstate, wait_for, Cluster, One, STANDBY_NAME};
+
+/// The fleet layout of the direct calls below: epoch 2024-01-01, 10 worker bits, 12 sequence
+/// bits, 1 ms ticks.
+const EPOCH_MS: i64 = 1_704_067_200_000;
+
+/// A registry with `fsync` but neither a synchronous standby nor the declaration refuses a
+/// node's claim and a global segment's range with 55000 and says why; the node's status shows
+/// it. A session cannot declare it (the setting is a reload setting), a role whose
+/// `synchronous_commit` is `off` is refused even after the operator's declaration, and the
+/// declaration, reloaded, lets the waiting node in.
+#[test]
+fn a_registry_that_cannot_show_it_keeps_commits_grants_and_hands_out_nothing() {
+    let reg = Cluster::with_idgen("dur_plain", 0, &["fsync = on"]);
+    let n = node(&reg, "dur_plain_n", &auto_fast(&[]));
+    let mut client = n.connect("postgres");
+    let (state, worker, error) = wait_for("a refused claim", Duration::from_secs(20), || {
+        let s = state_of(&n);
+        s.2.is_some().then_some(s)
+    });
+    assert_ne!(state, "held", "{worker:?}");
+    let error = error.unwrap();
+    assert!(
+        error.contains("cannot show that it keeps the commits it acknowledges"),
+        "{error}"
+    );
+
+    // A global segment: created (creation hands out nothing), its first range refused.
+    client
+        .batch_execute("SELECT segment_create('dur_g', scope => 'global')")
+        .unwrap();
+    let e = db_error(client.query_one("SELECT segment_nextval('dur_g')", &[]));
+    assert!(
+        e.message().contains("cannot show") || e.detail().unwrap_or("").contains("cannot show"),
+        "{e:?}"
+    );
+
+    // No session can declare it: the setting is read from the configuration only.
+    let mut r = reg.connect("postgres");
+    assert_eq!(
+        sqlstate(r.batch_execute("SET idgen.registry_single_server = on")),
+        "55P02"
+    );
+
+    // The operator declares it: the node gets its worker id.
+    r.batch_execute("ALTER SYSTEM SET idgen.registry_single_server = on")
+        .unwrap();
+    r.batch_execute("SELECT pg_reload_conf()").unwrap();
+    let w = held_worker(&n, Duration::from_secs(20));
+    assert_eq!(
+        client.one::<i64>("SELECT segment_nextval('dur_g')"),
+        1,
+        "worker {w}"
+    );
+
+    // A member whose synchronous_commit is off is refused, declaration or not.
+    r.batch_execute(
+        "CREATE ROLE lazy LOGIN IN ROLE idgen_registry; ALTER ROLE lazy SET synchronous_commit = off",
+    )
+    .unwrap();
+    let mut lazy = reg.connect_as("postgres", "lazy");
+    let e = db_error(lazy.query_one(
+        DIRECT_CLAIM,
+        &[
+            &"lazy-node",
+            &"inc",
+            &"s".repeat(64),
+            &"sys",
+            &1i32,
+            &None::<i32>,
+            &EPOCH_MS,
+            &10i32,
+            &12i32,
+            &1i32,
+        ],
+    ));
+    assert_eq!(e.code().code(), "55000", "{e:?}");
+    assert!(
+        e.detail()
+            .unwrap_or("")
+            .contains("synchronous_commit is off"),
+        "{e:?}"
+    );
+}
+
+/// A registry with a synchronous standby streaming grants without any declaration.
+#[test]
+fn a_registry_with_a_synchronous_standby_grants() {
+    let reg = Cluster::with_idgen("dur_sync", 0, &["fsync = on"]);
+    let _standby = Cluster::standby_of(&reg, "dur_sync_standby", &[]);
+    let mut r = reg.connect("postgres");
+    r.batch_execute(&format!(
+        "ALTER SYSTEM SET synchronous_standby_names = '{STANDBY_NAME}'"
+    ))
+    .unwrap();
+    r.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_for("a synchronous standby", Duration::from_secs(20), || {
+        r.one::<bool>(
+            "SELECT EXISTS (SELECT FROM pg_stat_replication WHERE sync_state = 'sync' \
+             AND state = 'streaming')",
+        )
+        .then_some(())
+    });
+    let n = node(&reg, "dur_sync_n", &auto_fast(&[]));
+    held_worker(&n, Duration::from_secs(20));
+}
+
+/// S8: a member stores no lease and no renewal interval beyond what the registry grants (before,
+/// 2^31 - 1 ms made the next probation last weeks); a node cannot ask for one either.
+#[test]
+fn a_lease_or_renewal_interval_beyond_two_minutes_is_refused() {
+    let reg = registry("dur_lease");
+    let mut member = intruder(&reg);
+    let claim = |lease: i32, renew: i32| {
+        format!(
+            "SELECT * FROM idgen_registry_claim('n1', 'inc1', repeat('a', 64), 'sys', 1, NULL, \
+             {EPOCH_MS}, 10, 12, 1, {lease}, {renew}, 0, 5432, 0)"
+        )
+    };
+    assert_eq!(
+        sqlstate(member.batch_execute(&claim(2_147_483_647, 200))),
+        "22023"
+    );
+    assert_eq!(
+        sqlstate(member.batch_execute(&claim(2000, 2_147_483_647))),
+        "22023"
+    );
+    assert_eq!(
+        sqlstate(member.batch_execute(
+            "SELECT * FROM idgen_registry_report('n1', 'inc1', '{}', '{}', 2147483647)"
+        )),
+        "22023"
+    );
+    // Nothing was recorded: the longest lease the registry noted is still none.
+    let mut r = reg.connect("postgres");
+    let noted: Option<i64> = r.one("SELECT max(max_lease_ms) FROM idgen_registry_server");
+    assert!(noted.unwrap_or(0) <= 120_000, "{noted:?}");
+    member.batch_execute(&claim(120_000, 200)).unwrap();
+
+    // The node's own setting stops at 120 s.
+    let out = Cluster::init("dur_lease_node", &[]);
+    out.append_settings(&[
+        "shared_preload_libraries = 'idgen'",
+        "idgen.worker_id = auto",
+        &registry_setting(&reg, "postgres"),
+        "idgen.registry_lease = 121s",
+    ]);
+    let started = out.pg_ctl_start();
+    assert!(!started.status.success(), "a 121 s lease was accepted");
+    assert!(out.log().contains("idgen.registry_lease"), "{}", out.log());
+}
+
+/// S7: a member's renewal shows a confirmed fence far in the future; the registry keeps the
+/// lease's fence within a lease of its clock, so the worker id is not burned for later
+/// holders (before, the fence became 2^62 and the next `auto` node failed with 22003).
+#[test]
+fn a_renewal_cannot_burn_a_worker_id_with_a_forged_fence() {
+    let reg = registry("dur_fence");
+    let mut member = intruder(&reg);
+    let secret = "b".repeat(64);
+    let row = member
+        .query_one(
+            "SELECT * FROM idgen_registry_claim('forger', 'inc1', $1::text, 'sys', 1, 0, \
+             1704067200000, 10, 12, 1, 2000, 200, 0, 5432, 0)",
+            &[&secret],
+        )
+        .unwrap();
+    let worker: i32 = row.get("worker_id");
+    let renewed = member
+        .query_one(
+            "SELECT fence_tick FROM idgen_registry_renew($1::integer, 'inc1', $2::text, 2000, \
+             200, 0, 4611686018427387904)",
+            &[&worker, &secret],
+        )
+        .unwrap();
+    let fence: i64 = renewed.get(0);
+    let mut r = reg.connect("postgres");
+    let now_tick: i64 =
+        r.one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1704067200000");
+    assert!(
+        fence <= now_tick + 2 * 2000,
+        "the forged fence was kept: {fence} against the registry's tick {now_tick}"
+    );
+    // The forged fence is also a regression report (review finding S9: any member can still
+    // stop the fleet until an operator resolves it); resolved, which raises no worker id's
+    // fence, the released id goes to a real node, which issues ids.
+    r.batch_execute("SELECT idgen_registry_resolve()").unwrap();
+    member
+        .batch_execute(&format!(
+            "SELECT idgen_registry_release({worker}, 'inc1', '{secret}', 0)"
+        ))
+        .unwrap();
+    let n = node(&reg, "dur_fence_n", &auto_fast(&[]));
+    held_worker(&n, Duration::from_secs(20));
+    let id: i64 = n.connect("postgres").one("SELECT snowflake_nextval()");
+    assert!(id > 0);
+}
+
+/// S11: `segment_create(..., scope => 'global', start => N)` of a name the registry has with
+/// numbers below N is refused (42P07), instead of handing those numbers out; a start at or
+/// below the registry's next number is kept.
+#[test]
+fn a_global_segment_asked_to_start_above_the_registrys_numbers_is_refused() {
+    let reg = registry("dur_start");
+    // Any member may declare the name first.
+    let mut member = intruder(&reg);
+    member
+        .batch_execute("SELECT * FROM idgen_registry_segment_create('orders', 1, 100, 'squatted')")
+        .unwrap();
+    let n = node(&reg, "dur_start_n", &[&DURABLE[1], "idgen.worker_id = 3"]);
+    let mut c = n.connect("postgres");
+    let e = db_error(
+        c.batch_execute("SELECT segment_create('orders', scope => 'global', start => 1000000)"),
+    );
+    assert_eq!(e.code().code(), "42P07", "{e:?}");
+    assert!(e.message().contains("below the start 1000000"), "{e:?}");
+    // Nothing was declared on the node either.
+    assert!(!c.one::<bool>("SELECT EXISTS (SELECT FROM idgen_segment WHERE name = 'orders')"));
+    c.batch_execute("SELECT segment_create('orders', scope => 'global', start => 1)")
+        .unwrap();
+    assert_eq!(c.one::<i64>("SELECT segment_nextval('orders')"), 1);
+}
