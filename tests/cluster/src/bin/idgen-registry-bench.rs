@@ -70,6 +70,8 @@ fn main() {
             // The harness turns fsync off for tests; a registry commits durably.
             "fsync = on",
             "synchronous_commit = on",
+            // One server: no synchronous standby to show its durability with.
+            "idgen.registry_single_server = on",
         ],
     );
     registry.create_db_with_idgen("postgres");
