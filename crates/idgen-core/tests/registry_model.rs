@@ -195,15 +195,16 @@ impl Protocol {
         s.now + s.nodes[n].skew
     }
 
-    /// A registry call's common part: the rollback a node's revision shows, and the answer's
-    /// revision. `None`: the registry answered "recovering".
-    fn seen(&self, s: &mut State, n: usize) -> Option<()> {
+    /// A registry call's common part: a node whose revision shows that the registry lost
+    /// commits opens a recovery (committed, as the registry's answer) and is answered
+    /// "recovering". False when the call goes no further.
+    fn seen(&self, s: &mut State, n: usize) -> bool {
         if self.recovery() && registry::shows_rollback(self.reg_view(s), s.nodes[n].seen_revision) {
             s.reg.recovering = true;
             s.reg.revision += 1;
-            return None;
+            return false;
         }
-        Some(())
+        true
     }
 
     fn reg_view(&self, s: &State) -> registry::Registry {
@@ -354,7 +355,9 @@ impl Model for Protocol {
                 node.known_mark = 0;
             }
             Action::Claim(n, deliver) => {
-                self.seen(&mut s, n)?;
+                if !self.seen(&mut s, n) {
+                    return Some(s);
+                }
                 let holder = self.holder(&s, n);
                 let gate = registry::may_hand_out(self.reg_view(&s), HEALTHY);
                 // The id this holder already holds (a lost answer retried), else the first
@@ -412,7 +415,9 @@ impl Model for Protocol {
                     // 0.8: a renewal shows the node's marks.
                     self.check_marks(&mut s, n);
                 }
-                self.seen(&mut s, n)?;
+                if !self.seen(&mut s, n) {
+                    return Some(s);
+                }
                 let Row::Held {
                     holder: h,
                     floor,
@@ -451,7 +456,9 @@ impl Model for Protocol {
                 if self.design == Design::GiveBack {
                     self.check_marks(&mut s, n);
                 }
-                self.seen(&mut s, n)?;
+                if !self.seen(&mut s, n) {
+                    return Some(s);
+                }
                 self.answer(&mut s, n, true);
                 if !s.reg.recovering {
                     s.nodes[n].last_contact = self.node_clock(&s, n);
@@ -491,7 +498,9 @@ impl Model for Protocol {
                         return Some(s);
                     }
                 }
-                self.seen(&mut s, n)?;
+                if !self.seen(&mut s, n) {
+                    return Some(s);
+                }
                 if registry::may_hand_out(self.reg_view(&s), HEALTHY).is_err() {
                     return Some(s);
                 }
