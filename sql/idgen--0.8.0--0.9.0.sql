@@ -9,8 +9,37 @@
 -- next probation last for weeks; a renewal's confirmed fence is capped at a lease past the
 -- registry's clock, so no member burns a worker id; a global segment asked to start above an
 -- existing registry segment's numbers is refused instead of handing out the numbers below.
+--
+-- Global segments give nothing back any more: idgen_registry_segment_give_back is dropped, the
+-- columns only it used are emptied, and with them goes the exemption that let a lost re-take ending where
+-- a give-back began go unreported (review finding S4). A node of an earlier release that still
+-- calls it gets 42883 and logs that it skipped its unused numbers: a gap.
 
 \echo Use "ALTER EXTENSION idgen UPDATE TO '0.9.0'" to load this file. \quit
+
+DROP FUNCTION @extschema@.idgen_registry_segment_give_back(text, text, text, bigint, bigint);
+-- The columns only the give-back used stay (a dump of an earlier release names them in its
+-- COPY), emptied.
+UPDATE @extschema@.idgen_registry_segment
+   SET taken_first = NULL, taker_key = NULL, given_back_by = NULL, given_back_from = NULL;
+-- Lease lengths and renewal intervals a member recorded before the registry bounded them (S8:
+-- 2^31 - 1 ms made the next probation last weeks): the recorded maxima, and expired leases'
+-- lengths, to the 120 s the registry grants now. A live lease keeps its length until it ends
+-- (its holder's next renewal is refused if it asks for more).
+UPDATE @extschema@.idgen_registry_server
+   SET max_lease_ms = LEAST(max_lease_ms, 120000),
+       max_renew_ms = LEAST(max_renew_ms, 120000);
+UPDATE @extschema@.idgen_registry_lease
+   SET lease_ms = LEAST(lease_ms, 120000),
+       renew_interval_ms = LEAST(renew_interval_ms, 120000)
+ WHERE expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
+   AND (lease_ms OPERATOR(pg_catalog.>) 120000 OR renew_interval_ms OPERATOR(pg_catalog.>) 120000);
+
+COMMENT ON COLUMN @extschema@.idgen_registry_segment.taker IS
+  'Incarnation of the node that took the range that set max_id, for operators (never a credential).';
+COMMENT ON COLUMN @extschema@.idgen_registry_segment.taken_first IS
+  'Unused (NULL) since 0.9.0, which removed global give-back, as are taker_key, given_back_by and given_back_from: kept so that dumps of earlier releases restore.';
+COMMENT ON COLUMN @extschema@.idgen_registry_segment.given_back_by IS NULL;
 
 CREATE FUNCTION @extschema@.idgen_registry_check_durable()
 RETURNS void
@@ -433,8 +462,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
     END IF;
-    IF s.max_id < known_mark
-       AND NOT coalesce(s.given_back_by = incarnation_id AND known_mark = s.given_back_from, false) THEN
+    IF s.max_id < known_mark THEN
         PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, segment::text, s.max_id::bigint, known_mark::bigint, NULL::text, incarnation_id::text);
         RETURN QUERY SELECT NULL::bigint, NULL::bigint, s.step,
             format('global segment %L''s mark in the registry is %s, below %s that this node saw: the registry has lost commits',
@@ -457,9 +485,7 @@ BEGIN
     UPDATE @extschema@.idgen_registry_segment r
        SET max_id = CASE WHEN s.max_id > 9223372036854775807 - step_size THEN 9223372036854775807
                          ELSE s.max_id + step_size END,
-           ranges = r.ranges + 1, updated_at = clock_timestamp(),
-           taken_first = first, taker = incarnation_id,
-           taker_key = @extschema@.idgen_registry_key(holder_secret)
+           ranges = r.ranges + 1, updated_at = clock_timestamp(), taker = incarnation_id
      WHERE r.name = segment
     RETURNING r.* INTO s;
     RETURN QUERY SELECT first, s.max_id, s.step, NULL::text;
@@ -521,5 +547,94 @@ BEGIN
            updated_at = clock_timestamp()
     RETURNING c.max_id INTO taken;
     RETURN QUERY SELECT taken, NULL::text;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.idgen_registry_check_marks(segment_names text[], segment_marks bigint[], node text,
+                                           incarnation_id text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_lost text;
+    m record;
+BEGIN
+    FOR m IN SELECT s.name, s.max_id, k.mark
+               FROM unnest(segment_names, segment_marks) AS k(name, mark)
+               JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
+              WHERE k.mark > s.max_id LOOP
+        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, m.name::text, m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
+        found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
+    END LOOP;
+    -- Global serials' counters, named E'\\x01serial\\x01' || serial || E'\\x01' || period.
+    FOR m IN SELECT k.serial, k.period, coalesce(c.max_id, 0) AS max_id, k.mark
+               FROM (SELECT split_part(x.name, chr(1), 3) AS serial,
+                            split_part(x.name, chr(1), 4) AS period, x.mark
+                       FROM unnest(segment_names, segment_marks) AS x(name, mark)
+                      WHERE x.name LIKE chr(1) || 'serial' || chr(1) || '%'
+                        AND array_length(string_to_array(x.name, chr(1)), 1) = 4
+                        -- A global segment's name is a segment's mark, never a serial's.
+                        AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_segment s
+                                         WHERE s.name = x.name)) k
+               LEFT JOIN @extschema@.idgen_registry_serial_counter c
+                      ON c.serial = k.serial AND c.period = k.period
+              WHERE k.mark > coalesce(c.max_id, 0)
+                AND octet_length(k.serial) BETWEEN 1 AND 40
+                AND k.period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$' LOOP
+        PERFORM @extschema@.idgen_registry_report_serial_regression(m.serial::text, m.period::text,
+            m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
+        found_lost := coalesce(found_lost, format('global serial %L''s counter for %L in the registry is %s, below %s that this node holds: the registry has lost commits', m.serial, m.period, m.max_id, m.mark));
+    END LOOP;
+    RETURN found_lost;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.idgen_registry_resolve(dismiss bigint[] DEFAULT '{}')
+RETURNS TABLE (worker_id integer, segment text, raised_from bigint, raised_to bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    LOCK TABLE @extschema@.idgen_registry_regression IN SHARE ROW EXCLUSIVE MODE;
+    UPDATE @extschema@.idgen_registry_regression g
+       SET resolved_at = clock_timestamp(), dismissed = true
+     WHERE g.resolved_at IS NULL AND g.id = ANY (coalesce(dismiss, '{}'));
+    -- A worker id's report raises nothing here: a holder whose row survived raised its R with
+    -- its own renewal (only the holder can); one whose row was lost is told so at its next
+    -- renewal (55006: it stays below its fence until a restart claims anew); and the probation
+    -- kept everyone else off the id until every R a lost renewal could have confirmed had
+    -- passed (with one lease length for the whole fleet). Such reports are only closed.
+    RETURN QUERY
+    WITH worst AS (
+        SELECT g.segment, max(g.node_value) AS v FROM @extschema@.idgen_registry_regression g
+         WHERE g.resolved_at IS NULL AND g.segment IS NOT NULL GROUP BY g.segment),
+    raised AS (
+        UPDATE @extschema@.idgen_registry_segment r
+           SET max_id = w.v, taker = NULL, updated_at = clock_timestamp()
+          FROM worst w, (SELECT name, max_id FROM @extschema@.idgen_registry_segment) o
+         WHERE r.name = w.segment AND o.name = r.name AND r.max_id < w.v
+        RETURNING r.name, o.max_id AS before, r.max_id AS after)
+    SELECT NULL::integer, raised.name, raised.before, raised.after FROM raised;
+    -- A global serial's counter: raised to the highest mark a node reported.
+    RETURN QUERY
+    WITH worst AS (
+        SELECT g.serial, g.serial_period AS period, max(g.node_value) AS v
+          FROM @extschema@.idgen_registry_regression g
+         WHERE g.resolved_at IS NULL AND g.serial IS NOT NULL GROUP BY 1, 2),
+    before AS (
+        SELECT w.serial, w.period, w.v, c.max_id AS was FROM worst w
+          LEFT JOIN @extschema@.idgen_registry_serial_counter c
+                 ON c.serial = w.serial AND c.period = w.period
+         WHERE coalesce(c.max_id, 0) < w.v),
+    raised AS (
+        INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id)
+        SELECT b.serial, b.period, b.v FROM before b
+        ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
+           SET max_id = greatest(c.max_id, excluded.max_id), taker = NULL, updated_at = clock_timestamp()
+        RETURNING c.serial, c.period)
+    SELECT NULL::integer, format('serial %s, period %s', b.serial, b.period), b.was, b.v
+      FROM before b JOIN raised r ON r.serial = b.serial AND r.period = b.period;
+    UPDATE @extschema@.idgen_registry_regression g SET resolved_at = clock_timestamp()
+     WHERE g.resolved_at IS NULL;
 END
 $$;

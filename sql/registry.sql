@@ -11,11 +11,10 @@
 --
 -- * Holders prove who they are. A node sends a secret of its own with its claim (32 random
 --   bytes made at its start, src/identity.rs); the registry keeps only its SHA-256 and renews,
---   releases and re-grants a lease, and takes back a global segment's numbers, only for a
---   caller that shows it (42501 otherwise). An incarnation is a name, never a credential, and
---   no error shows another holder's incarnation.
--- * A give-back returns only numbers of the last range taken, by its taker: the registry
---   records the first number and the taker of the range that set each mark.
+--   releases and re-grants a lease only for a caller that shows it (42501 otherwise). An
+--   incarnation is a name, never a credential, and no error shows another holder's incarnation.
+-- * A global segment's mark only rises: no node gives numbers back (a gap in a 2^63 space is
+--   accepted, as on a crash).
 -- * A registry that lost commits (a restore, an asynchronous failover, synchronous_commit off)
 --   is detected from what the nodes know (their confirmed fence, their last mark), recorded in
 --   idgen_registry_regression, and never believed: while a regression is open no worker id is
@@ -84,12 +83,10 @@ CREATE TABLE idgen_registry_segment (
 );
 COMMENT ON TABLE idgen_registry_segment IS
   'Global segments of the registry: numbers <= max_id may have been handed out by some node, numbers above never.';
-COMMENT ON COLUMN idgen_registry_segment.taken_first IS
-  'First number of the range that set max_id: a give-back never lowers the mark below taken_first - 1.';
 COMMENT ON COLUMN idgen_registry_segment.taker IS
-  'Incarnation of the node that took the range that set max_id (NULL after a give-back): only it may give numbers back.';
-COMMENT ON COLUMN idgen_registry_segment.given_back_by IS
-  'Incarnation of the node that gave the last numbers back, and given_back_from the mark it lowered: its own reports of that mark are no regression.';
+  'Incarnation of the node that took the range that set max_id, for operators (never a credential).';
+COMMENT ON COLUMN idgen_registry_segment.taken_first IS
+  'Unused (NULL) since 0.9.0, which removed global give-back, as are taker_key, given_back_by and given_back_from: kept so that dumps of earlier releases restore.';
 
 -- What the nodes showed the registry to have lost: a fence (worker_id), a global segment's
 -- mark (segment) or a global serial's counter (serial and serial_period) below one a node had
@@ -676,50 +673,6 @@ BEGIN
 END
 $$;
 
--- The registry's side of a give-back (README "Give-back"): the node that took a global
--- segment's last range, showing its secret, lowers the mark to new_mark, if the mark is still
--- the one its range set (expected_mark) and new_mark is not below that range's first number
--- minus one: only numbers of the last range go back, never those of an earlier range, which
--- may lie below another node's. True if it did; false if someone took a range since. Errors:
--- 42501 the caller did not take the last range (or showed another secret); 22023 new_mark
--- below the last range.
-CREATE FUNCTION idgen_registry_segment_give_back(segment text, incarnation_id text, holder_secret text,
-                                                 expected_mark bigint, new_mark bigint)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    s @extschema@.idgen_registry_segment;
-BEGIN
-    IF incarnation_id IS NULL OR holder_secret IS NULL OR expected_mark IS NULL OR new_mark IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid give-back';
-    END IF;
-    SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
-    IF NOT FOUND OR s.max_id <> expected_mark THEN
-        RETURN false;
-    END IF;
-    IF s.taker IS DISTINCT FROM incarnation_id
-       OR s.taker_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = format('only the node that took global segment %L''s last range can give numbers back', segment);
-    END IF;
-    IF new_mark >= expected_mark THEN
-        RETURN false;
-    END IF;
-    IF new_mark < s.taken_first - 1 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('a give-back of global segment %L may return only numbers of its last range, %s to %s', segment, s.taken_first, s.max_id);
-    END IF;
-    UPDATE @extschema@.idgen_registry_segment r
-       SET max_id = new_mark, updated_at = clock_timestamp(), taker = NULL, taker_key = NULL,
-           given_back_by = incarnation_id, given_back_from = expected_mark
-     WHERE r.name = segment;
-    RETURN true;
-END
-$$;
-
 -- A node without a worker id (it only draws global segments) reports its marks with this,
 -- every renewal interval, as renewals do. Returns the registry's clock and what it found lost.
 CREATE FUNCTION idgen_registry_report(node text, incarnation_id text, segment_names text[],
@@ -844,10 +797,7 @@ BEGIN
     FOR m IN SELECT s.name, s.max_id, k.mark
                FROM unnest(segment_names, segment_marks) AS k(name, mark)
                JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
-              WHERE k.mark > s.max_id
-                -- The last range this very node gave back: its report read the mark before
-                -- the give-back (nothing of the range above the new mark was handed out).
-                AND NOT coalesce(s.given_back_by = incarnation_id AND k.mark = s.given_back_from, false) LOOP
+              WHERE k.mark > s.max_id LOOP
         PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, m.name::text, m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
         found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
     END LOOP;
@@ -902,7 +852,7 @@ BEGIN
          WHERE g.resolved_at IS NULL AND g.segment IS NOT NULL GROUP BY g.segment),
     raised AS (
         UPDATE @extschema@.idgen_registry_segment r
-           SET max_id = w.v, taker = NULL, taker_key = NULL, updated_at = clock_timestamp()
+           SET max_id = w.v, taker = NULL, updated_at = clock_timestamp()
           FROM worst w, (SELECT name, max_id FROM @extschema@.idgen_registry_segment) o
          WHERE r.name = w.segment AND o.name = r.name AND r.max_id < w.v
         RETURNING r.name, o.max_id AS before, r.max_id AS after)
@@ -1029,8 +979,8 @@ END
 $$;
 
 -- Takes the next range of a global segment for a node: the numbers after the mark, step_size
--- of them (fewer at the bigint maximum), in one committed UPDATE, recording the range's first
--- number and its taker. known_mark is the mark the node saw at its last range (NULL for none):
+-- of them (fewer at the bigint maximum), in one committed UPDATE, recording its taker (for
+-- operators). known_mark is the mark the node saw at its last range (NULL for none):
 -- a mark below it means the registry lost commits; the regression is recorded and no range is
 -- handed out (the answer's columns are NULL and regression says why). Errors: 42704 no such
 -- segment; 2200H the segment has run out; 55000 an open regression; 55P03 a lock not granted
@@ -1055,8 +1005,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
     END IF;
-    IF s.max_id < known_mark
-       AND NOT coalesce(s.given_back_by = incarnation_id AND known_mark = s.given_back_from, false) THEN
+    IF s.max_id < known_mark THEN
         PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, segment::text, s.max_id::bigint, known_mark::bigint, NULL::text, incarnation_id::text);
         RETURN QUERY SELECT NULL::bigint, NULL::bigint, s.step,
             format('global segment %L''s mark in the registry is %s, below %s that this node saw: the registry has lost commits',
@@ -1079,9 +1028,7 @@ BEGIN
     UPDATE @extschema@.idgen_registry_segment r
        SET max_id = CASE WHEN s.max_id > 9223372036854775807 - step_size THEN 9223372036854775807
                          ELSE s.max_id + step_size END,
-           ranges = r.ranges + 1, updated_at = clock_timestamp(),
-           taken_first = first, taker = incarnation_id,
-           taker_key = @extschema@.idgen_registry_key(holder_secret)
+           ranges = r.ranges + 1, updated_at = clock_timestamp(), taker = incarnation_id
      WHERE r.name = segment
     RETURNING r.* INTO s;
     RETURN QUERY SELECT first, s.max_id, s.step, NULL::text;
@@ -1131,12 +1078,10 @@ REVOKE EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer,
 REVOKE EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_release(integer, text, text, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_release(integer, text, text, bigint) TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) TO idgen_registry;
 REVOKE EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) TO idgen_registry;
 REVOKE EXECUTE ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) FROM PUBLIC;
@@ -1159,8 +1104,6 @@ COMMENT ON FUNCTION idgen_registry_release(integer, text, text, bigint) IS
   'Registry: releases a worker id lease at a clean shutdown (holder''s secret), recording the final reservation.';
 COMMENT ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) IS
   'Registry: the next range of a global segment, in one committed UPDATE, recording its taker.';
-COMMENT ON FUNCTION idgen_registry_segment_give_back(text, text, text, bigint, bigint) IS
-  'Registry: the taker of a global segment''s last range lowers the mark within that range (a node gives back its unused numbers).';
 COMMENT ON FUNCTION idgen_registry_resolve(bigint[]) IS
   'Registry (superuser): raises fences and marks to what nodes reported (except the dismissed reports) and closes the open regressions.';
 COMMENT ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) IS

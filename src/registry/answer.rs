@@ -164,7 +164,7 @@ pub(crate) fn renewal(
     Ok((fence, expires_ms as i64))
 }
 
-/// A boolean answer (`idgen_registry_release`, `idgen_registry_segment_give_back`): true or
+/// A boolean answer (`idgen_registry_release`): true or
 /// false, nothing else.
 pub(crate) fn boolean(row: Option<&[Option<String>]>, field: &str) -> Result<bool, String> {
     match row.and_then(|r| r.first().cloned().flatten()).as_deref() {

@@ -213,9 +213,6 @@ pub(crate) enum GivenBack {
     Nothing,
     /// A local segment's mark was lowered: done.
     Local,
-    /// A global segment's local copy of the mark was lowered to `new_mark`; the registry's
-    /// mark must be lowered from `mark` to `new_mark` next, after this transaction committed.
-    Global { mark: i64, new_mark: i64 },
 }
 
 /// Gives back the unused numbers of segment `name` (`work::give_back`): if its mark is still
@@ -223,22 +220,10 @@ pub(crate) enum GivenBack {
 /// it). A local segment's commit is asynchronous (`synchronous_commit = off` for this
 /// transaction): a give-back is never needed for uniqueness, so nothing waits for it.
 ///
-/// A global segment gives back only numbers of its last range (from `taken_first` on, the
-/// range that set the mark): an earlier range's numbers above the last one taken may lie below
-/// another node's range (the mark moved past them before this node's last range), and a queued
-/// range counts as taken from its first number on. Its local row is the mark this node shows
-/// the registry as the least it may hold (`global::take`), so it is lowered first and durably
-/// on this server (`synchronous_commit = local`, never waiting for a standby); the caller then
-/// lowers the registry's mark ([`GivenBack::Global`]). If that fails, the local copy is merely
-/// lower than the registry's, which is safe; the other order, a registry lowered and a local
-/// commit lost in a crash, would show the registry a mark above its own and stop the fleet as
-/// a regression.
-pub(crate) fn give_back(
-    name: &str,
-    mark: i64,
-    new_mark: i64,
-    taken_first: i64,
-) -> Result<GivenBack, Error> {
+/// A global segment gives nothing back (DESIGN.md §6): its mark is the registry's, and a gap
+/// in its numbers costs nothing, while lowering a mark other nodes take from is where numbers
+/// could be handed out twice.
+pub(crate) fn give_back(name: &str, mark: i64, new_mark: i64) -> Result<GivenBack, Error> {
     let table = table()?;
     let (t, scope) = (&table.name, table.scope());
     // The locks of the table and of its indexes first, without waiting: the row's NOWAIT below
@@ -263,26 +248,13 @@ pub(crate) fn give_back(
         rows.first().get_two::<i64, bool>().map(Some)
     })
     .map_err(internal)?;
-    let global = match current {
-        Some((Some(m), Some(global))) if m == mark => global,
+    match current {
+        Some((Some(m), Some(false))) if m == mark && new_mark < mark => {}
         _ => return Ok(GivenBack::Nothing),
-    };
-    let new_mark = if global {
-        new_mark.max(taken_first.saturating_sub(1))
-    } else {
-        new_mark
-    };
-    if new_mark >= mark {
-        return Ok(GivenBack::Nothing);
     }
-    let commit = if global { "local" } else { "off" };
-    Spi::run(&format!("SET LOCAL synchronous_commit = {commit}")).map_err(internal)?;
+    Spi::run("SET LOCAL synchronous_commit = off").map_err(internal)?;
     set_max_id(name, new_mark)?;
-    Ok(if global {
-        GivenBack::Global { mark, new_mark }
-    } else {
-        GivenBack::Local
-    })
+    Ok(GivenBack::Local)
 }
 
 /// Takes ROW EXCLUSIVE on table `t` (quoted, qualified) and on each of its indexes if no other

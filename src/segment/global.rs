@@ -153,39 +153,6 @@ fn regressed(message: &str) -> Error {
     .to_error()
 }
 
-/// How long a give-back may wait for the registry: it runs at a shutdown, which must not wait
-/// on the network (a lost give-back is only a gap).
-const GIVE_BACK_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Gives back the unused numbers of global segment `name` (`segment::work::give_back`): the
-/// registry lowers its mark to `new_mark` if it is still `expected_mark` (no node took a range
-/// since this node's last one), this node (by its secret) took that range, and `new_mark` is
-/// within it. True if it did. Waits at most a second; 08006 when the registry cannot be
-/// reached within it.
-pub(crate) fn give_back(name: &str, expected_mark: i64, new_mark: i64) -> Result<bool, Error> {
-    let row = call_within(
-        c"SELECT @extschema@.idgen_registry_segment_give_back($1::pg_catalog.text, $2::pg_catalog.text, \
-          $3::pg_catalog.text, $4::pg_catalog.int8, $5::pg_catalog.int8)",
-        &[
-            Some(name.into()),
-            Some(crate::identity::incarnation().to_owned()),
-            Some(crate::identity::secret().to_owned()),
-            Some(expected_mark.to_string()),
-            Some(new_mark.to_string()),
-        ],
-        GIVE_BACK_TIMEOUT,
-    )?
-    .ok_or_else(|| malformed("idgen_registry_segment_give_back"))?;
-    match row.first().cloned().flatten().as_deref() {
-        Some("t") => Ok(true),
-        Some("f") => Ok(false),
-        _ => Err(refused(
-            "idgen_registry_segment_give_back",
-            "given_back is not a boolean",
-        )),
-    }
-}
-
 /// Whether `f` says the registry could not serve the call now (SQLSTATE class 08: not reached;
 /// 55P03: a lock or the registry's probation after a restart; 57014: a statement timeout): the
 /// allocator tries the refill again later, its callers waiting, instead of failing them at once.

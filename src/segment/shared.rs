@@ -75,9 +75,6 @@ pub(crate) struct SlotMeta {
     pub(crate) mark: i64,
     /// A refill committed since the slot was loaded, so [`SlotMeta::mark`] is known.
     pub(crate) marked: bool,
-    /// The first number of the range the last refill committed (valid with `marked`): a
-    /// global segment gives back only numbers of that range (DESIGN.md §6).
-    pub(crate) taken_first: i64,
     /// A refill that failed because the registry did not answer is not tried again before
     /// this time (`TimestampTz`, µs; 0 for no delay), so that other segments' refills go on.
     pub(crate) retry_at: i64,

@@ -125,7 +125,6 @@ impl Guarded {
             db: m.db,
             name: m.name,
             mark: m.marked.then_some(m.mark),
-            taken_first: m.taken_first,
             highest_taken: s.buffers.highest_taken(),
         };
         self.release(index);
@@ -281,12 +280,11 @@ impl Guarded {
                     m.failed = false;
                     // Committed whether installed or not: what idgen_segment holds now.
                     m.mark = done.range.last;
-                    m.taken_first = done.range.first;
                     m.marked = true;
                     m.retry_at = 0;
                     if done.global {
                         let name = m.name;
-                        self.note_global_mark(name.as_str(), done.range.last, None);
+                        self.note_global_mark(name.as_str(), done.range.last);
                     }
                 }
                 Err((failure, gone)) => {
@@ -344,25 +342,17 @@ impl Guarded {
             .collect()
     }
 
-    /// Notes global segment `name`'s mark: raised to `mark` after a range (`lowered_from`
-    /// `None`), or lowered to `mark` after a give-back from `lowered_from` (only if no range
-    /// raised it since: another database's slot may have taken one).
-    pub(crate) fn note_global_mark(&mut self, name: &str, mark: i64, lowered_from: Option<i64>) {
+    /// Notes global segment `name`'s mark, raised to `mark` after a range (never lowered: a
+    /// global segment's unused numbers are not given back).
+    pub(crate) fn note_global_mark(&mut self, name: &str, mark: i64) {
         let at = crate::time::now_timestamptz_us().max(1);
         if let Some(g) = self
             .global_marks
             .iter_mut()
             .find(|g| g.at != 0 && g.name.as_str() == name)
         {
-            match lowered_from {
-                None => g.mark = g.mark.max(mark),
-                Some(from) if g.mark == from => g.mark = mark,
-                Some(_) => return,
-            }
+            g.mark = g.mark.max(mark);
             g.at = at;
-            return;
-        }
-        if lowered_from.is_some() {
             return;
         }
         // A free entry, else the one set longest ago.
@@ -412,8 +402,6 @@ pub(crate) struct Evicted {
     pub(crate) name: FixedText<64>,
     /// The mark the slot's last refill committed; `None` if it had none.
     pub(crate) mark: Option<i64>,
-    /// The first number of the range that last refill committed (valid with `mark`).
-    pub(crate) taken_first: i64,
     /// The last number handed out from its ranges (or the one before its current range, if
     /// none was); `None` if it held no range.
     pub(crate) highest_taken: Option<i64>,

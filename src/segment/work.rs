@@ -237,17 +237,13 @@ fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
 /// its own, so that a restart or a reload does not skip them (seed 004's wish). Never needed
 /// for uniqueness, so never waited for: the row lock is taken `NOWAIT`, the commit is
 /// asynchronous (a give-back lost in a crash leaves a gap), and interrupts are held off so that
-/// a termination request (a fast shutdown) lets it finish. A global segment gives back in the
-/// registry (its mark is there), waiting a second at most. Returns how many segments gave
-/// numbers back.
+/// a termination request (a fast shutdown) lets it finish. A global segment gives nothing back
+/// (`catalog::give_back`). Returns how many segments gave numbers back.
 pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
     /// The whole give-back's time: a shutdown never waits longer for it (a lost give-back is
     /// only a gap).
     const GIVE_BACK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
     let mut given = 0;
-    // After the registry failed to answer once, the other global segments skip it: a shutdown
-    // must not wait a second per segment; and all of them together stop at a deadline.
-    let mut registry = super::global::configured();
     let deadline = std::time::Instant::now() + GIVE_BACK_DEADLINE;
     for e in evicted {
         let Some((mark, new_mark)) = e.give_back() else {
@@ -259,31 +255,11 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
         }
         let name = e.name.as_str();
         let local = with_interrupts_held(|| {
-            in_unconfirmed_transaction(|| catalog::give_back(name, mark, new_mark, e.taken_first))
+            in_unconfirmed_transaction(|| catalog::give_back(name, mark, new_mark))
         });
         match local {
             Ok(catalog::GivenBack::Nothing) => {}
             Ok(catalog::GivenBack::Local) => given += 1,
-            // The local copy is lowered and committed; now the registry's mark.
-            Ok(catalog::GivenBack::Global { mark, new_mark }) if registry => {
-                // What this server reports is lowered first too: a report lower than the
-                // registry's mark is harmless, a higher one (the registry's answer lost after
-                // its commit) would be taken for a regression.
-                lock().note_global_mark(name, new_mark, Some(mark));
-                match with_interrupts_held(|| super::global::give_back(name, mark, new_mark)) {
-                    Ok(true) => given += 1,
-                    Ok(false) => {}
-                    Err(e) => {
-                        // After one failure the others skip the registry: a shutdown must
-                        // not wait a second per segment.
-                        registry = !super::global::unreachable(&Failure::from_error(&e));
-                        warn(&format!(
-                            "idgen allocator: the unused numbers of global segment \"{name}\" are skipped: {e}"
-                        ))
-                    }
-                }
-            }
-            Ok(catalog::GivenBack::Global { .. }) => {}
             Err(f) => warn(&format!(
                 "idgen allocator: the unused numbers of segment \"{name}\" are skipped: {}",
                 f.to_error()

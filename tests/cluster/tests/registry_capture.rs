@@ -82,12 +82,6 @@ const CALLED: &[(&str, &str, &str, Option<usize>)] = &[
         Some(4),
     ),
     (
-        "idgen_registry_segment_give_back",
-        "text, text, text, bigint, bigint",
-        "boolean",
-        Some(3),
-    ),
-    (
         "idgen_registry_serial_take",
         "text, text, bigint, text, text, text, text, bigint",
         "TABLE (mark bigint, regression text)",

@@ -1,7 +1,7 @@
 //! Findings of the second adversarial review of issue 28's change (DESIGN.md §6), each
 //! reproduced against real servers or directly against the registry's functions: a restarted
-//! registry that never ends its probation, a global segment's give-back forgotten by a restored
-//! registry, a give-back racing a renewal, a release below ids already issued, an
+//! registry that never ends its probation, an idle global segment's mark forgotten by a restored
+//! registry, a release below ids already issued, an
 //! unauthenticated renewal raising a fence, and a long lease overflowing the registry's
 //! arithmetic.
 
@@ -86,13 +86,12 @@ fn a_registry_restarted_while_no_lease_is_renewed_grants_again_after_its_probati
 }
 
 /// Review finding #2 (second review). Node A's global segment `g` left A's cache through
-/// idleness, and A gave its unused numbers back (the registry's mark went down to what A drew);
-/// then the registry is restored from a snapshot taken before any range of `g` (its mark back
+/// idleness (giving nothing back: the registry's mark stays at the end of A's range); then the
+/// registry is restored from a snapshot taken before any range of `g` (its mark back
 /// to 0). A no longer caches `g`, but the numbers it drew must still be shown to (or kept from)
 /// the restored registry. Pinned: after the registry's probation, node B's draws of `g` (up to
 /// 100, stopping at a refusal) and A's 50 later ones repeat none of A's first numbers nor each
-/// other. (A draws 10 numbers, not 20: the 11th would prefetch A's next range, and a give-back
-/// returns only the last range, leaving the mark at 100.)
+/// other. (A draws 10 numbers, not 20: the 11th would prefetch A's next range.)
 #[test]
 fn an_idle_evicted_global_segment_still_has_its_mark_checked_after_a_registry_restore() {
     let reg = registry("review2_evict_reg");
@@ -126,15 +125,17 @@ fn an_idle_evicted_global_segment_still_has_its_mark_checked_after_a_registry_re
         100,
         "the registry's mark after A's range"
     );
-    wait_for(
-        "A's idle give-back to lower the registry's mark to 10",
-        Duration::from_secs(30),
-        || (segment_mark(&reg, "g") == 10).then_some(()),
+    wait_for("g to leave A's cache", Duration::from_secs(30), || {
+        let cached: i64 = a
+            .connect("postgres")
+            .one("SELECT count(*) FROM segment_cache_status() WHERE name = 'g'");
+        (cached == 0).then_some(())
+    });
+    assert_eq!(
+        segment_mark(&reg, "g"),
+        100,
+        "a global segment gives nothing back"
     );
-    let cached: i64 = a
-        .connect("postgres")
-        .one("SELECT count(*) FROM segment_cache_status() WHERE name = 'g'");
-    assert_eq!(cached, 0, "g is still in A's cache after its give-back");
 
     let identity = server_identity(&reg);
     restore(&reg, &snap);
@@ -181,111 +182,6 @@ fn an_idle_evicted_global_segment_still_has_its_mark_checked_after_a_registry_re
         b_numbers.last(),
         a_numbers.first(),
         a_numbers.last()
-    );
-}
-
-/// Review finding #3 (second review). Node A's renewal shows the registry A's cached mark of
-/// global segment `g`, read before the call; the call waits on A's lease row (held by another
-/// session), and meanwhile A's idle give-back lowers the registry's mark below that mark. The
-/// renewal that then goes on carries a mark from before the give-back: that is no regression.
-/// Pinned: no row in `idgen_registry_regression`, and 3 s later A is 'held' and issues
-/// Snowflake ids.
-#[test]
-fn a_give_back_racing_a_renewal_is_no_regression() {
-    let reg = registry("review2_race_reg");
-    let a = node(
-        &reg,
-        "review2_race_a",
-        &auto_fast(&["idgen.segment_worker_idle_timeout = '1s'"]),
-    );
-    let w = held_worker(&a, Duration::from_secs(20));
-    a.connect("postgres")
-        .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
-        .unwrap();
-    let mut r = reg.connect("postgres");
-    let mut locker = reg.connect("postgres");
-    let mut drawn: Vec<i64> = Vec::new();
-    let mut hits = 0;
-    for cycle in 0..8 {
-        // A takes a range of g and caches it; its renewals report g's mark from now on. The
-        // idle give-back comes about 2 s later (the first idle pass only clears the
-        // segment's usage bit).
-        drawn.extend(draw_segment(&a, "g", 1));
-        let drawn_at = Instant::now();
-        let mark = segment_mark(&reg, "g");
-        thread::sleep(Duration::from_millis(900));
-        // Hold A's lease row for at most 1.8 s (A's renewal waits up to 2 s for it): the
-        // renewal that blocks on it read g's mark before the give-back.
-        locker.batch_execute("BEGIN").unwrap();
-        locker
-            .execute(
-                "SELECT * FROM idgen_registry_lease WHERE worker_id = $1 FOR UPDATE",
-                &[&w],
-            )
-            .unwrap();
-        let held_at = Instant::now();
-        let mut blocked_before_drop = false;
-        let mut dropped = false;
-        while held_at.elapsed() < Duration::from_millis(1800) {
-            let row = r
-                .query_one(
-                    "SELECT (SELECT max_id FROM idgen_registry_segment WHERE name = 'g'), \
-                     EXISTS (SELECT FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
-                             AND query LIKE '%idgen_registry_renew%')",
-                    &[],
-                )
-                .unwrap();
-            let (now_mark, blocked): (i64, bool) = (row.get(0), row.get(1));
-            if now_mark < mark {
-                dropped = true;
-                break;
-            }
-            blocked_before_drop = blocked;
-            thread::sleep(Duration::from_millis(20));
-        }
-        locker.batch_execute("COMMIT").unwrap();
-        if dropped && blocked_before_drop {
-            hits += 1;
-        }
-        wait_for("A's idle give-back", Duration::from_secs(20), || {
-            (segment_mark(&reg, "g") < mark).then_some(())
-        });
-        thread::sleep(Duration::from_millis(700));
-        let regressions: i64 = r.one("SELECT count(*) FROM idgen_registry_regression");
-        eprintln!(
-            "cycle {cycle}: mark {mark} dropped {:?} after the draw, during the hold {dropped}, \
-             a renewal blocked {blocked_before_drop} (hits {hits}); {regressions} regression rows",
-            drawn_at.elapsed()
-        );
-        if regressions > 0 || hits >= 4 {
-            break;
-        }
-    }
-    eprintln!("the give-back fell while a renewal waited on the row {hits} time(s)");
-
-    let regressions: Vec<String> = column(
-        &mut r,
-        "SELECT format('%s %s: registry %s, node %s, by %s', worker_id, segment, registry_value, \
-         node_value, node_name) FROM idgen_registry_regression",
-    );
-    thread::sleep(Duration::from_secs(3));
-    let (state, held, error) = state_of(&a);
-    assert!(
-        regressions.is_empty(),
-        "a give-back racing a renewal was recorded as a regression: {regressions:?} (A: \
-         {state} {held:?} {error:?})"
-    );
-    assert_eq!(
-        (state.as_str(), held),
-        ("held", Some(w)),
-        "A 3 s after the race: {error:?}"
-    );
-    a.connect("postgres")
-        .query_one("SELECT snowflake_nextval()", &[])
-        .unwrap_or_else(|e| panic!("A's Snowflake id after the race: {}", failure_text(&e)));
-    assert!(
-        repeated(&drawn).is_empty(),
-        "numbers of g drawn twice: {drawn:?}"
     );
 }
 

@@ -931,7 +931,6 @@ fn exercise_statements(p: &str, worker: &str) -> Vec<String> {
         format!("SELECT * FROM idgen_registry_segment_create('{p}rg', 1::bigint, 10, 'about')"),
         format!("SELECT * FROM idgen_registry_segment_get('{p}rg')"),
         format!("SELECT * FROM idgen_registry_segment_take('{p}rg', 1, '{p}inc1', '{secret}', 0::bigint)"),
-        format!("SELECT * FROM idgen_registry_segment_give_back('{p}rg', '{p}inc1', '{secret}', 11::bigint, 1::bigint)"),
         format!("SELECT * FROM idgen_registry_serial_take('{p}glob', '', 10::bigint, '{p}inc1', '{secret}', 'never', 'GL{{seq}}', 0::bigint)"),
         format!("SELECT * FROM idgen_registry_renew({worker}, '{p}inc1', '{secret}', 60000, 1000, 0::float8, 0::bigint, ARRAY[]::text[], ARRAY['{p}rg']::text[], ARRAY[1]::bigint[])"),
         format!("SELECT * FROM idgen_registry_report('{p}n1', '{p}inc1', ARRAY['{p}rg']::text[], ARRAY[1]::bigint[], 1000)"),

@@ -625,3 +625,42 @@ fn a_role_given_a_carried_grant_can_be_dropped_after_the_revoke() {
     db.batch_execute("DROP ROLE carried")
         .unwrap_or_else(|e| panic!("DROP ROLE after the revokes: {e:?}"));
 }
+
+/// The update to 0.9.0 bounds the lease lengths a member could record under 0.8.0 (review
+/// finding S8: a report or a claim with 2^31 - 1 ms made the next probation last weeks): the
+/// recorded maxima and an expired lease's length come down to the 120 s the registry grants.
+#[test]
+fn the_update_to_0_9_0_bounds_the_lease_lengths_recorded_before() {
+    install_old_script();
+    let c = Cluster::with_idgen("upd090", 11, &[]);
+    c.connect("postgres")
+        .batch_execute("CREATE DATABASE old")
+        .unwrap();
+    let mut d = c.connect("old");
+    d.batch_execute("CREATE EXTENSION idgen VERSION '0.8.0'")
+        .unwrap();
+    d.batch_execute("SELECT * FROM idgen_registry_report('n1', 'inc1', '{}', '{}', 2147483647)")
+        .unwrap();
+    d.batch_execute(
+        "SELECT * FROM idgen_registry_claim('n2', 'inc2', repeat('a', 64), 'sys', 1, NULL, \
+         1704067200000, 10, 12, 1, 2000000000, 10000, 0, 5432, 0)",
+    )
+    .unwrap();
+    d.batch_execute("UPDATE idgen_registry_lease SET expires_at = now() - interval '1 hour'")
+        .unwrap();
+    assert_eq!(
+        d.one::<i64>("SELECT greatest(max_lease_ms, max_renew_ms) FROM idgen_registry_server"),
+        2_147_483_647,
+        "0.8.0 recorded what it was sent"
+    );
+    d.batch_execute("ALTER EXTENSION idgen UPDATE TO '0.9.0'")
+        .unwrap();
+    assert!(
+        d.one::<i64>("SELECT greatest(max_lease_ms, max_renew_ms) FROM idgen_registry_server")
+            <= 120_000
+    );
+    assert_eq!(
+        d.one::<i32>("SELECT max(lease_ms) FROM idgen_registry_lease"),
+        120_000
+    );
+}
