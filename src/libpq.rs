@@ -139,7 +139,7 @@ impl Drop for Conn {
 pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
     let text = CString::new(conninfo).map_err(|_| "it contains a NUL byte".to_string())?;
     let mut errmsg: *mut c_char = std::ptr::null_mut();
-    let (mut host, mut hostaddr, mut service) = (None, None, false);
+    let (mut host, mut hostaddr, mut service, mut sslmode) = (None, None, false, None);
     // SAFETY: a NUL-terminated string and a valid out pointer; the options array (terminated by
     // an entry without keyword) and the message are libpq's allocations, freed with its own
     // functions below.
@@ -161,6 +161,10 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
                 b"host" => host = value,
                 b"hostaddr" => hostaddr = value,
                 b"service" if value.is_some() => service = true,
+                b"sslmode" => sslmode = value,
+                b"requiressl" if value.as_deref() == Some("1") => {
+                    sslmode = sslmode.or(Some("require".into()))
+                }
                 _ => {}
             }
             o = o.add(1);
@@ -201,6 +205,30 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
                 "host \"{host}\" needs a name lookup, which a background worker cannot interrupt: give its address with hostaddr=... (an address for every host of the list)"
             )
         });
+    }
+    // Holder secrets and grants cross the network: in clear only to this machine.
+    let sslmode = sslmode
+        .filter(|m| !m.is_empty())
+        .or_else(|| env("PGSSLMODE"))
+        .unwrap_or_else(|| "prefer".into());
+    let encrypted = matches!(sslmode.as_str(), "require" | "verify-ca" | "verify-full");
+    let local = |h: &Host| {
+        let address = if h.hostaddr.is_empty() {
+            &h.host
+        } else {
+            &h.hostaddr
+        };
+        address.is_empty()
+            || address.starts_with('/')
+            || address.starts_with('@')
+            || address
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    };
+    if !encrypted && !pair(&host, &hostaddr, "").iter().all(local) {
+        return Err(format!(
+            "a registry that is not on a loopback address or a Unix socket needs sslmode=require or stronger, not {sslmode}: the nodes' holder secrets and the registry's grants would cross the network in clear (verify-full with sslrootcert also proves the registry's identity)"
+        ));
     }
     Ok(())
 }
@@ -266,7 +294,7 @@ const SESSION_SETTINGS: &CStr = c"SELECT pg_catalog.set_config('statement_timeou
     pg_catalog.set_config('idle_in_transaction_session_timeout', '10s', false), \
     pg_catalog.set_config('log_parameter_max_length_on_error', '0', false), \
     CASE WHEN pg_catalog.current_setting('synchronous_commit') \
-              OPERATOR(pg_catalog.=) ANY ('{off,local}'::pg_catalog.text[]) \
+              OPERATOR(pg_catalog.=) ANY ('{off,local,remote_write}'::pg_catalog.text[]) \
          THEN pg_catalog.set_config('synchronous_commit', 'on', false) END, \
     (SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e \
        JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace \
@@ -805,16 +833,16 @@ mod tests {
     fn hosts_that_need_no_name_lookup_are_accepted_and_others_refused() {
         for ok in [
             "host=127.0.0.1 port=5432 dbname=ids",
-            "host=10.0.0.11,10.0.0.12 port=5432,5433",
+            "host=10.0.0.11,10.0.0.12 port=5432,5433 sslmode=require",
             "host=::1",
             "host=/var/run/postgresql",
             "host=localhost hostaddr=127.0.0.1",
-            "host=registry.example hostaddr=10.0.0.11",
-            "host=a.example,b.example hostaddr=10.0.0.11,10.0.0.12",
+            "host=registry.example hostaddr=10.0.0.11 sslmode=verify-full",
+            "host=a.example,b.example hostaddr=10.0.0.11,10.0.0.12 sslmode=verify-ca",
             // One address serves every host of the list (`connect` pairs them so).
-            "host=a.example,b.example hostaddr=10.0.0.11",
-            "host=10.0.0.11,/tmp hostaddr=,",
-            "postgresql://10.0.0.11:5432/ids",
+            "host=a.example,b.example hostaddr=10.0.0.11 sslmode=require",
+            "host=10.0.0.11,/tmp hostaddr=, sslmode=require",
+            "postgresql://10.0.0.11:5432/ids?sslmode=require",
             "dbname=ids",
         ] {
             assert_eq!(parse(ok), Ok(()), "{ok}");
@@ -838,6 +866,32 @@ mod tests {
         ] {
             let e = parse(refused).unwrap_err();
             assert!(e.contains("hostaddr"), "{refused}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_registry_off_this_machine_needs_tls() {
+        for ok in [
+            "host=127.0.0.1",
+            "host=127.0.0.2,::1 sslmode=disable",
+            "host=registry.example hostaddr=127.0.0.1",
+            "host=/tmp",
+            "host=@abstract",
+            "dbname=ids",
+            "host=10.0.0.1 sslmode=require",
+        ] {
+            assert_eq!(parse(ok), Ok(()), "{ok}");
+        }
+        for refused in [
+            "host=10.0.0.1",
+            "host=10.0.0.1 sslmode=prefer",
+            "host=10.0.0.1 sslmode=allow",
+            "host=127.0.0.1,10.0.0.1 sslmode=disable",
+            "host=localhost hostaddr=192.168.1.5",
+            "postgresql://10.0.0.11:5432/ids",
+        ] {
+            let e = parse(refused).unwrap_err();
+            assert!(e.contains("sslmode=require"), "{refused}: {e}");
         }
     }
 

@@ -3,7 +3,7 @@
 //! keeps the commits it acknowledges (a synchronous standby streaming, or its operator's
 //! declaration of a single durable server, with `fsync` and `synchronous_commit` on), and it
 //! bounds what a member sends: leases (review finding S8), confirmed fences (S7), a global
-//! segment's start (S11).
+//! segment's start (S11); and a node talks to a registry off its machine only over TLS (S12).
 
 use std::time::Duration;
 
@@ -232,4 +232,52 @@ fn a_global_segment_asked_to_start_above_the_registrys_numbers_is_refused() {
     c.batch_execute("SELECT segment_create('orders', scope => 'global', start => 1)")
         .unwrap();
     assert_eq!(c.one::<i64>("SELECT segment_nextval('orders')"), 1);
+}
+
+/// S12: a registry that is not on a loopback address or a Unix socket needs `sslmode=require`
+/// or stronger; without it the server does not start, and its log says why (before, the
+/// holder secrets crossed the network in clear under libpq's default `prefer`). With TLS
+/// required, or on this machine, it starts.
+#[test]
+fn a_registry_off_this_machine_without_tls_is_refused_at_start() {
+    for (registry, starts) in [
+        ("host=10.0.0.11 port=5432 dbname=ids user=idgen_node", false),
+        (
+            "host=registry.example hostaddr=10.0.0.11 sslmode=prefer",
+            false,
+        ),
+        ("host=127.0.0.1,10.0.0.11 sslmode=disable", false),
+        ("host=10.0.0.11 port=5432 dbname=ids sslmode=require", true),
+        ("host=127.0.0.1 port=5432 dbname=ids", true),
+    ] {
+        let c = Cluster::init("dur_tls", &[]);
+        c.append_settings(&[
+            "shared_preload_libraries = 'idgen'",
+            "idgen.worker_id = auto",
+            &format!("idgen.registry = '{registry}'"),
+        ]);
+        let out = c.pg_ctl_start();
+        assert_eq!(out.status.success(), starts, "{registry}: {}", c.log());
+        if !starts {
+            assert!(
+                c.log().contains("needs sslmode=require or stronger"),
+                "{registry}: {}",
+                c.log()
+            );
+        }
+    }
+}
+
+/// A registry whose configuration commits with `synchronous_commit = remote_write` (a common
+/// latency setting) still grants: idgen's session raises it to `on`, which the registry's
+/// durability check asks for.
+#[test]
+fn a_registry_configured_with_remote_write_still_grants() {
+    let reg = Cluster::with_idgen(
+        "dur_rw",
+        0,
+        &[DURABLE[0], DURABLE[1], "synchronous_commit = remote_write"],
+    );
+    let n = node(&reg, "dur_rw_n", &auto_fast(&[]));
+    held_worker(&n, Duration::from_secs(20));
 }
