@@ -23,17 +23,17 @@ DROP FUNCTION @extschema@.idgen_registry_segment_give_back(text, text, text, big
 UPDATE @extschema@.idgen_registry_segment
    SET taken_first = NULL, taker_key = NULL, given_back_by = NULL, given_back_from = NULL;
 -- Lease lengths and renewal intervals a member recorded before the registry bounded them (S8:
--- 2^31 - 1 ms made the next probation last weeks): the recorded maxima, and expired leases'
--- lengths, to the 120 s the registry grants now. A live lease keeps its length until it ends
--- (its holder's next renewal is refused if it asks for more).
+-- 2^31 - 1 ms made the next probation last weeks): the recorded maxima and every lease's, live
+-- ones too (a member's live lease of weeks is the very case), to the 120 s the registry grants
+-- now. A longer live lease's holder can confirm no more after the update: its next renewal
+-- asking for more is refused.
 UPDATE @extschema@.idgen_registry_server
    SET max_lease_ms = LEAST(max_lease_ms, 120000),
        max_renew_ms = LEAST(max_renew_ms, 120000);
 UPDATE @extschema@.idgen_registry_lease
    SET lease_ms = LEAST(lease_ms, 120000),
        renew_interval_ms = LEAST(renew_interval_ms, 120000)
- WHERE expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
-   AND (lease_ms OPERATOR(pg_catalog.>) 120000 OR renew_interval_ms OPERATOR(pg_catalog.>) 120000);
+ WHERE lease_ms OPERATOR(pg_catalog.>) 120000 OR renew_interval_ms OPERATOR(pg_catalog.>) 120000;
 
 COMMENT ON COLUMN @extschema@.idgen_registry_segment.taker IS
   'Incarnation of the node that took the range that set max_id, for operators (never a credential).';
