@@ -223,7 +223,13 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
             || address.starts_with('@')
             || address
                 .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
+                .is_ok_and(|ip| match ip {
+                    std::net::IpAddr::V4(v4) => v4.is_loopback(),
+                    // ::ffff:127.0.0.1 is 127.0.0.1.
+                    std::net::IpAddr::V6(v6) => v6
+                        .to_ipv4_mapped()
+                        .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
+                })
     };
     if !encrypted && !pair(&host, &hostaddr, "").iter().all(local) {
         return Err(format!(
@@ -874,6 +880,7 @@ mod tests {
         for ok in [
             "host=127.0.0.1",
             "host=127.0.0.2,::1 sslmode=disable",
+            "host=::ffff:127.0.0.1",
             "host=registry.example hostaddr=127.0.0.1",
             "host=/tmp",
             "host=@abstract",
@@ -888,6 +895,7 @@ mod tests {
             "host=10.0.0.1 sslmode=allow",
             "host=127.0.0.1,10.0.0.1 sslmode=disable",
             "host=localhost hostaddr=192.168.1.5",
+            "host=::ffff:10.0.0.1",
             "postgresql://10.0.0.11:5432/ids",
         ] {
             let e = parse(refused).unwrap_err();
