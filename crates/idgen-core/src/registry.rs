@@ -19,16 +19,16 @@
 /// A tick of the registry's clock in the node's id layout.
 pub type Tick = i64;
 
-/// The longest lease a registry grants, ms. A node asking for more is refused (22023); a
-/// registry's epoch head start (see [`grant_floor`]) is this long, so it bounds how far ahead
-/// of the clock a claim after a registry restart starts.
+/// The longest lease a registry can be set to grant (`idgen.registry_max_lease`), ms. A node
+/// asking for more than its registry's setting is refused (22023); the registry's wait after
+/// each new epoch (see [`epoch_wait_over`]) is its setting long.
 pub const MAX_LEASE_MS: i64 = 120_000;
 
 /// The shortest lease a registry grants, ms.
 pub const MIN_LEASE_MS: i64 = 100;
 
 /// How far the registry's clock may step back across an operator event (a restore on another
-/// machine, a failover to a standby whose clock is behind), ms. Part of the epoch head start.
+/// machine, a failover to a standby whose clock is behind), ms. Part of the wait after an epoch.
 pub const CLOCK_STEP_MS: i64 = 1_000;
 
 /// The largest step a global take hands out (a range of at most this many numbers).
@@ -46,6 +46,9 @@ pub enum Refusal {
     /// The registry lost commits or was replaced, and its operator has not completed the
     /// recovery (55000): it grants and hands out nothing new.
     Recovering,
+    /// Not yet (55P03): the wait after the registry's epoch, or a worker id whose last holder
+    /// reserved ticks the registry's clock has not passed. Tried again.
+    Waiting,
     /// The worker id is held by another holder whose lease has not expired (55006).
     HeldByAnother,
     /// The caller is not the lease's or the node name's holder (42501).
@@ -64,7 +67,7 @@ pub struct Durability {
     /// How many synchronous (or quorum) standbys are streaming now.
     pub synchronous_standbys: u32,
     /// The operator declared this registry a single durable server
-    /// (`idgen.registry_durability = 'single_server'` on the registry).
+    /// (`idgen.registry_single_server = on` in the registry's configuration).
     pub declared_single_server: bool,
 }
 
@@ -123,31 +126,56 @@ pub enum Previous {
     Never,
     /// Leased: the holder issues nothing past `fence` (R), and the lease ends after it.
     Leased { fence: Tick },
-    /// Released cleanly: the holder issued nothing past `final_tick` and extends nothing.
+    /// Released cleanly: the holder issued nothing at or past `final_tick` (the first tick its
+    /// reservation never reached) and extends nothing.
     Released { final_tick: Tick },
 }
 
-/// The tick above which a new holder of a worker id starts (its *floor*: the generator treats
-/// the floor as its clock until its clock passes it, the head start).
+/// Whether the wait after the registry's epoch is over at `now`: `now` is past the epoch's tick
+/// plus `wait` (grants: the longest lease plus [`CLOCK_STEP_MS`], rounded up to ticks; ranges
+/// half of it). Strictly past: a commit made at the epoch's tick and lost may have set a fence
+/// of that tick plus a lease, and a grant starts at `now`.
 ///
-/// Above everything the registry recorded of the previous holder, and above `epoch` + the
-/// longest lease + [`CLOCK_STEP_MS`] (`epoch_ahead`, in ticks): a grant, renewal or release the
-/// registry lost was made before its epoch began, and a holder never issues more than a lease
-/// past its last confirmed renewal, so no tick a lost commit allowed is at or above this floor.
-/// Once the registry has been up for a lease, the epoch term is in the past and costs nothing.
-pub fn grant_floor(previous: Previous, epoch: Tick, epoch_ahead: Tick) -> Tick {
-    let recorded = match previous {
-        Previous::Never => 0,
-        Previous::Leased { fence } => fence,
-        Previous::Released { final_tick } => final_tick,
-    };
-    recorded.max(epoch.saturating_add(epoch_ahead))
+/// The epoch begins at a start, a failover, a change of identity or a recovery; every commit the
+/// registry may have lost was made before it. A holder never issues past a lease after its last
+/// confirmed renewal, so once the grants' wait is over no tick a lost grant or renewal allowed is
+/// at or above the clock, where every grant starts ([`grant`]); and every live node has shown
+/// the registry its revision (it renews or says hello every third of a lease) before a range is
+/// handed out.
+pub fn epoch_wait_over(now: Tick, epoch: Tick, wait: Tick) -> Result<(), Refusal> {
+    if now <= epoch.saturating_add(wait) {
+        Err(Refusal::Waiting)
+    } else {
+        Ok(())
+    }
 }
 
-/// The fence (R) of a grant at `now` above `floor`: a lease past the later of the two, so a
-/// head start still leaves the holder a lease to issue in.
-pub fn grant_fence(floor: Tick, now: Tick, lease_ticks: Tick) -> Tick {
-    floor.max(now).saturating_add(lease_ticks)
+/// Whether a claimant may be granted an id whose last holder is `previous`, at `now`: a lease
+/// lives until the registry's clock passes its fence, and a released id is free once the clock
+/// reaches its final tick (no grant starts ahead of the clock).
+pub fn claimable(previous: Previous, now: Tick) -> Result<(), Refusal> {
+    match previous {
+        Previous::Leased { fence } if now <= fence => Err(Refusal::HeldByAnother),
+        Previous::Released { final_tick } if now < final_tick => Err(Refusal::Waiting),
+        _ => Ok(()),
+    }
+}
+
+/// A grant: the first tick the holder may use (its *floor*, inclusive) and the last (its fence,
+/// R).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Grant {
+    pub floor: Tick,
+    pub fence: Tick,
+}
+
+/// A grant at `now` of a claimable id ([`claimable`], after [`epoch_wait_over`]): it starts at
+/// the registry's clock, never ahead of it, and lasts a lease.
+pub fn grant(now: Tick, lease_ticks: Tick) -> Grant {
+    Grant {
+        floor: now,
+        fence: now.saturating_add(lease_ticks),
+    }
 }
 
 /// The fence (R) a renewal at `now` sets: a lease past the registry's clock, never below the
@@ -161,47 +189,33 @@ pub fn fence(recorded: Tick, now: Tick, lease_ticks: Tick) -> Tick {
 pub struct Renewal {
     /// The new fence R; the lease ends after it.
     pub fence: Tick,
-    /// When the lease had expired before this renewal: the floor the holder must jump to, as if
-    /// the id were granted anew. The registry cannot tell whether a commit it lost granted the
-    /// id to another node meanwhile, so an expired lease renewed is a new grant.
+    /// When the lease had expired before this renewal: the floor the holder must jump to, as for
+    /// a new grant. The registry cannot tell whether a commit it lost granted the id to another
+    /// node meanwhile, so an expired lease renewed is a new grant (and waits as one:
+    /// [`renewal_is_grant`]).
     pub floor: Option<Tick>,
 }
 
-/// A renewal by the lease's holder at `now`. The holder is checked by the caller (its secret,
-/// its role); this decides the new fence and whether the holder must jump.
-pub fn renew(
-    recorded_fence: Tick,
-    now: Tick,
-    lease_ticks: Tick,
-    epoch: Tick,
-    epoch_ahead: Tick,
-) -> Renewal {
-    if now > recorded_fence {
-        let floor = grant_floor(
-            Previous::Leased {
-                fence: recorded_fence,
-            },
-            epoch,
-            epoch_ahead,
-        );
+/// Whether a renewal at `now` of a lease whose recorded fence is `recorded_fence` is a new
+/// grant: the lease expired.
+pub fn renewal_is_grant(recorded_fence: Tick, now: Tick) -> bool {
+    now > recorded_fence
+}
+
+/// A renewal by the lease's holder at `now`. The holder is checked by the caller (its secret),
+/// and so is the wait of a renewal that is a grant ([`renewal_is_grant`]).
+pub fn renew(recorded_fence: Tick, now: Tick, lease_ticks: Tick) -> Renewal {
+    if renewal_is_grant(recorded_fence, now) {
+        let g = grant(now, lease_ticks);
         Renewal {
-            fence: grant_fence(floor, now, lease_ticks),
-            floor: Some(floor),
+            fence: g.fence,
+            floor: Some(g.floor),
         }
     } else {
         Renewal {
             fence: fence(recorded_fence, now, lease_ticks),
             floor: None,
         }
-    }
-}
-
-/// Whether a claimant may be granted an id whose last holder is `previous`, at `now`: a lease
-/// lives until the registry's clock passes its fence.
-pub fn claimable(previous: Previous, now: Tick) -> Result<(), Refusal> {
-    match previous {
-        Previous::Leased { fence } if now <= fence => Err(Refusal::HeldByAnother),
-        _ => Ok(()),
     }
 }
 
@@ -248,11 +262,10 @@ pub fn recovered_revision(revision: u64, shown: impl IntoIterator<Item = u64>) -
 
 /// The tick a Snowflake generator issues next, or `None` when it must stop (the fence).
 /// `clock` is the node's clock in ticks (any skew), `last` the last tick it issued, `floor` its
-/// grant's floor (the head start).
+/// grant's floor (the first tick it may use: a node whose clock is behind the registry's starts
+/// there).
 pub fn next_tick(clock: Tick, last: Tick, floor: Tick, fence: Tick) -> Option<Tick> {
-    let tick = clock
-        .max(last.saturating_add(1))
-        .max(floor.saturating_add(1));
+    let tick = clock.max(last.saturating_add(1)).max(floor);
     (tick <= fence).then_some(tick)
 }
 
@@ -328,59 +341,52 @@ mod tests {
     }
 
     #[test]
-    fn a_grant_starts_above_the_recorded_holder_and_a_lease_past_the_epoch() {
-        let lease = 60;
-        // Long after the epoch: only the recorded holder counts.
+    fn grants_wait_out_the_epoch_and_start_at_the_clock() {
+        assert_eq!(epoch_wait_over(160, 100, 60), Err(Refusal::Waiting));
+        assert_eq!(epoch_wait_over(161, 100, 60), Ok(()));
         assert_eq!(
-            grant_floor(Previous::Leased { fence: 500 }, 100, lease),
-            500
-        );
-        assert_eq!(
-            grant_floor(Previous::Released { final_tick: 450 }, 100, lease),
-            450
-        );
-        assert_eq!(grant_floor(Previous::Never, 100, lease), 160);
-        // Soon after the epoch: a lease past it.
-        assert_eq!(
-            grant_floor(Previous::Released { final_tick: 450 }, 440, lease),
-            500
+            grant(500, 60),
+            Grant {
+                floor: 500,
+                fence: 560
+            }
         );
     }
 
     #[test]
-    fn a_fence_never_moves_back_and_a_grant_has_a_lease_past_its_floor() {
+    fn a_fence_never_moves_back() {
         assert_eq!(fence(1000, 10, 60), 1000);
         assert_eq!(fence(10, 1000, 60), 1060);
-        assert_eq!(grant_fence(500, 10, 60), 560);
-        assert_eq!(grant_fence(5, 10, 60), 70);
     }
 
     #[test]
-    fn renewing_an_expired_lease_is_a_new_grant_with_a_floor() {
-        let live = renew(100, 90, 60, 0, 60);
+    fn renewing_an_expired_lease_is_a_new_grant_from_the_clock() {
         assert_eq!(
-            live,
+            renew(100, 90, 60),
             Renewal {
                 fence: 150,
                 floor: None
             }
         );
-        let expired = renew(100, 120, 60, 110, 60);
+        assert!(renewal_is_grant(100, 120));
         assert_eq!(
-            expired,
+            renew(100, 120, 60),
             Renewal {
-                fence: 230,
-                floor: Some(170)
+                fence: 180,
+                floor: Some(120)
             }
         );
     }
 
     #[test]
-    fn a_live_lease_is_not_claimable_until_it_expires() {
+    fn a_live_lease_is_not_claimable_until_it_expires_nor_a_release_ahead_of_the_clock() {
         let p = Previous::Leased { fence: 100 };
         assert_eq!(claimable(p, 100), Err(Refusal::HeldByAnother));
         assert_eq!(claimable(p, 101), Ok(()));
-        assert_eq!(claimable(Previous::Released { final_tick: 5 }, 0), Ok(()));
+        let r = Previous::Released { final_tick: 5 };
+        assert_eq!(claimable(r, 4), Err(Refusal::Waiting));
+        assert_eq!(claimable(r, 5), Ok(()));
+        assert_eq!(claimable(Previous::Never, 0), Ok(()));
     }
 
     #[test]
@@ -436,7 +442,7 @@ mod tests {
     fn the_generator_issues_between_its_floor_and_its_fence() {
         assert_eq!(next_tick(10, 0, 0, 100), Some(10));
         assert_eq!(next_tick(10, 20, 0, 100), Some(21));
-        assert_eq!(next_tick(10, 0, 50, 100), Some(51));
+        assert_eq!(next_tick(10, 0, 50, 100), Some(50));
         assert_eq!(next_tick(100, 100, 0, 100), None);
         assert_eq!(next_tick(101, 0, 0, 100), None);
     }
