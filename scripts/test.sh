@@ -67,7 +67,7 @@ tier() {  # tier NAME COMMAND...: runs a tier, keeps its output for the summary
 tier layers python3 scripts/check-layers.py
 
 # The pure core without PostgreSQL: its unit tests and the registry model (DESIGN.md section 6
-# "The model"), bounded to about a minute and 3 GiB; one test at a time, each uses every core.
+# "The model"), bounded to about a minute and 3.3 GiB; one test at a time, each uses every core.
 tier core cargo test -p idgen-core --release -- --test-threads=1
 
 # Cluster test targets that run on version $1 (the two that need Debian's 15 packages do not

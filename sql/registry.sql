@@ -15,10 +15,15 @@
 --   incarnation is a name, never a credential, and no error shows another holder's incarnation.
 -- * A global segment's mark only rises: no node gives numbers back (a gap in a 2^63 space is
 --   accepted, as on a crash).
--- * A registry that lost commits (a restore, an asynchronous failover, synchronous_commit off)
---   is detected from what the nodes know (their confirmed fence, their last mark), recorded in
---   idgen_registry_regression, and never believed: while a regression is open no worker id is
---   claimed and no range is taken, until an operator runs idgen_registry_resolve().
+-- * A registry keeps what it acknowledged through a restart, a crash and a failover to a
+--   synchronous standby (idgen_registry_check_durable). Anything else that loses commits (a
+--   restore, a failover to an asynchronous standby, a dump reload) is an operator event: the
+--   registry opens a recovery when it can see one (another identity, a node that saw a
+--   revision above its own) and the operator opens one when it cannot; while it is open nothing
+--   is granted and no range handed out, the nodes report what they hold, and the operator's
+--   idgen_registry_recover() raises every mark above the reports. After every new epoch (a
+--   start, a failover, a recovery) nothing is granted for a longest lease, so no grant starts
+--   below a tick that a lost renewal allowed (DESIGN.md §6 "Fault model").
 -- * Every function waits at most lock_timeout = 2s for a lock (55P03), so one stuck lock on the
 --   lease table cannot hang the fleet.
 
@@ -62,7 +67,7 @@ COMMENT ON TABLE idgen_registry_lease IS
 COMMENT ON COLUMN idgen_registry_lease.holder_key IS
   'SHA-256 (hex) of the holder''s secret: renew, release and a re-claim by the same incarnation must show the secret.';
 COMMENT ON COLUMN idgen_registry_lease.attested_standbys IS
-  'Node names of the holder''s streaming standbys, as its last renewal named them: only these may succeed it by promotion while its lease lives.';
+  'Unused since 0.9.0, which removed succession by promotion: kept so that dumps of earlier releases restore.';
 
 -- Global segments (Leaf's own design, one high-water mark per name in the registry): a node's
 -- allocator takes each range with one committed UPDATE ... RETURNING here and caches it in its
@@ -88,9 +93,8 @@ COMMENT ON COLUMN idgen_registry_segment.taker IS
 COMMENT ON COLUMN idgen_registry_segment.taken_first IS
   'Unused (NULL) since 0.9.0, which removed global give-back, as are taker_key, given_back_by and given_back_from: kept so that dumps of earlier releases restore.';
 
--- What the nodes showed the registry to have lost: a fence (worker_id), a global segment's
--- mark (segment) or a global serial's counter (serial and serial_period) below one a node had
--- confirmed. While a row is open (resolved_at IS NULL) claims and takes are refused (55000).
+-- Unused since 0.9.0 (a recovery replaced the regression reports, DESIGN.md §6): what nodes of
+-- earlier releases showed the registry to have lost. It stays so that dumps of them restore.
 CREATE TABLE idgen_registry_regression (
     id               bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     detected_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -111,16 +115,8 @@ CREATE TABLE idgen_registry_regression (
                AND (serial IS NULL) = (serial_period IS NULL))
 );
 COMMENT ON TABLE idgen_registry_regression IS
-  'Regressions of the registry seen by nodes (a fence or mark below what a node confirmed), with who reported them; open ones stop claims and takes until idgen_registry_resolve().';
+  'Unused since 0.9.0: regressions nodes of earlier releases reported (kept so that their dumps restore).';
 
--- Which server this registry is, and until when it is on probation. A registry that restarted,
--- failed over or was restored (another postmaster start time or system identifier than the one
--- recorded) may have lost commits that no node has shown it yet. For a while it hands out no
--- range (ranges_until: at least twice the longest renewal interval it has seen, at least 20 s)
--- and grants no worker id except to the incarnation that holds it (claims_until: at least the
--- longest lease it has seen, at least 60 s), so that every live holder renews (showing its
--- fence) and every node reports its global segments' marks first; after it, a grant starts no
--- lower than the registry's clock, past every R a lost renewal could have confirmed.
 -- A random token made when the extension is created here (not dumped): a dump reloaded into
 -- the same running server makes a new one, so it counts as another server too.
 CREATE TABLE idgen_registry_install (token text NOT NULL);
@@ -128,19 +124,94 @@ INSERT INTO idgen_registry_install VALUES (pg_catalog.gen_random_uuid()::pg_cata
 COMMENT ON TABLE idgen_registry_install IS
   'A token made at CREATE EXTENSION (not dumped): part of the registry server''s identity.';
 
+-- Which server this registry is, where its current epoch began, and its recovery. One row,
+-- written by idgen_registry_hello only (a statement of its own, so that nothing refused after
+-- it rolls the record back). The identity is the install token (made at CREATE EXTENSION, never
+-- dumped) and the system identifier: a dump reloaded, idgen installed again or another cluster
+-- is another server, and its recovery opens by itself. The epoch is the later of the postmaster's
+-- start, the last change of identity or timeline (a failover, a point-in-time recovery) and the
+-- last recovery: every commit the registry may have lost was made before it, so for one
+-- longest lease after it nothing is granted, and for half of one no range is handed out, while
+-- every live node shows the registry the revision it saw (DESIGN.md §6 "Fault model").
+-- The columns ranges_until, claims_until, max_lease_ms and max_renew_ms are unused since 0.9.0
+-- (no probation depends on a value a node sent); they stay so that dumps of earlier releases
+-- restore.
 CREATE TABLE idgen_registry_server (
-    singleton       boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
-    server_identity text        NOT NULL,
-    ranges_until    timestamptz NOT NULL,
-    claims_until    timestamptz NOT NULL,
-    max_lease_ms    bigint      NOT NULL DEFAULT 0,
-    max_renew_ms    bigint      NOT NULL DEFAULT 0
+    singleton          boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    server_identity    text        NOT NULL,
+    ranges_until       timestamptz,
+    claims_until       timestamptz,
+    max_lease_ms       bigint      NOT NULL DEFAULT 0,
+    max_renew_ms       bigint      NOT NULL DEFAULT 0,
+    timeline           integer,
+    epoch_at           timestamptz,
+    recovery_since     timestamptz,
+    recovery_reason    text,
+    recovery_opened_by text,
+    recovered_at       timestamptz
 );
 COMMENT ON TABLE idgen_registry_server IS
-  'The registry server (system identifier and postmaster start) last seen, the ends of its probation after a change, and the longest lease and renewal interval seen.';
+  'The registry server (install token, system identifier, timeline), where its epoch began, and its open recovery.';
+
+-- The registry's revision (etcd's): every grant, renewal, release and range takes the next
+-- value and answers it; a node remembers the highest it saw. A node showing one above the
+-- registry's own proves that the registry lost commits: its recovery opens.
+CREATE SEQUENCE idgen_registry_revision AS bigint NO CYCLE;
+COMMENT ON SEQUENCE idgen_registry_revision IS
+  'The registry''s revision: raised by every change it commits, answered to the nodes, never lowered but by an operator event.';
+
+-- Every node that ever talked to the registry (its hello), by node name, with the role of its
+-- first hello (the name is that role's: no other member acts as this node), and the highest
+-- revision the registry answered it (committed with each answer): the recovery waits for each
+-- to report, or for the operator to skip it.
+CREATE TABLE idgen_registry_node (
+    node_name   text        PRIMARY KEY CHECK (octet_length(node_name) BETWEEN 1 AND 63),
+    incarnation text        NOT NULL,
+    role        text        NOT NULL,
+    address     text,
+    first_seen  timestamptz NOT NULL,
+    last_seen   timestamptz NOT NULL,
+    revision    bigint      NOT NULL DEFAULT 0
+);
+COMMENT ON TABLE idgen_registry_node IS
+  'Nodes known to the registry (each hello): a recovery waits for every one to report, or for the operator to skip it.';
+
+-- Which node (and role) each incarnation said hello as: a take names only its incarnation, and
+-- the revision it is answered is recorded as answered to that node (two servers may share a
+-- node name: both count). Rows not seen for a day are dropped by the next hello.
+CREATE TABLE idgen_registry_incarnation (
+    incarnation text        PRIMARY KEY CHECK (octet_length(incarnation) BETWEEN 1 AND 200),
+    node_name   text        NOT NULL,
+    role        text        NOT NULL,
+    seen_at     timestamptz NOT NULL
+);
+COMMENT ON TABLE idgen_registry_incarnation IS
+  'Registry: the node and role each incarnation said hello as.';
+
+-- What each node reported in the open recovery, from its own state: the worker id it holds
+-- and the first tick its reservation never reached, the marks of the global segments and
+-- serial counters it took ranges of (names as in idgen_registry_report_marks), the highest
+-- revision it saw. idgen_registry_recover() raises everything above these.
+CREATE TABLE idgen_registry_recovery_report (
+    node_name      text        PRIMARY KEY CHECK (octet_length(node_name) BETWEEN 1 AND 63),
+    recovery_since timestamptz NOT NULL,
+    reported_at    timestamptz NOT NULL,
+    reported_by    text        NOT NULL,
+    address        text,
+    incarnation    text        NOT NULL,
+    incarnations   text[]      NOT NULL DEFAULT '{}',
+    worker_id      integer,
+    reserved_tick  bigint,
+    names          text[]      NOT NULL,
+    marks          bigint[]    NOT NULL,
+    revision       bigint      NOT NULL,
+    CHECK (pg_catalog.cardinality(names) = pg_catalog.cardinality(marks))
+);
+COMMENT ON TABLE idgen_registry_recovery_report IS
+  'Registry: each node''s report in the open recovery (worker id, reservation, marks, revision), with the role that sent it.';
 
 -- The registry's side of global serials: one counter per (serial name, period), whose mark a
--- node moves up by a step at a time (like a global segment's), after the registry's probation.
+-- node moves up by a step at a time (like a global segment's).
 CREATE TABLE idgen_registry_serial_counter (
     serial     text        NOT NULL CHECK (octet_length(serial) BETWEEN 1 AND 40),
     period     text        NOT NULL CHECK (period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'),
@@ -164,8 +235,8 @@ CREATE TABLE idgen_registry_serial (
 COMMENT ON TABLE idgen_registry_serial IS
   'Registry: the reset and format of each global serial, the same on every node.';
 
--- pg_dump carries the leases, marks, regressions and the server's record (not the install
--- token: a reload is another server).
+-- pg_dump carries the leases, marks, the server's record, the known nodes, an open recovery's
+-- reports and the revision (not the install token: a reload is another server).
 SELECT pg_catalog.pg_extension_config_dump('idgen_registry_fleet', '');
 SELECT pg_catalog.pg_extension_config_dump('idgen_registry_lease', '');
 SELECT pg_catalog.pg_extension_config_dump('idgen_registry_segment', '');
@@ -173,21 +244,296 @@ SELECT pg_catalog.pg_extension_config_dump('idgen_registry_regression', '');
 SELECT pg_catalog.pg_extension_config_dump('idgen_registry_server', '');
 SELECT pg_catalog.pg_extension_config_dump('idgen_registry_serial_counter', '');
 SELECT pg_catalog.pg_extension_config_dump('idgen_registry_serial', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_node', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_recovery_report', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_registry_revision', '');
 
 -- Nobody reads or writes the registry's tables but through its functions; monitoring
--- (pg_monitor) reads the marks, the regressions and the server's record (no secrets there:
--- holder keys are hashes, in the lease table, which it does not read).
+-- (pg_monitor) reads the marks, the server's record, the known nodes and the recovery's reports
+-- (no secrets there: holder keys are hashes, in the lease table, which it does not read).
 REVOKE ALL ON TABLE idgen_registry_fleet, idgen_registry_lease, idgen_registry_segment,
     idgen_registry_regression, idgen_registry_install, idgen_registry_server,
-    idgen_registry_serial_counter, idgen_registry_serial FROM PUBLIC;
-GRANT SELECT ON TABLE idgen_registry_segment, idgen_registry_regression, idgen_registry_server
-    TO pg_monitor;
+    idgen_registry_serial_counter, idgen_registry_serial, idgen_registry_node,
+    idgen_registry_recovery_report, idgen_registry_incarnation FROM PUBLIC;
+REVOKE ALL ON SEQUENCE idgen_registry_revision FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry_segment, idgen_registry_regression, idgen_registry_server,
+    idgen_registry_node, idgen_registry_recovery_report TO pg_monitor;
 
--- The registry's clock and idgen version: the client's first call, to measure its clock offset
--- and to find out that the registry has idgen at all.
-CREATE FUNCTION idgen_registry_hello(OUT registry_now timestamptz, OUT version text)
+-- The registry's identity: its install token (made at CREATE EXTENSION, never dumped) and its
+-- system identifier.
+CREATE FUNCTION idgen_registry_identity()
+RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT pg_catalog.format('%s@%s', (SELECT i.token FROM @extschema@.idgen_registry_install i LIMIT 1),
+                           s.system_identifier)
+    FROM pg_catalog.pg_control_system() s
+$$;
+
+-- The timeline the registry writes on now (a failover or a point-in-time recovery starts a new
+-- one); NULL on a standby.
+CREATE FUNCTION idgen_registry_timeline()
+RETURNS integer
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL
+              ELSE ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::pg_catalog.bit(32)::pg_catalog.int4
+         END
+$$;
+
+-- The longest lease this registry grants, ms: idgen.registry_max_lease in the registry's
+-- configuration (a reload setting of idgen's library; a placeholder any session could set does
+-- not count), else 60 s. After each new epoch nothing is granted for this long.
+CREATE FUNCTION idgen_registry_max_lease_ms()
+RETURNS bigint
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT coalesce((SELECT s.setting::pg_catalog.int8 FROM pg_catalog.pg_settings s
+                    WHERE s.name OPERATOR(pg_catalog.=) 'idgen.registry_max_lease'
+                      AND s.context OPERATOR(pg_catalog.=) 'sighup'
+                      AND s.unit OPERATOR(pg_catalog.=) 'ms'), 60000::pg_catalog.int8)
+$$;
+
+-- The registry's revision now: the last value any change took (0 before the first).
+CREATE FUNCTION idgen_registry_revision_now()
+RETURNS bigint
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$ SELECT clock_timestamp(), (SELECT extversion FROM pg_extension WHERE extname = 'idgen') $$;
+AS $$
+  SELECT CASE WHEN r.is_called THEN r.last_value ELSE 0 END FROM @extschema@.idgen_registry_revision r
+$$;
+
+-- The next revision, taken by every change the registry commits, and recorded (in the same
+-- transaction) as the highest the registry answered the node of incarnation_id, if the caller
+-- is that node's role (no other member can raise it, hiding a loss): a node that
+-- shows a higher one at its hello proves the registry lost commits. (The sequence itself may
+-- stand above every answer after a crash or a restore: PostgreSQL logs it ahead.)
+CREATE FUNCTION idgen_registry_next_revision(incarnation_id text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rev bigint := pg_catalog.nextval('@extschema@.idgen_registry_revision'::pg_catalog.regclass);
+BEGIN
+    UPDATE @extschema@.idgen_registry_node n
+       SET revision = GREATEST(n.revision, rev)
+      FROM @extschema@.idgen_registry_incarnation i
+     WHERE i.incarnation OPERATOR(pg_catalog.=) incarnation_id
+       AND i.role OPERATOR(pg_catalog.=) session_user
+       AND n.node_name OPERATOR(pg_catalog.=) i.node_name;
+    RETURN rev;
+END
+$$;
+
+-- Refuses (55P03) a take by an incarnation that has not said hello as a node of the calling
+-- role: every revision a node is answered is then recorded as answered to it (a take before the
+-- node's first hello after its start would not be, and the node would show it as a loss).
+CREATE FUNCTION idgen_registry_check_incarnation(incarnation_id text)
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_incarnation i
+                    WHERE i.incarnation = incarnation_id AND i.role = session_user) THEN
+        RAISE EXCEPTION USING ERRCODE = '55P03',
+            MESSAGE = 'this node has not said hello to the registry since it started',
+            HINT = 'Tried again once its registry client has; nothing to do.';
+    END IF;
+END
+$$;
+
+-- Refuses (42501) a call naming a node whose name belongs to another role (the role of its
+-- first hello): a member can act only as its own node.
+CREATE FUNCTION idgen_registry_check_node(node text)
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    owner text;
+BEGIN
+    SELECT n.role INTO owner FROM @extschema@.idgen_registry_node n WHERE n.node_name = node;
+    IF owner IS NOT NULL AND owner <> session_user THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = pg_catalog.format('node name %L belongs to another role', node),
+            HINT = 'Each node connects to the registry as its own role (README "Many servers with a registry").';
+    END IF;
+END
+$$;
+
+-- Where the registry's epoch began: the later of the postmaster's start, the recorded change of
+-- identity or timeline, and the last recovery.
+CREATE FUNCTION idgen_registry_epoch()
+RETURNS timestamptz
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT GREATEST(pg_catalog.pg_postmaster_start_time(), s.epoch_at, s.recovered_at)
+    FROM @extschema@.idgen_registry_server s
+$$;
+
+-- Whether the grants' wait after the epoch is over at now_tick, counted in the fleet's ticks
+-- (epoch_ms, tick_ms): a lost holder's fence is at most the epoch's tick plus a longest lease
+-- in ticks, rounded up; a grant starts at now_tick, strictly above it (and a second more for a
+-- clock stepped back).
+CREATE FUNCTION idgen_registry_grants_wait_over(now_tick bigint, epoch_ms bigint, tick_ms integer)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT now_tick > greatest(floor(extract(epoch FROM @extschema@.idgen_registry_epoch()) * 1000)::bigint - epoch_ms, 0) / tick_ms
+                    + ceil((@extschema@.idgen_registry_max_lease_ms() + 1000)::numeric / tick_ms)::bigint
+$$;
+
+-- Refuses unless the registry may grant a worker id (grants) or hand out a range (NOT grants)
+-- now: 55P03 while it has not recorded which server it is (the nodes' next hello does) or
+-- during the wait after a new epoch (a longest lease for grants, half of one for ranges, plus
+-- a second for clocks stepped back across the event); 55000 while a recovery is open.
+CREATE FUNCTION idgen_registry_check_open(grants boolean)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s     @extschema@.idgen_registry_server;
+    until timestamptz;
+BEGIN
+    SELECT * INTO s FROM @extschema@.idgen_registry_server;
+    IF NOT FOUND OR s.server_identity IS DISTINCT FROM @extschema@.idgen_registry_identity()
+       OR s.timeline IS DISTINCT FROM @extschema@.idgen_registry_timeline() THEN
+        RAISE EXCEPTION USING ERRCODE = '55P03',
+            MESSAGE = 'the registry has not yet recorded which server it is',
+            DETAIL = 'It was started anew, failed over, restored or installed again; a node''s next hello records it.',
+            HINT = 'Tried again; nothing to do.';
+    END IF;
+    IF s.recovery_since IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = 'the registry is recovering: no worker id is granted and no range handed out until an operator completes the recovery',
+            DETAIL = pg_catalog.format('Open since %s: %s.', s.recovery_since, s.recovery_reason),
+            HINT = 'On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (README "Recovering a registry").';
+    END IF;
+    until := @extschema@.idgen_registry_epoch()
+             + pg_catalog.make_interval(secs => (CASE WHEN grants THEN 1.0 ELSE 0.5 END
+                                                 * @extschema@.idgen_registry_max_lease_ms() + 1000) / 1000.0);
+    IF pg_catalog.clock_timestamp() < until THEN
+        RAISE EXCEPTION USING ERRCODE = '55P03',
+            MESSAGE = pg_catalog.format('the registry %s until %s', CASE WHEN grants THEN 'grants no worker id' ELSE 'hands out no range' END, until),
+            DETAIL = 'It started, failed over, was restored or recovered: for one longest lease (idgen.registry_max_lease) every live node shows it what it saw first.',
+            HINT = 'Tried again; nothing to do.';
+    END IF;
+END
+$$;
+
+-- A node's hello, in a statement of its own before each claim, renewal or contact: the
+-- registry's clock and version, its revision and whether a recovery is open (and this node has
+-- reported in it), and when grants and ranges resume after a new epoch. Records which server
+-- the registry is (a new identity opens a recovery: a dump reloaded, idgen installed again over
+-- old leases), and opens a recovery when the node saw a revision above the registry's (it lost
+-- commits). Notes the node as known: a recovery waits for its report. Never refuses after it
+-- wrote, so what it records commits. Errors: 22023 bad arguments; 42501 a node name of another
+-- role.
+CREATE FUNCTION idgen_registry_hello(node text, incarnation_id text, seen_revision bigint, node_port integer)
+RETURNS TABLE (registry_now timestamptz, version text, revision bigint, recovery text,
+               reported boolean, grants_from timestamptz, ranges_from timestamptz,
+               max_lease_ms bigint)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    me     text := @extschema@.idgen_registry_identity();
+    tl     integer := @extschema@.idgen_registry_timeline();
+    s      @extschema@.idgen_registry_server;
+    rev    bigint := @extschema@.idgen_registry_revision_now();
+    used   boolean;
+    lease  bigint := @extschema@.idgen_registry_max_lease_ms();
+    epoch  timestamptz;
+    known  bigint;
+BEGIN
+    IF node IS NULL OR octet_length(node) NOT BETWEEN 1 AND 63 OR node !~ '^[A-Za-z0-9._:-]+$' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('invalid node name %L', node),
+            HINT = 'A node name is 1 to 63 bytes of ASCII letters, digits and . _ - :';
+    END IF;
+    IF incarnation_id IS NULL OR octet_length(incarnation_id) NOT BETWEEN 1 AND 200
+       OR seen_revision IS NULL OR seen_revision NOT BETWEEN 0 AND 4611686018427387904 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid hello';
+    END IF;
+    PERFORM @extschema@.idgen_registry_check_node(node);
+    SELECT n.revision INTO known FROM @extschema@.idgen_registry_node n WHERE n.node_name = node;
+    -- Most hellos change nothing of the server's row: only those that do lock it.
+    SELECT * INTO s FROM @extschema@.idgen_registry_server;
+    IF FOUND AND s.server_identity = me AND s.timeline IS NOT DISTINCT FROM tl
+       AND NOT (seen_revision > coalesce(known, 0) AND s.recovery_since IS NULL) THEN
+        NULL;
+    ELSE
+        SELECT * INTO s FROM @extschema@.idgen_registry_server FOR UPDATE;
+        IF NOT FOUND THEN
+            -- Leases or ranges but no record of the server that granted them: a dump reloaded
+            -- without it, or an earlier release's record lost. A registry never used has nothing to
+            -- lose.
+            used := EXISTS (SELECT FROM @extschema@.idgen_registry_lease)
+                    OR EXISTS (SELECT FROM @extschema@.idgen_registry_segment WHERE ranges > 0)
+                    OR EXISTS (SELECT FROM @extschema@.idgen_registry_serial_counter);
+            INSERT INTO @extschema@.idgen_registry_server AS x
+                   (singleton, server_identity, timeline, epoch_at, recovery_since, recovery_reason,
+                    recovery_opened_by)
+            VALUES (true, me, tl, now_ts, CASE WHEN used THEN now_ts END,
+                    CASE WHEN used THEN 'the registry holds leases and ranges but no record of the server that granted them (a dump reloaded?)' END,
+                    CASE WHEN used THEN 'the registry' END)
+            ON CONFLICT (singleton) DO NOTHING;
+            -- (Another hello may have recorded it first.)
+            SELECT * INTO s FROM @extschema@.idgen_registry_server;
+        ELSIF s.server_identity = '' THEN
+            -- Updated from 0.8.0, whose record of the server was another kind: recorded anew, as
+            -- a new epoch.
+            UPDATE @extschema@.idgen_registry_server x
+               SET server_identity = me, timeline = tl, epoch_at = now_ts
+            RETURNING * INTO s;
+        ELSIF s.server_identity IS DISTINCT FROM me THEN
+            UPDATE @extschema@.idgen_registry_server x
+               SET server_identity = me, timeline = tl, epoch_at = now_ts,
+                   recovery_since = coalesce(x.recovery_since, now_ts),
+                   recovery_reason = coalesce(x.recovery_reason, 'the registry is another server than the one that granted its leases and ranges (a dump reloaded, idgen installed again, another cluster)'),
+                   recovery_opened_by = coalesce(x.recovery_opened_by, 'the registry')
+            RETURNING * INTO s;
+        ELSIF s.timeline IS DISTINCT FROM tl THEN
+            -- A failover or a point-in-time recovery: a new epoch (a failover to a synchronous
+            -- standby lost nothing; one that did shows in the nodes' revisions).
+            UPDATE @extschema@.idgen_registry_server x SET timeline = tl, epoch_at = now_ts
+            RETURNING * INTO s;
+        END IF;
+        -- A node this registry never answered (no row) and that saw a revision proves a loss
+        -- too: a registry restored to before the node's first hello.
+        IF seen_revision > coalesce(known, 0) AND s.recovery_since IS NULL THEN
+            UPDATE @extschema@.idgen_registry_server x
+               SET recovery_since = now_ts,
+                   recovery_reason = format('node %s had seen revision %s, above the %s the registry answered it: the registry lost commits', node, seen_revision, coalesce(known, 0)),
+                   recovery_opened_by = format('node %s (role %s, %s)', node, session_user, coalesce(host(inet_client_addr()), 'local'))
+            RETURNING * INTO s;
+        END IF;
+    END IF;
+    INSERT INTO @extschema@.idgen_registry_node AS n
+           (node_name, incarnation, role, address, first_seen, last_seen, revision)
+    VALUES (node, incarnation_id, session_user,
+            coalesce(host(inet_client_addr()), 'local') || ':' || coalesce(node_port::text, '?'),
+            now_ts, now_ts, rev)
+    ON CONFLICT ON CONSTRAINT idgen_registry_node_pkey DO UPDATE
+       SET incarnation = excluded.incarnation, address = excluded.address,
+           last_seen = excluded.last_seen, revision = GREATEST(n.revision, excluded.revision);
+    INSERT INTO @extschema@.idgen_registry_incarnation AS i (incarnation, node_name, role, seen_at)
+    VALUES (incarnation_id, node, session_user, now_ts)
+    ON CONFLICT ON CONSTRAINT idgen_registry_incarnation_pkey DO UPDATE
+       SET node_name = excluded.node_name, seen_at = excluded.seen_at
+     WHERE i.role = excluded.role;
+    DELETE FROM @extschema@.idgen_registry_incarnation i WHERE i.seen_at < now_ts - interval '1 day';
+    epoch := greatest(pg_postmaster_start_time(), s.epoch_at, s.recovered_at);
+    RETURN QUERY SELECT now_ts, (SELECT e.extversion FROM pg_extension e WHERE e.extname = 'idgen')::text,
+        rev,
+        CASE WHEN s.recovery_since IS NOT NULL THEN format('the registry is recovering since %s: %s', s.recovery_since, s.recovery_reason) END,
+        EXISTS (SELECT FROM @extschema@.idgen_registry_recovery_report r
+                 WHERE r.node_name = node AND r.recovery_since = s.recovery_since
+                   AND incarnation_id = ANY (r.incarnations)),
+        epoch + make_interval(secs => (lease + 1000) / 1000.0),
+        epoch + make_interval(secs => (0.5 * lease + 1000) / 1000.0),
+        lease;
+END
+$$;
 
 -- Creates a global segment; an existing one is kept as it is (created = false), so that any
 -- node may declare it. Returns the segment's step in force.
@@ -236,91 +582,6 @@ RETURNS TABLE (registry text, state text, worker_id integer, node_name text, inc
 LANGUAGE c VOLATILE PARALLEL SAFE ROWS 1
 AS 'MODULE_PATHNAME', 'idgen_registry_client_status_wrapper';
 
--- Records what a node showed the registry to have lost, once per subject and reporting
--- incarnation while it is open (a node retrying adds nothing), naming the reporter: any member
--- of idgen_registry can report, so an operator reads who did before resolving.
-CREATE FUNCTION idgen_registry_report_regression(worker integer, seg text, registry_value bigint,
-                                                 node_value bigint, node text, incarnation_id text)
-RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-  INSERT INTO @extschema@.idgen_registry_regression
-         (worker_id, segment, registry_value, node_value, node_name, incarnation, reported_by,
-          reporter_address)
-  SELECT worker, seg, registry_value, node_value, node, incarnation_id, session_user,
-         host(inet_client_addr())
-   WHERE NOT EXISTS (
-         SELECT FROM @extschema@.idgen_registry_regression g
-          WHERE g.resolved_at IS NULL AND g.worker_id IS NOT DISTINCT FROM worker
-            AND g.segment IS NOT DISTINCT FROM seg
-            AND g.incarnation IS NOT DISTINCT FROM incarnation_id)
-     -- Still true now: the caller compared with a mark read before it waited here (on
-     -- idgen_registry_resolve(), which locks this table), and resolve may have raised it since.
-     AND (seg IS NULL OR EXISTS (
-         SELECT FROM @extschema@.idgen_registry_segment s
-          WHERE s.name = seg AND s.max_id < node_value))
-$$;
-
--- The ends of the probation, starting one if this server is not the one recorded. Called by the
--- nodes in a statement of its own (hello, and before a range), so that a refused claim or range
--- does not roll the start of the probation back.
-CREATE FUNCTION idgen_registry_probation(OUT ranges_until timestamptz, OUT claims_until timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    me      text;
-    r       @extschema@.idgen_registry_server;
-    lease   bigint;
-    renew   bigint;
-    used    boolean;
-    had_row boolean;
-    now_ts  timestamptz := clock_timestamp();
-BEGIN
-    SELECT format('%s@%s@%s', s.system_identifier,
-                  extract(epoch FROM pg_catalog.pg_postmaster_start_time()),
-                  (SELECT i.token FROM @extschema@.idgen_registry_install i LIMIT 1))
-      INTO me FROM pg_catalog.pg_control_system() s;
-    SELECT * INTO r FROM @extschema@.idgen_registry_server;
-    had_row := FOUND;
-    IF had_row AND r.server_identity = me THEN
-        ranges_until := r.ranges_until;
-        claims_until := r.claims_until;
-        RETURN;
-    END IF;
-    SELECT greatest(coalesce(max(l.lease_ms), 0), r.max_lease_ms, 60000),
-           greatest(2 * coalesce(max(l.renew_interval_ms), 0)::bigint, 2 * r.max_renew_ms, 20000)
-      INTO lease, renew FROM @extschema@.idgen_registry_lease l;
-    lease := coalesce(lease, 60000);
-    renew := coalesce(renew, 20000);
-    -- A registry that has never granted or handed out anything has nothing to lose.
-    used := had_row
-            OR EXISTS (SELECT FROM @extschema@.idgen_registry_lease)
-            OR EXISTS (SELECT FROM @extschema@.idgen_registry_segment WHERE ranges > 0);
-    INSERT INTO @extschema@.idgen_registry_server AS x
-           (singleton, server_identity, ranges_until, claims_until, max_lease_ms, max_renew_ms)
-    VALUES (true, me,
-            CASE WHEN used THEN now_ts + make_interval(secs => renew / 1000.0) ELSE '-infinity' END,
-            CASE WHEN used THEN now_ts + make_interval(secs => lease / 1000.0) ELSE '-infinity' END,
-            coalesce(r.max_lease_ms, 0), coalesce(r.max_renew_ms, 0))
-    ON CONFLICT (singleton) DO UPDATE SET server_identity = excluded.server_identity,
-        ranges_until = excluded.ranges_until, claims_until = excluded.claims_until
-    RETURNING x.ranges_until, x.claims_until INTO ranges_until, claims_until;
-END
-$$;
-
--- Remembers the longest lease and renewal interval seen (for the next probation); writes only
--- when one is longer than recorded, so renewals do not contend on the row.
-CREATE FUNCTION idgen_registry_note_lease(lease_length_ms integer, renew_every_ms integer)
-RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-  UPDATE @extschema@.idgen_registry_server
-     SET max_lease_ms = greatest(max_lease_ms, lease_length_ms),
-         max_renew_ms = greatest(max_renew_ms, renew_every_ms)
-   WHERE max_lease_ms < lease_length_ms OR max_renew_ms < renew_every_ms
-$$;
-
 -- The hash the registry keeps of a holder's secret.
 CREATE FUNCTION idgen_registry_key(holder_secret text)
 RETURNS text
@@ -365,58 +626,47 @@ END
 $$;
 
 -- Refuses (22023) a lease or renewal interval outside what the registry grants: a lease of 100
--- ms to 120 s (the epoch head start of a grant is this long), renewals at most a lease apart.
+-- ms to idgen.registry_max_lease (the wait after a new epoch is this long), renewals at most a
+-- third of the lease apart (so that every live node shows itself within the ranges' wait, half
+-- a longest lease, even with its jitter).
 CREATE FUNCTION idgen_registry_check_lease(lease_length_ms integer, renew_every_ms integer)
 RETURNS void
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    longest bigint := @extschema@.idgen_registry_max_lease_ms();
 BEGIN
-    IF lease_length_ms IS NULL OR lease_length_ms NOT BETWEEN 100 AND 120000 THEN
+    IF lease_length_ms IS NULL OR lease_length_ms NOT BETWEEN 100 AND longest THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = pg_catalog.format('a lease of %s ms is outside 100 ms to 120 s', lease_length_ms),
-            HINT = 'Set idgen.registry_lease to at most 120s on the node.';
+            MESSAGE = pg_catalog.format('a lease of %s ms is outside 100 ms to %s ms', lease_length_ms, longest),
+            HINT = 'Set idgen.registry_lease on the node to at most idgen.registry_max_lease of the registry.';
     END IF;
-    IF renew_every_ms IS NULL OR renew_every_ms NOT BETWEEN 1 AND lease_length_ms THEN
+    IF renew_every_ms IS NULL OR renew_every_ms NOT BETWEEN 1 AND (lease_length_ms + 2) / 3 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = pg_catalog.format('a renewal interval of %s ms is outside 1 ms to the lease, %s ms',
+            MESSAGE = pg_catalog.format('a renewal interval of %s ms is outside 1 ms to a third of the lease, %s ms',
                                         renew_every_ms, lease_length_ms);
     END IF;
 END
 $$;
 
--- Refuses (55000) while a regression is open.
-CREATE FUNCTION idgen_registry_check_regressions()
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    n integer;
-BEGIN
-    SELECT count(*) INTO n FROM @extschema@.idgen_registry_regression WHERE resolved_at IS NULL;
-    IF n > 0 THEN
-        RAISE EXCEPTION USING ERRCODE = '55000',
-            MESSAGE = 'the registry has lost commits: no worker id is granted and no range taken until an operator resolves it',
-            DETAIL = format('%s open regression(s) in idgen_registry_regression: nodes had confirmed fences or marks above what the registry holds (a restore, a failover to an asynchronous standby, synchronous_commit off).', n),
-            HINT = 'On the registry, as a superuser: SELECT * FROM idgen_registry_resolve(); (README "A registry that lost commits").';
-    END IF;
-END
-$$;
-
 -- Claims a worker id for a node incarnation: wanted_worker, or with NULL (worker_id = auto) the
--- id this node name held last if free, else the lowest free one. holder_secret is the node's
--- own secret (its SHA-256 is kept); known_tick is the first tick the node's own reservation
--- never reached (0 if none): a floor for its own next ids. Returns the id, the floor (the first
--- tick the node may use) and the fence (R). Errors: 22023 bad arguments or a layout that
--- differs from the fleet's; 55006 the id is held by a live server; 53400 no id is free; 42501
--- this incarnation's lease with another secret; 55000 an open regression; 55P03 a lock not
--- granted within 2 s.
+-- id this node name held last if free, else the lowest free one. A free id is one never
+-- leased, released at a tick the registry's clock has passed, or whose lease expired and whose
+-- fence (R) the clock has passed. holder_secret is the node's own secret (its SHA-256 is kept).
+-- Returns the id, the floor (the first tick the node may use: the registry's clock now, above
+-- every tick a previous holder could reach, recorded or lost), the fence (R: a lease past it)
+-- and the revision. Errors: 22023 bad arguments or a layout that differs from the fleet's;
+-- 55006 the id is held by a live lease; 53400 no id is free; 55P03 the wait after a new epoch,
+-- an id whose last holder's ticks the clock has not passed yet, or a lock not granted within
+-- 2 s; 55000 not durable, or recovering.
 CREATE FUNCTION idgen_registry_claim(
     node text, incarnation_id text, holder_secret text, system_id text, on_timeline integer,
     wanted_worker integer, epoch_ms bigint, worker_bit_count integer, sequence_bit_count integer,
     tick_ms integer, lease_length_ms integer, renew_every_ms integer, offset_ms double precision,
-    node_port integer, known_tick bigint)
+    node_port integer)
 RETURNS TABLE (worker_id integer, floor_tick bigint, fence_tick bigint,
-               expires_at timestamptz, registry_now timestamptz, previous_holder text)
+               expires_at timestamptz, registry_now timestamptz, previous_holder text,
+               revision bigint)
 LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
 AS $$
@@ -425,7 +675,8 @@ DECLARE
     f          @extschema@.idgen_registry_fleet;
     l          @extschema@.idgen_registry_lease;
     now_ts     timestamptz := clock_timestamp();
-    now_ms     bigint;
+    now_tick   bigint;
+    lease      bigint;
     max_worker bigint;
     chosen     integer;
     start_at   bigint;
@@ -434,8 +685,8 @@ DECLARE
     key        text;
     diffs      text[] := '{}';
     found_row  boolean := false;
-    probation  timestamptz;
-    caller     text := coalesce(host(inet_client_addr()), 'local') || ':' || coalesce(node_port::text, '?');
+    soonest    bigint;
+    waited     boolean;
 BEGIN
     IF node IS NULL OR octet_length(node) NOT BETWEEN 1 AND 63 OR node !~ '^[A-Za-z0-9._:-]+$' THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('invalid node name %L', node),
@@ -443,22 +694,17 @@ BEGIN
     END IF;
     IF incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32
        OR system_id IS NULL OR on_timeline IS NULL OR epoch_ms IS NULL
-       OR worker_bit_count IS NULL OR sequence_bit_count IS NULL OR tick_ms IS NULL
-       OR lease_length_ms IS NULL OR renew_every_ms IS NULL
-       OR lease_length_ms < 1 OR renew_every_ms < 1 OR tick_ms < 1
-       OR known_tick IS NULL OR known_tick < 0 THEN
+       OR worker_bit_count IS NULL OR sequence_bit_count IS NULL OR tick_ms IS NULL OR tick_ms < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid worker id claim';
     END IF;
     PERFORM @extschema@.idgen_registry_check_lease(lease_length_ms, renew_every_ms);
     PERFORM @extschema@.idgen_registry_check_durable();
+    PERFORM @extschema@.idgen_registry_check_node(node);
     key := @extschema@.idgen_registry_key(holder_secret);
-    now_ms := floor(extract(epoch FROM now_ts) * 1000);
     -- Claims are rare: one at a time. Renewals (row updates) wait for a claim, and back; at
     -- most lock_timeout each.
     LOCK TABLE @extschema@.idgen_registry_lease IN SHARE ROW EXCLUSIVE MODE;
-    PERFORM @extschema@.idgen_registry_check_regressions();
-    probation := (@extschema@.idgen_registry_probation()).claims_until;
-    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
+    PERFORM @extschema@.idgen_registry_check_open(true);
 
     SELECT * INTO f FROM @extschema@.idgen_registry_fleet;
     IF NOT FOUND THEN
@@ -490,91 +736,57 @@ BEGIN
             MESSAGE = format('worker id %s does not fit the fleet''s layout', wanted_worker),
             DETAIL = format('idgen.worker_bits = %s allows worker ids 0 to %s.', f.worker_bits, max_worker);
     END IF;
+    now_tick := greatest(floor(extract(epoch FROM now_ts) * 1000)::bigint - f.epoch_unix_ms, 0) / f.time_unit_ms;
+    lease := ceil(lease_length_ms::numeric / f.time_unit_ms)::bigint;
+    waited := @extschema@.idgen_registry_grants_wait_over(now_tick, f.epoch_unix_ms, f.time_unit_ms);
 
-    -- The node's own reservation can say no more than a holder could have reached: a lease
-    -- ahead (a larger value would only burn the worker id).
-    known_tick := least(known_tick,
-        greatest(now_ms + 2::bigint * lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms);
-
-    -- 1. This incarnation holds one already (a claim whose answer was lost, a client started
-    --    again): only with the same secret (a row of another secret under this incarnation is
-    --    someone else's, and not this node's to find).
+    -- 1. This incarnation holds a live lease already, with the same secret (a claim whose
+    --    answer was lost): the same grant again.
     SELECT * INTO l FROM @extschema@.idgen_registry_lease r
      WHERE r.incarnation = incarnation_id AND r.holder_key = key AND r.released_tick IS NULL
-       AND (wanted_worker IS NULL OR r.worker_id = wanted_worker);
+       AND r.fence_tick >= now_tick AND (wanted_worker IS NULL OR r.worker_id = wanted_worker);
     IF FOUND THEN
         chosen := l.worker_id;
         start_at := l.start_tick;
-    ELSIF probation > now_ts THEN
-        -- A registry that restarted, failed over or was restored may have lost grants and
-        -- renewals no node has shown it yet: every other grant waits until the live holders
-        -- have renewed.
-        RAISE EXCEPTION USING ERRCODE = '55P03',
-            MESSAGE = format('the registry grants no worker id until %s', probation),
-            DETAIL = 'It restarted, failed over or was restored: its leases may lack commits, so live holders renew first.',
-            HINT = 'The claim is tried again; nothing to do.';
+        bound := greatest(l.fence_tick, now_tick + lease);
     ELSE
-        -- 2. A promoted standby succeeds its primary: same system, a later timeline, and the
-        --    primary has named it as its streaming standby in a renewal of the last lease
-        --    (attested_standbys). The primary's ids stay below its R; the successor starts
-        --    above it, without waiting for the lease to expire. A restored copy of the primary
-        --    promoted elsewhere was never attested: it waits for the lease like anyone else.
-        SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-         WHERE r.system_identifier = system_id AND r.timeline < on_timeline
-           AND r.released_tick IS NULL AND r.expires_at >= now_ts
-           AND node = ANY (r.attested_standbys) AND node <> r.node_name
-           AND (wanted_worker IS NULL OR r.worker_id = wanted_worker)
-         ORDER BY r.timeline DESC, r.renewed_at DESC LIMIT 1;
-        found_row := FOUND;
-        IF found_row THEN
-            prev := format('%s (timeline %s, succeeded by promotion)', l.node_name, l.timeline);
-        ELSIF wanted_worker IS NOT NULL THEN
+        IF wanted_worker IS NOT NULL THEN
             SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = wanted_worker;
             found_row := FOUND;
+            chosen := wanted_worker;
         ELSE
-            -- 3. auto: the id this node name held last, if it is free.
-            SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-             WHERE r.node_name = node ORDER BY r.renewed_at DESC LIMIT 1;
-            found_row := FOUND;
-        END IF;
-        IF found_row AND prev IS NULL THEN
-            IF l.released_tick IS NOT NULL THEN
-                prev := format('%s (released)', l.node_name);
-            ELSIF l.expires_at < now_ts THEN
-                prev := format('%s (lease expired at %s)', l.node_name, l.expires_at);
-            ELSIF l.node_name = node AND l.system_identifier = system_id AND l.timeline = on_timeline
-                  AND l.address = caller
-                  AND l.renewed_at < now_ts - make_interval(secs => 2.0 * l.renew_interval_ms / 1000.0) THEN
-                -- The same node name, system, timeline and address, silent for two renewal
-                -- intervals: a restart after a crash (a copy elsewhere, or promoted, is not).
-                prev := format('%s (not renewed since %s)', l.node_name, l.renewed_at);
-            ELSIF l.node_name = node THEN
-                RAISE EXCEPTION USING ERRCODE = '55006',
-                    MESSAGE = format('node name %L holds worker id %s in another live server', node, l.worker_id),
-                    DETAIL = format('It renewed its lease %s s ago; a second server with the same node name is refused while the first renews.',
-                                    round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3)),
-                    HINT = 'Give each server its own idgen.node_name (or cluster_name): a base backup or a copied configuration carries the original''s.';
-            ELSE
-                RAISE EXCEPTION USING ERRCODE = '55006',
-                    MESSAGE = format('worker id %s is held by node %L', l.worker_id, l.node_name),
-                    DETAIL = format('It renewed its lease %s s ago; it expires at %s.',
-                                    round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3), l.expires_at),
-                    HINT = 'Choose another idgen.worker_id, or idgen.worker_id = auto.';
-            END IF;
-        END IF;
-        IF NOT found_row AND wanted_worker IS NULL THEN
-            -- 4. auto: the lowest free id: never leased, released, or expired.
-            SELECT min(c) INTO chosen FROM (
-                SELECT 0 AS c WHERE NOT EXISTS (SELECT FROM @extschema@.idgen_registry_lease WHERE worker_id = 0)
-                UNION ALL
-                SELECT r.worker_id + 1 FROM @extschema@.idgen_registry_lease r
-                 WHERE r.worker_id + 1 <= max_worker
-                   AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_lease s WHERE s.worker_id = r.worker_id + 1)
-                UNION ALL
-                SELECT r.worker_id FROM @extschema@.idgen_registry_lease r
-                 WHERE r.worker_id <= max_worker AND (r.released_tick IS NOT NULL OR r.expires_at < now_ts)
-            ) free;
+            -- 2. auto: the id this node name held last, if it is free; else the lowest free
+            --    one.
+            SELECT r.worker_id INTO chosen FROM @extschema@.idgen_registry_lease r
+             WHERE r.node_name = node AND r.worker_id <= max_worker
+               AND coalesce(r.released_tick - 1, r.fence_tick) < now_tick
+             ORDER BY r.renewed_at DESC LIMIT 1;
             IF chosen IS NULL THEN
+                SELECT min(c) INTO chosen FROM (
+                    SELECT 0 AS c WHERE NOT EXISTS (SELECT FROM @extschema@.idgen_registry_lease WHERE worker_id = 0)
+                    UNION ALL
+                    SELECT r.worker_id + 1 FROM @extschema@.idgen_registry_lease r
+                     WHERE r.worker_id + 1 <= max_worker
+                       AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_lease s WHERE s.worker_id = r.worker_id + 1)
+                    UNION ALL
+                    SELECT r.worker_id FROM @extschema@.idgen_registry_lease r
+                     WHERE r.worker_id <= max_worker
+                       AND coalesce(r.released_tick - 1, r.fence_tick) < now_tick
+                ) free;
+            END IF;
+            IF chosen IS NULL THEN
+                -- Ids whose last holder's ticks the clock has not passed yet (a release whose
+                -- reservation ran ahead of the clock) are free soon: wait for the soonest.
+                SELECT min(coalesce(r.released_tick - 1, r.fence_tick)) INTO soonest
+                  FROM @extschema@.idgen_registry_lease r
+                 WHERE r.worker_id <= max_worker AND (r.released_tick IS NOT NULL OR r.expires_at < now_ts);
+                IF soonest IS NOT NULL THEN
+                    RAISE EXCEPTION USING ERRCODE = '55P03',
+                        MESSAGE = format('the next free worker id is free at %s',
+                            to_timestamp((f.epoch_unix_ms + (soonest + 1) * f.time_unit_ms)::float8 / 1000)),
+                        DETAIL = 'Its last holder reserved ticks ahead of the clock; no grant starts above the clock.',
+                        HINT = 'Tried again; nothing to do.';
+                END IF;
                 RAISE EXCEPTION USING ERRCODE = '53400',
                     MESSAGE = 'no free worker id in the registry',
                     DETAIL = format('All %s worker ids of idgen.worker_bits = %s are held by live servers.', max_worker + 1, f.worker_bits),
@@ -582,29 +794,44 @@ BEGIN
             END IF;
             SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = chosen;
             found_row := FOUND;
-            IF found_row THEN
-                prev := format('%s (%s)', l.node_name,
-                               CASE WHEN l.released_tick IS NOT NULL THEN 'released' ELSE 'lease expired' END);
+        END IF;
+        IF found_row THEN
+            IF l.released_tick IS NULL AND (l.fence_tick >= now_tick OR l.expires_at >= now_ts) THEN
+                IF l.node_name = node THEN
+                    RAISE EXCEPTION USING ERRCODE = '55006',
+                        MESSAGE = format('node name %L holds worker id %s in a live lease', node, l.worker_id),
+                        DETAIL = format('Its lease expires at %s: the server that held it (this one before a restart, or another with the same node name) may issue ids until then.', l.expires_at),
+                        HINT = 'Tried again when the lease expires. Give each server its own idgen.node_name (or cluster_name): a base backup or a copied configuration carries the original''s.';
+                END IF;
+                RAISE EXCEPTION USING ERRCODE = '55006',
+                    MESSAGE = format('worker id %s is held by node %L', l.worker_id, l.node_name),
+                    DETAIL = format('It renewed its lease %s s ago; it expires at %s.',
+                                    round(extract(epoch FROM now_ts - l.renewed_at)::numeric, 3), l.expires_at),
+                    HINT = 'Choose another idgen.worker_id, or idgen.worker_id = auto.';
             END IF;
+            IF coalesce(l.released_tick - 1, l.fence_tick) >= now_tick THEN
+                RAISE EXCEPTION USING ERRCODE = '55P03',
+                    MESSAGE = format('worker id %s is free at %s', l.worker_id,
+                        to_timestamp((f.epoch_unix_ms + (coalesce(l.released_tick - 1, l.fence_tick) + 1) * f.time_unit_ms)::float8 / 1000)),
+                    DETAIL = 'Its last holder reserved ticks ahead of the clock; no grant starts above the clock.',
+                    HINT = 'Tried again; nothing to do.';
+            END IF;
+            prev := format('%s (%s)', l.node_name,
+                           CASE WHEN l.released_tick IS NOT NULL THEN 'released' ELSE format('lease expired at %s', l.expires_at) END);
         END IF;
-        chosen := coalesce(l.worker_id, wanted_worker, chosen);
-        start_at := CASE WHEN NOT found_row THEN 0
-                         WHEN l.released_tick IS NOT NULL THEN l.released_tick
-                         ELSE l.fence_tick + 1 END;
-        -- The node's own reservation: it issued nothing at or past it, but maybe up to it.
-        IF found_row AND l.node_name = node AND l.worker_id = chosen THEN
-            start_at := greatest(start_at, known_tick);
+        -- Never above the registry's clock, and above every tick a previous holder could
+        -- reach: its recorded fence or final reservation is below the clock (checked above),
+        -- and one the registry lost was at most a longest lease past a commit made before the
+        -- epoch, which the wait after it, counted in ticks, has outlasted.
+        IF NOT waited THEN
+            RAISE EXCEPTION USING ERRCODE = '55P03',
+                MESSAGE = 'the registry grants no worker id yet: its wait after its start, failover or recovery ends within a tick',
+                HINT = 'Tried again; nothing to do.';
         END IF;
-        -- Never below the registry's clock: a lease that expired had its R below it, and one
-        -- that a registry lost (restored, failed over) had its R at most a lease past the last
-        -- renewal, which the probation has outlasted.
-        start_at := greatest(start_at, greatest(now_ms - f.epoch_unix_ms, 0) / f.time_unit_ms);
+        start_at := now_tick;
+        bound := now_tick + lease;
     END IF;
 
-    bound := greatest(
-        greatest(now_ms + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms,
-        start_at + ceil(lease_length_ms::numeric / f.time_unit_ms)::bigint,
-        CASE WHEN l.incarnation = incarnation_id AND l.released_tick IS NULL THEN l.fence_tick END);
     INSERT INTO @extschema@.idgen_registry_lease AS r
         (worker_id, node_name, incarnation, system_identifier, timeline, address, start_tick,
          fence_tick, released_tick, lease_ms, renew_interval_ms, claimed_at, renewed_at,
@@ -624,13 +851,87 @@ BEGIN
         clock_offset_ms = excluded.clock_offset_ms, renewals = 0,
         holder_key = excluded.holder_key, attested_standbys = '{}';
     RETURN QUERY SELECT chosen, start_at, bound,
-                        now_ts + make_interval(secs => lease_length_ms / 1000.0), now_ts, prev;
+                        now_ts + make_interval(secs => lease_length_ms / 1000.0), now_ts, prev,
+                        @extschema@.idgen_registry_next_revision(incarnation_id);
 END
 $$;
 
--- Releases a lease at a clean shutdown, recording the holder's final reservation: the next
--- holder starts there. Returns false if this incarnation held nothing. Errors: 42501 the
--- secret does not match.
+-- Renews a lease for the holder that shows its secret: moves R to a lease past the registry's
+-- clock (never back) and the expiry to now + lease. A lease that expired is granted anew to
+-- its holder, as a claim would be (the registry cannot tell whether a commit it lost granted
+-- the id to another node meanwhile): the floor moves to the clock, and the holder jumps to it.
+-- Renewals go on while a recovery is open (they grant nothing new). Returns the fence, the
+-- floor in force, the expiry, the clock and the revision. Errors: 22023 bad arguments; 55006
+-- this incarnation no longer holds the worker id (released, taken over after it expired, or
+-- unknown to the registry: the node claims again); 42501 the secret does not match; 55P03 /
+-- 55000 an expired lease while grants wait or a recovery is open; 55P03 a lock not granted
+-- within 2 s.
+CREATE FUNCTION idgen_registry_renew(
+    held_worker integer, incarnation_id text, holder_secret text, lease_length_ms integer,
+    renew_every_ms integer, offset_ms double precision)
+RETURNS TABLE (fence_tick bigint, floor_tick bigint, expires_at timestamptz,
+               registry_now timestamptz, revision bigint)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    now_ts   timestamptz := clock_timestamp();
+    l        @extschema@.idgen_registry_lease;
+    f        @extschema@.idgen_registry_fleet;
+    now_tick bigint;
+    lease    bigint;
+BEGIN
+    IF held_worker IS NULL OR incarnation_id IS NULL OR holder_secret IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease renewal';
+    END IF;
+    PERFORM @extschema@.idgen_registry_check_lease(lease_length_ms, renew_every_ms);
+    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
+     WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = held_worker;
+        RAISE EXCEPTION USING ERRCODE = '55006',
+            MESSAGE = format('worker id %s is no longer leased to this server', held_worker),
+            DETAIL = CASE WHEN NOT FOUND THEN 'The registry has no lease of it (it was restored, or installed again).'
+                          WHEN l.released_tick IS NOT NULL THEN 'Its lease was released.'
+                          ELSE format('Node %L took it over at %s, after this server''s lease expired.', l.node_name, l.claimed_at) END,
+            HINT = 'The node claims a worker id again; its ids stay below the last confirmed end of its lease until then.';
+    END IF;
+    IF l.holder_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = format('only the holder of worker id %s can renew its lease', held_worker);
+    END IF;
+    SELECT * INTO f FROM @extschema@.idgen_registry_fleet;
+    now_tick := greatest(floor(extract(epoch FROM now_ts) * 1000)::bigint - f.epoch_unix_ms, 0) / f.time_unit_ms;
+    lease := ceil(lease_length_ms::numeric / f.time_unit_ms)::bigint;
+    IF l.fence_tick < now_tick OR l.expires_at < now_ts THEN
+        PERFORM @extschema@.idgen_registry_check_durable();
+        PERFORM @extschema@.idgen_registry_check_open(true);
+        IF NOT @extschema@.idgen_registry_grants_wait_over(now_tick, f.epoch_unix_ms, f.time_unit_ms) THEN
+            RAISE EXCEPTION USING ERRCODE = '55P03',
+                MESSAGE = 'the registry grants no worker id yet: its wait after its start, failover or recovery ends within a tick',
+                HINT = 'Tried again; nothing to do.';
+        END IF;
+        l.start_tick := now_tick;
+    END IF;
+    UPDATE @extschema@.idgen_registry_lease r
+       SET start_tick = l.start_tick,
+           fence_tick = greatest(r.fence_tick, now_tick + lease),
+           renewed_at = now_ts,
+           expires_at = now_ts + make_interval(secs => lease_length_ms / 1000.0),
+           lease_ms = lease_length_ms, renew_interval_ms = renew_every_ms,
+           clock_offset_ms = offset_ms, renewals = r.renewals + 1
+     WHERE r.worker_id = held_worker
+    RETURNING r.* INTO l;
+    RETURN QUERY SELECT l.fence_tick, l.start_tick, l.expires_at, now_ts,
+                        @extschema@.idgen_registry_next_revision(incarnation_id);
+END
+$$;
+
+-- Releases a lease at a clean shutdown, recording the holder's final reservation (the first
+-- tick it never reached): the next holder starts no lower. Returns false if this incarnation
+-- held nothing. Errors: 22023 bad arguments; 42501 the secret does not match.
 CREATE FUNCTION idgen_registry_release(held_worker integer, incarnation_id text, holder_secret text, final_tick bigint)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -654,340 +955,29 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '42501',
             MESSAGE = format('only the holder of worker id %s can release its lease', held_worker);
     END IF;
-    -- Never below the start or the fence the registry holds: a final reservation above the
-    -- fence (a registry that lost the renewals behind it) is believed, since it comes from
-    -- the holder itself, up to a lease ahead of the clock (no holder reaches further).
-    -- A lease ahead of the clock, and never below the fence the registry itself granted (a
-    -- floor may be further ahead than twice this holder's own lease: a promotion from a
-    -- primary with a longer one).
-    SELECT greatest(greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-                    + 2::bigint * l.lease_ms - f.epoch_unix_ms, 0) / f.time_unit_ms,
-                    l.fence_tick + 1)
-      INTO cap FROM @extschema@.idgen_registry_fleet f;
+    -- Believed up to a lease past the fence (no holder reserves further), never below the
+    -- fence the registry granted: a release can neither burn the id nor open ticks the holder
+    -- was allowed.
+    cap := l.fence_tick + 1;
     UPDATE @extschema@.idgen_registry_lease r
        SET released_tick = greatest(least(final_tick, cap), r.start_tick),
            fence_tick = greatest(r.fence_tick, least(final_tick, cap) - 1),
            expires_at = clock_timestamp()
      WHERE r.worker_id = held_worker;
+    PERFORM @extschema@.idgen_registry_next_revision(incarnation_id);
     RETURN true;
-END
-$$;
-
--- A node without a worker id (it only draws global segments) reports its marks with this,
--- every renewal interval, as renewals do. Returns the registry's clock and what it found lost.
-CREATE FUNCTION idgen_registry_report(node text, incarnation_id text, segment_names text[],
-                                      segment_marks bigint[], renew_every_ms integer)
-RETURNS TABLE (registry_now timestamptz, regression text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-BEGIN
-    PERFORM @extschema@.idgen_registry_probation();
-    IF renew_every_ms > 0 THEN
-        PERFORM @extschema@.idgen_registry_check_lease(120000, renew_every_ms);
-        PERFORM @extschema@.idgen_registry_note_lease(0, renew_every_ms);
-    END IF;
-    RETURN QUERY SELECT clock_timestamp(),
-        @extschema@.idgen_registry_check_marks(segment_names, segment_marks, node, incarnation_id);
-END
-$$;
-
--- Registry: moves the mark of global serial `serial`'s counter for `period` up by step_size and
--- returns the new mark (the node uses mark - step + 1 .. mark). known_mark is the last mark this
--- node took for the counter (0 if none): a counter below it has lost commits, which is recorded
--- in idgen_registry_regression (every claim and take then refuses, 55000, until resolved) and
--- answered with the regression text instead of a mark. Errors: 22023 bad arguments; 55000 a
--- reset or format that differs from the serial's on other nodes, or an open regression; 55P03
--- the registry's probation (after a restart, failover or restore) or a lock not granted within
--- 2 s; 22003 the counter is out of numbers.
-CREATE FUNCTION idgen_registry_serial_take(serial text, period text, step_size bigint,
-                                           incarnation_id text, holder_secret text,
-                                           serial_reset text, serial_format text, known_mark bigint)
-RETURNS TABLE (mark bigint, regression text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    d       @extschema@.idgen_registry_serial;
-    current bigint;
-    taken   bigint;
-BEGIN
-    IF serial IS NULL OR octet_length(serial) NOT BETWEEN 1 AND 40 OR serial ~ '[[:cntrl:]]' OR period IS NULL
-       OR period !~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'
-       OR step_size IS NULL OR step_size < 1 OR step_size > 1000000
-       OR incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32
-       OR serial_reset IS NULL OR serial_format IS NULL OR known_mark IS NULL OR known_mark < 0 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid serial counter request';
-    END IF;
-    PERFORM @extschema@.idgen_registry_check_durable();
-    INSERT INTO @extschema@.idgen_registry_serial AS r (serial, reset, format)
-    VALUES (serial, serial_reset, serial_format)
-    ON CONFLICT ON CONSTRAINT idgen_registry_serial_pkey DO NOTHING;
-    SELECT * INTO d FROM @extschema@.idgen_registry_serial r WHERE r.serial = idgen_registry_serial_take.serial;
-    IF d.reset <> serial_reset OR d.format <> serial_format THEN
-        RAISE EXCEPTION USING ERRCODE = '55000',
-            MESSAGE = format('global serial %L is defined as %L, reset %s, on the registry''s nodes, not %L, reset %s',
-                             serial, d.format, d.reset, serial_format, serial_reset),
-            HINT = 'Create the serial with the same format and reset on every node.';
-    END IF;
-    SELECT c.max_id INTO current FROM @extschema@.idgen_registry_serial_counter c
-     WHERE c.serial = idgen_registry_serial_take.serial AND c.period = idgen_registry_serial_take.period
-       FOR UPDATE;
-    IF coalesce(current, 0) < known_mark THEN
-        PERFORM @extschema@.idgen_registry_report_serial_regression(serial::text, period::text,
-            coalesce(current, 0)::bigint, known_mark::bigint, NULL::text, incarnation_id::text);
-        RETURN QUERY SELECT NULL::bigint,
-            format('global serial %L''s counter for %L in the registry is %s, below %s that this node took: the registry has lost commits',
-                   serial, period, coalesce(current, 0), known_mark);
-        RETURN;
-    END IF;
-    IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
-        RAISE EXCEPTION USING ERRCODE = '55P03',
-            MESSAGE = format('the registry hands out no range until %s', (@extschema@.idgen_registry_probation()).ranges_until),
-            DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.';
-    END IF;
-    PERFORM @extschema@.idgen_registry_check_regressions();
-    INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id, taker)
-    VALUES (serial, period, step_size, incarnation_id)
-    ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
-       SET max_id = c.max_id + excluded.max_id, taker = excluded.taker,
-           updated_at = clock_timestamp()
-    RETURNING c.max_id INTO taken;
-    RETURN QUERY SELECT taken, NULL::text;
-END
-$$;
-
--- Registry: records that a node holds mark node_value of global serial `serial`'s counter for
--- `period` while the registry has registry_value (below it): a lost commit. Once per open
--- finding per node incarnation; only if it is still true (resolve may have raised the counter).
-CREATE FUNCTION idgen_registry_report_serial_regression(serial_name text, period text,
-                                                        registry_value bigint, node_value bigint,
-                                                        node text, incarnation_id text)
-RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-  INSERT INTO @extschema@.idgen_registry_regression
-         (serial, serial_period, registry_value, node_value, node_name, incarnation, reported_by,
-          reporter_address)
-  SELECT serial_name, idgen_registry_report_serial_regression.period, registry_value, node_value,
-         node, incarnation_id, session_user,
-         host(inet_client_addr())
-   WHERE NOT EXISTS (
-         SELECT FROM @extschema@.idgen_registry_regression g
-          WHERE g.resolved_at IS NULL AND g.serial = serial_name
-            AND g.serial_period = idgen_registry_report_serial_regression.period
-            AND g.incarnation IS NOT DISTINCT FROM incarnation_id)
-     AND coalesce((SELECT c.max_id FROM @extschema@.idgen_registry_serial_counter c
-                    WHERE c.serial = serial_name
-                      AND c.period = idgen_registry_report_serial_regression.period), 0) < node_value
-$$;
-
--- A node's global segments' and global serials' marks (names[i] at marks[i]: the last number of
--- its last range of each): a mark above the registry's is a range the registry lost; reported.
-CREATE FUNCTION idgen_registry_check_marks(segment_names text[], segment_marks bigint[], node text,
-                                           incarnation_id text)
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    found_lost text;
-    m record;
-BEGIN
-    FOR m IN SELECT s.name, s.max_id, k.mark
-               FROM unnest(segment_names, segment_marks) AS k(name, mark)
-               JOIN @extschema@.idgen_registry_segment s ON s.name = k.name
-              WHERE k.mark > s.max_id LOOP
-        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, m.name::text, m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
-        found_lost := coalesce(found_lost, format('global segment %L''s mark in the registry is %s, below %s that this node holds: the registry has lost commits', m.name, m.max_id, m.mark));
-    END LOOP;
-    -- Global serials' counters, named E'\\x01serial\\x01' || serial || E'\\x01' || period.
-    FOR m IN SELECT k.serial, k.period, coalesce(c.max_id, 0) AS max_id, k.mark
-               FROM (SELECT split_part(x.name, chr(1), 3) AS serial,
-                            split_part(x.name, chr(1), 4) AS period, x.mark
-                       FROM unnest(segment_names, segment_marks) AS x(name, mark)
-                      WHERE x.name LIKE chr(1) || 'serial' || chr(1) || '%'
-                        AND array_length(string_to_array(x.name, chr(1)), 1) = 4
-                        -- A global segment's name is a segment's mark, never a serial's.
-                        AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_segment s
-                                         WHERE s.name = x.name)) k
-               LEFT JOIN @extschema@.idgen_registry_serial_counter c
-                      ON c.serial = k.serial AND c.period = k.period
-              WHERE k.mark > coalesce(c.max_id, 0)
-                AND octet_length(k.serial) BETWEEN 1 AND 40
-                AND k.period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$' LOOP
-        PERFORM @extschema@.idgen_registry_report_serial_regression(m.serial::text, m.period::text,
-            m.max_id::bigint, m.mark::bigint, node::text, incarnation_id::text);
-        found_lost := coalesce(found_lost, format('global serial %L''s counter for %L in the registry is %s, below %s that this node holds: the registry has lost commits', m.serial, m.period, m.max_id, m.mark));
-    END LOOP;
-    RETURN found_lost;
-END
-$$;
-
--- Ends the open regressions (README "A registry that lost commits"), as a superuser on the
--- registry once every node has reported: raises each lease's R, each global segment's mark and
--- each global serial's counter to the highest value a node reported, so that no holder or
--- taker starts below what was handed out, and closes them. Reports listed in dismiss (their
--- ids; read reported_by first: any member of idgen_registry can report) are closed without
--- raising anything. Reports arriving meanwhile wait for it (the table is locked first), so
--- none is closed unapplied. Returns what it raised.
-CREATE FUNCTION idgen_registry_resolve(dismiss bigint[] DEFAULT '{}')
-RETURNS TABLE (worker_id integer, segment text, raised_from bigint, raised_to bigint)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-#variable_conflict use_column
-BEGIN
-    LOCK TABLE @extschema@.idgen_registry_regression IN SHARE ROW EXCLUSIVE MODE;
-    UPDATE @extschema@.idgen_registry_regression g
-       SET resolved_at = clock_timestamp(), dismissed = true
-     WHERE g.resolved_at IS NULL AND g.id = ANY (coalesce(dismiss, '{}'));
-    -- A worker id's report raises nothing here: a holder whose row survived raised its R with
-    -- its own renewal (only the holder can); one whose row was lost is told so at its next
-    -- renewal (55006: it stays below its fence until a restart claims anew); and the probation
-    -- kept everyone else off the id until every R a lost renewal could have confirmed had
-    -- passed (with one lease length for the whole fleet). Such reports are only closed.
-    RETURN QUERY
-    WITH worst AS (
-        SELECT g.segment, max(g.node_value) AS v FROM @extschema@.idgen_registry_regression g
-         WHERE g.resolved_at IS NULL AND g.segment IS NOT NULL GROUP BY g.segment),
-    raised AS (
-        UPDATE @extschema@.idgen_registry_segment r
-           SET max_id = w.v, taker = NULL, updated_at = clock_timestamp()
-          FROM worst w, (SELECT name, max_id FROM @extschema@.idgen_registry_segment) o
-         WHERE r.name = w.segment AND o.name = r.name AND r.max_id < w.v
-        RETURNING r.name, o.max_id AS before, r.max_id AS after)
-    SELECT NULL::integer, raised.name, raised.before, raised.after FROM raised;
-    -- A global serial's counter: raised to the highest mark a node reported.
-    RETURN QUERY
-    WITH worst AS (
-        SELECT g.serial, g.serial_period AS period, max(g.node_value) AS v
-          FROM @extschema@.idgen_registry_regression g
-         WHERE g.resolved_at IS NULL AND g.serial IS NOT NULL GROUP BY 1, 2),
-    before AS (
-        SELECT w.serial, w.period, w.v, c.max_id AS was FROM worst w
-          LEFT JOIN @extschema@.idgen_registry_serial_counter c
-                 ON c.serial = w.serial AND c.period = w.period
-         WHERE coalesce(c.max_id, 0) < w.v),
-    raised AS (
-        INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id)
-        SELECT b.serial, b.period, b.v FROM before b
-        ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
-           SET max_id = greatest(c.max_id, excluded.max_id), taker = NULL, updated_at = clock_timestamp()
-        RETURNING c.serial, c.period)
-    SELECT NULL::integer, format('serial %s, period %s', b.serial, b.period), b.was, b.v
-      FROM before b JOIN raised r ON r.serial = b.serial AND r.period = b.period;
-    UPDATE @extschema@.idgen_registry_regression g SET resolved_at = clock_timestamp()
-     WHERE g.resolved_at IS NULL;
-END
-$$;
-
--- Renews a lease: moves R to the tick at now + lease (never back) and the expiry to now +
--- lease, for the holder that shows its secret. known_fence is the R the node last had
--- confirmed; standbys are the node names of the holder's streaming standbys (they may succeed
--- it by promotion). A registry whose R is below known_fence has lost commits: the regression
--- is recorded (claims and takes stop until idgen_registry_resolve()). While a regression is
--- open, the lease is kept alive (at an R never below the node's) and the answer's regression
--- column says why: the node then extends nothing, issuing only below the R it had confirmed.
--- Every argument of a call to idgen_registry_report_regression is cast to its exact type (an
--- untyped NULL would let an overload in a writable schema match better).
--- Errors: 55006 this incarnation no longer holds the worker id; 42501 the secret does not
--- match; 55P03 a lock not granted within 2 s.
-CREATE FUNCTION idgen_registry_renew(
-    held_worker integer, incarnation_id text, holder_secret text, lease_length_ms integer,
-    renew_every_ms integer, offset_ms double precision, known_fence bigint,
-    standbys text[] DEFAULT '{}', segment_names text[] DEFAULT '{}',
-    segment_marks bigint[] DEFAULT '{}')
-RETURNS TABLE (fence_tick bigint, expires_at timestamptz, registry_now timestamptz, regression text)
-LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
-AS $$
-#variable_conflict use_column
-DECLARE
-    now_ts timestamptz := clock_timestamp();
-    l      @extschema@.idgen_registry_lease;
-    lost   text;
-BEGIN
-    IF lease_length_ms IS NULL OR lease_length_ms < 1 OR renew_every_ms IS NULL OR renew_every_ms < 1
-       OR holder_secret IS NULL OR known_fence IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid lease renewal';
-    END IF;
-    PERFORM @extschema@.idgen_registry_check_lease(lease_length_ms, renew_every_ms);
-    -- A fence the registry confirmed is at most a lease past its clock: a larger one shown would
-    -- only burn the worker id for every later holder.
-    SELECT least(known_fence, greatest(floor(extract(epoch FROM now_ts) * 1000)::bigint
-                                       + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms + 1)
-      INTO known_fence FROM @extschema@.idgen_registry_fleet f;
-    SELECT * INTO l FROM @extschema@.idgen_registry_lease r
-     WHERE r.worker_id = held_worker AND r.incarnation = incarnation_id AND r.released_tick IS NULL
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        SELECT * INTO l FROM @extschema@.idgen_registry_lease r WHERE r.worker_id = held_worker;
-        IF NOT FOUND OR coalesce(l.released_tick - 1, l.fence_tick) < known_fence THEN
-            -- This node was confirmed a fence the registry's row never reached (or there is
-            -- no row): the registry lost this node's claim or renewals. Reported (for the
-            -- operator; it raises nothing, the probation keeps others off the id), and answered
-            -- (not raised, so that the report commits) as a regression: the node extends
-            -- nothing.
-            IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_regression g
-                            WHERE g.worker_id = held_worker AND g.incarnation = incarnation_id
-                              AND g.resolved_at IS NOT NULL) THEN
-                PERFORM @extschema@.idgen_registry_report_regression(held_worker::integer, NULL::text,
-                    coalesce(l.released_tick - 1, l.fence_tick, -1)::bigint, known_fence::bigint, NULL::text, incarnation_id::text);
-                RETURN QUERY SELECT NULL::bigint, NULL::timestamptz, now_ts,
-                    format('the registry has no lease of worker id %s up to tick %s that it confirmed to this node: the registry has lost commits', held_worker, known_fence);
-                RETURN;
-            END IF;
-            -- Reported and resolved: the lease is gone from the registry; this server stays
-            -- below its fence until a restart claims anew (55006 below).
-        END IF;
-        RAISE EXCEPTION USING ERRCODE = '55006',
-            MESSAGE = format('worker id %s is no longer leased to this server', held_worker),
-            DETAIL = CASE WHEN NOT FOUND THEN 'The registry has no lease of it.'
-                          WHEN l.released_tick IS NOT NULL THEN 'Its lease was released.'
-                          ELSE format('Node %L took it over at %s, after this server''s lease expired.', l.node_name, l.claimed_at) END,
-            HINT = 'Restart this server to claim a worker id again; until then its ids stop at the last confirmed end of its lease.';
-    END IF;
-    IF l.holder_key IS DISTINCT FROM @extschema@.idgen_registry_key(holder_secret) THEN
-        RAISE EXCEPTION USING ERRCODE = '42501',
-            MESSAGE = format('only the holder of worker id %s can renew its lease', held_worker);
-    END IF;
-    lost := @extschema@.idgen_registry_check_marks(segment_names, segment_marks, l.node_name, incarnation_id);
-    IF l.fence_tick < known_fence THEN
-        PERFORM @extschema@.idgen_registry_report_regression(held_worker::integer, NULL::text, l.fence_tick::bigint, known_fence::bigint, l.node_name::text, incarnation_id::text);
-        lost := format('the registry''s fence of worker id %s is tick %s, below tick %s that it confirmed to this node: the registry has lost commits',
-                       held_worker, l.fence_tick, known_fence);
-    ELSIF lost IS NULL AND EXISTS (SELECT FROM @extschema@.idgen_registry_regression g WHERE g.resolved_at IS NULL) THEN
-        -- Another node found the registry behind: nothing it says is believed until resolved.
-        lost := 'the registry has lost commits (an open regression in idgen_registry_regression)';
-    END IF;
-    UPDATE @extschema@.idgen_registry_lease r
-       SET fence_tick = greatest(r.fence_tick, known_fence,
-                                 greatest(floor(extract(epoch FROM now_ts) * 1000)::bigint + lease_length_ms - f.epoch_unix_ms, 0) / f.time_unit_ms),
-           renewed_at = now_ts,
-           expires_at = now_ts + make_interval(secs => lease_length_ms / 1000.0),
-           lease_ms = lease_length_ms, renew_interval_ms = renew_every_ms,
-           clock_offset_ms = offset_ms, renewals = r.renewals + 1,
-           attested_standbys = coalesce(standbys, '{}')
-      FROM @extschema@.idgen_registry_fleet f
-     WHERE r.worker_id = held_worker
-    RETURNING r.* INTO l;
-    -- After the lease row (a claim holds the lease table and then writes the server row).
-    PERFORM @extschema@.idgen_registry_probation();
-    PERFORM @extschema@.idgen_registry_note_lease(lease_length_ms, renew_every_ms);
-    RETURN QUERY SELECT l.fence_tick, l.expires_at, now_ts, lost;
 END
 $$;
 
 -- Takes the next range of a global segment for a node: the numbers after the mark, step_size
 -- of them (fewer at the bigint maximum), in one committed UPDATE, recording its taker (for
--- operators). known_mark is the mark the node saw at its last range (NULL for none):
--- a mark below it means the registry lost commits; the regression is recorded and no range is
--- handed out (the answer's columns are NULL and regression says why). Errors: 42704 no such
--- segment; 2200H the segment has run out; 55000 an open regression; 55P03 a lock not granted
--- within 2 s.
+-- operators). Returns the range, the segment's step and the revision. Errors: 22023 bad
+-- arguments; 42704 no such segment; 2200H the segment has run out; 55000 not durable, or
+-- recovering; 55P03 the wait after a new epoch, a node that said no hello since its start, or
+-- a lock not granted within 2 s.
 CREATE FUNCTION idgen_registry_segment_take(segment text, step_size integer, incarnation_id text,
-                                            holder_secret text, known_mark bigint)
-RETURNS TABLE (first_id bigint, last_id bigint, base_step integer, regression text)
+                                            holder_secret text)
+RETURNS TABLE (first_id bigint, last_id bigint, base_step integer, revision bigint)
 LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
 AS $$
@@ -1001,26 +991,12 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid range request';
     END IF;
     PERFORM @extschema@.idgen_registry_check_durable();
+    PERFORM @extschema@.idgen_registry_check_open(false);
+    PERFORM @extschema@.idgen_registry_check_incarnation(incarnation_id);
     SELECT * INTO s FROM @extschema@.idgen_registry_segment r WHERE r.name = segment FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('global segment %L does not exist', segment);
     END IF;
-    IF s.max_id < known_mark THEN
-        PERFORM @extschema@.idgen_registry_report_regression(NULL::integer, segment::text, s.max_id::bigint, known_mark::bigint, NULL::text, incarnation_id::text);
-        RETURN QUERY SELECT NULL::bigint, NULL::bigint, s.step,
-            format('global segment %L''s mark in the registry is %s, below %s that this node saw: the registry has lost commits',
-                   segment, s.max_id, known_mark);
-        RETURN;
-    END IF;
-    IF (@extschema@.idgen_registry_probation()).ranges_until > clock_timestamp() THEN
-        -- After a restart, failover or restore the registry may have lost ranges whose takers
-        -- have not reported their marks yet: none is handed out until they have.
-        RAISE EXCEPTION USING ERRCODE = '55P03',
-            MESSAGE = format('the registry hands out no range until %s', (@extschema@.idgen_registry_probation()).ranges_until),
-            DETAIL = 'It restarted, failed over or was restored: every node reports its marks first.',
-            HINT = 'The refill is tried again; cached ranges serve meanwhile.';
-    END IF;
-    PERFORM @extschema@.idgen_registry_check_regressions();
     IF s.max_id = 9223372036854775807 THEN
         RAISE EXCEPTION USING ERRCODE = '2200H', MESSAGE = format('global segment %L has run out of numbers', segment);
     END IF;
@@ -1031,12 +1007,309 @@ BEGIN
            ranges = r.ranges + 1, updated_at = clock_timestamp(), taker = incarnation_id
      WHERE r.name = segment
     RETURNING r.* INTO s;
-    RETURN QUERY SELECT first, s.max_id, s.step, NULL::text;
+    RETURN QUERY SELECT first, s.max_id, s.step, @extschema@.idgen_registry_next_revision(incarnation_id);
+END
+$$;
+
+-- Moves the mark of global serial `serial`'s counter for `period` up by step_size and returns
+-- the new mark (the node uses mark - step + 1 .. mark) and the revision. Errors: 22023 bad
+-- arguments; 55000 a reset or format that differs from the serial's on other nodes, not
+-- durable, or recovering; 55P03 the wait after a new epoch, or a lock not granted within 2 s.
+CREATE FUNCTION idgen_registry_serial_take(serial text, period text, step_size bigint,
+                                           incarnation_id text, holder_secret text,
+                                           serial_reset text, serial_format text)
+RETURNS TABLE (mark bigint, revision bigint)
+LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+#variable_conflict use_column
+DECLARE
+    d     @extschema@.idgen_registry_serial;
+    taken bigint;
+BEGIN
+    IF serial IS NULL OR octet_length(serial) NOT BETWEEN 1 AND 40 OR serial ~ '[[:cntrl:]]' OR period IS NULL
+       OR period !~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'
+       OR step_size IS NULL OR step_size < 1 OR step_size > 1000000
+       OR incarnation_id IS NULL OR holder_secret IS NULL OR octet_length(holder_secret) < 32
+       OR serial_reset IS NULL OR serial_format IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid serial counter request';
+    END IF;
+    PERFORM @extschema@.idgen_registry_check_durable();
+    PERFORM @extschema@.idgen_registry_check_open(false);
+    PERFORM @extschema@.idgen_registry_check_incarnation(incarnation_id);
+    INSERT INTO @extschema@.idgen_registry_serial AS r (serial, reset, format)
+    VALUES (serial, serial_reset, serial_format)
+    ON CONFLICT ON CONSTRAINT idgen_registry_serial_pkey DO NOTHING;
+    SELECT * INTO d FROM @extschema@.idgen_registry_serial r WHERE r.serial = idgen_registry_serial_take.serial;
+    IF d.reset <> serial_reset OR d.format <> serial_format THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = format('global serial %L is defined as %L, reset %s, on the registry''s nodes, not %L, reset %s',
+                             serial, d.format, d.reset, serial_format, serial_reset),
+            HINT = 'Create the serial with the same format and reset on every node.';
+    END IF;
+    INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id, taker)
+    VALUES (serial, period, step_size, incarnation_id)
+    ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
+       SET max_id = c.max_id + excluded.max_id, taker = excluded.taker,
+           updated_at = clock_timestamp()
+    RETURNING c.max_id INTO taken;
+    RETURN QUERY SELECT taken, @extschema@.idgen_registry_next_revision(incarnation_id);
+END
+$$;
+
+-- A node's report in an open recovery, from its own state: the worker id it holds and the
+-- first tick its reservation never reached, the marks of its global segments (by name) and of
+-- its global serials' counters (named E'\x01serial\x01' || serial || E'\x01' || period), and
+-- the highest revision it saw (at most 2^62). Reports of one node name in one recovery
+-- accumulate (each mark the highest reported); only the role of the node's first hello reports
+-- for it. Returns false when no recovery is open
+-- (nothing recorded). Errors: 22023 bad arguments; 42501 not this role's node.
+CREATE FUNCTION idgen_registry_report_marks(node text, incarnation_id text, worker integer,
+                                            reserved bigint, names text[], marks bigint[],
+                                            seen_revision bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
+AS $$
+DECLARE
+    since        timestamptz;
+    r            @extschema@.idgen_registry_recovery_report;
+    merged_names text[];
+    merged_marks bigint[];
+BEGIN
+    IF node IS NULL OR octet_length(node) NOT BETWEEN 1 AND 63 OR node !~ '^[A-Za-z0-9._:-]+$'
+       OR incarnation_id IS NULL OR names IS NULL OR marks IS NULL
+       OR cardinality(names) <> cardinality(marks) OR cardinality(names) > 100000
+       OR array_position(names, NULL) IS NOT NULL OR array_position(marks, NULL) IS NOT NULL
+       OR seen_revision IS NULL OR seen_revision NOT BETWEEN 0 AND 4611686018427387904
+       OR (worker IS NULL) <> (reserved IS NULL) OR worker < 0 OR reserved < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid recovery report';
+    END IF;
+    -- Only as its own node: a node says hello (which records its role) before it reports.
+    IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_node n
+                    WHERE n.node_name = node AND n.role = session_user) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = pg_catalog.format('node %L is not a node of this role', node),
+            HINT = 'A node reports after its hello, as the role it said hello as.';
+    END IF;
+    SELECT s.recovery_since INTO since FROM @extschema@.idgen_registry_server s;
+    IF since IS NULL THEN
+        RETURN false;
+    END IF;
+    -- Reports of one node name in one recovery accumulate (two live servers may share a name:
+    -- a base backup started beside its original), each mark the highest any of them reported.
+    SELECT * INTO r FROM @extschema@.idgen_registry_recovery_report x
+     WHERE x.node_name = node AND x.recovery_since = since FOR UPDATE;
+    IF FOUND THEN
+        SELECT coalesce(array_agg(k.name ORDER BY k.name), '{}'),
+               coalesce(array_agg(k.mark ORDER BY k.name), '{}')
+          INTO merged_names, merged_marks
+          FROM (SELECT u.name, max(u.mark) AS mark
+                  FROM unnest(r.names || names, r.marks || marks) AS u(name, mark)
+                 GROUP BY u.name) k;
+        UPDATE @extschema@.idgen_registry_recovery_report x
+           SET reported_at = clock_timestamp(), reported_by = session_user,
+               address = host(inet_client_addr()), incarnation = incarnation_id,
+               incarnations = CASE WHEN incarnation_id = ANY (x.incarnations) THEN x.incarnations
+                                   ELSE x.incarnations || incarnation_id END,
+               worker_id = coalesce(worker, x.worker_id),
+               reserved_tick = coalesce(reserved, x.reserved_tick),
+               names = merged_names, marks = merged_marks,
+               revision = greatest(x.revision, seen_revision)
+         WHERE x.node_name = node;
+    ELSE
+        INSERT INTO @extschema@.idgen_registry_recovery_report AS x
+               (node_name, recovery_since, reported_at, reported_by, address, incarnation,
+                incarnations, worker_id, reserved_tick, names, marks, revision)
+        VALUES (node, since, clock_timestamp(), session_user, host(inet_client_addr()),
+                incarnation_id, ARRAY[incarnation_id], worker, reserved, names, marks,
+                seen_revision)
+        ON CONFLICT ON CONSTRAINT idgen_registry_recovery_report_pkey DO UPDATE
+           SET recovery_since = excluded.recovery_since, reported_at = excluded.reported_at,
+               reported_by = excluded.reported_by, address = excluded.address,
+               incarnation = excluded.incarnation, incarnations = excluded.incarnations,
+               worker_id = excluded.worker_id, reserved_tick = excluded.reserved_tick,
+               names = excluded.names, marks = excluded.marks, revision = excluded.revision;
+    END IF;
+    RETURN true;
+END
+$$;
+
+-- Binds node name `node` to `member` (the operator's word; a superuser's or the extension
+-- owner's): from then on only that role acts as the node. A name is otherwise bound to the role
+-- of its first hello: bind the names of a registry updated from 0.8.0 (whose nodes said no
+-- hello yet) before their nodes restart, and rebind a name a wrong role took. Errors: 22023
+-- an invalid node name; 42704 no such role.
+CREATE FUNCTION idgen_registry_bind_node(node text, member name)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF node IS NULL OR octet_length(node) NOT BETWEEN 1 AND 63 OR node !~ '^[A-Za-z0-9._:-]+$' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('invalid node name %L', node);
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname = member) THEN
+        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = pg_catalog.format('role %I does not exist', member);
+    END IF;
+    INSERT INTO @extschema@.idgen_registry_node AS n
+           (node_name, incarnation, role, address, first_seen, last_seen)
+    VALUES (node, '', member::text, NULL, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp())
+    ON CONFLICT ON CONSTRAINT idgen_registry_node_pkey DO UPDATE SET role = excluded.role;
+END
+$$;
+
+-- Opens a recovery by the operator's word (README "Recovering a registry"): after a restore,
+-- a point-in-time recovery, a failover to an asynchronous standby or a dump reload the registry
+-- could not see for itself. Returns when the open recovery began.
+CREATE FUNCTION idgen_registry_begin_recovery(reason text DEFAULT 'opened by the operator')
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    since timestamptz;
+BEGIN
+    INSERT INTO @extschema@.idgen_registry_server AS x
+           (singleton, server_identity, timeline, epoch_at, recovery_since, recovery_reason,
+            recovery_opened_by)
+    VALUES (true, @extschema@.idgen_registry_identity(), @extschema@.idgen_registry_timeline(),
+            clock_timestamp(), clock_timestamp(), coalesce(reason, 'opened by the operator'),
+            pg_catalog.format('the operator (role %s)', session_user))
+    ON CONFLICT (singleton) DO UPDATE
+       SET recovery_since = coalesce(x.recovery_since, excluded.recovery_since),
+           recovery_reason = coalesce(x.recovery_reason, excluded.recovery_reason),
+           recovery_opened_by = coalesce(x.recovery_opened_by, excluded.recovery_opened_by)
+    RETURNING x.recovery_since INTO since;
+    RETURN since;
+END
+$$;
+
+-- Completes the open recovery (README "Recovering a registry"), as a superuser on the
+-- registry once every known node has reported (idgen_registry_recovery): raises each global
+-- segment's mark and each global serial's counter to the highest a node reported, the
+-- revision above every revision reported, and starts a new epoch (nothing is granted for a
+-- longest lease, so no grant starts below a fence a lost renewal confirmed). Nodes named in
+-- skip_nodes need not have reported (a node gone for good); their reports, if any, are not
+-- used. Returns what it raised. Errors: 55000 no recovery is open, or known nodes have not
+-- reported.
+CREATE FUNCTION idgen_registry_recover(skip_nodes text[] DEFAULT '{}')
+RETURNS TABLE (subject text, raised_from bigint, raised_to bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    s       @extschema@.idgen_registry_server;
+    missing text[];
+    rev     bigint;
+    top     bigint;
+BEGIN
+    SELECT * INTO s FROM @extschema@.idgen_registry_server FOR UPDATE;
+    IF NOT FOUND OR s.recovery_since IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'no recovery is open';
+    END IF;
+    -- Reports arriving meanwhile wait (and then land in no recovery: none is used unread).
+    LOCK TABLE @extschema@.idgen_registry_recovery_report IN SHARE ROW EXCLUSIVE MODE;
+    SELECT array_agg(n.node_name ORDER BY n.node_name) INTO missing
+      FROM @extschema@.idgen_registry_node n
+     WHERE n.node_name <> ALL (coalesce(skip_nodes, '{}'))
+       AND NOT EXISTS (SELECT FROM @extschema@.idgen_registry_recovery_report r
+                        WHERE r.node_name = n.node_name AND r.recovery_since = s.recovery_since);
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = pg_catalog.format('%s known node(s) have not reported: %s', cardinality(missing), array_to_string(missing, ', ')),
+            DETAIL = 'A node that has not reported may hold a range the registry lost; its numbers would be handed out again.',
+            HINT = 'Start them (a node reports within a renewal interval), or, for nodes gone for good, name them: SELECT * FROM idgen_registry_recover(skip_nodes => ARRAY[...]);';
+    END IF;
+    -- Global segments the registry lost altogether (idgen installed again): created at the
+    -- highest mark reported, with segment_create's default step (a node's own step is its own).
+    RETURN QUERY
+    WITH created AS (
+        INSERT INTO @extschema@.idgen_registry_segment AS g (name, max_id, step, description)
+        SELECT m.name, m.mark, 1000, 'created again by idgen_registry_recover() from the nodes'' reports'
+          FROM (SELECT k.name, max(k.mark) AS mark
+                 FROM @extschema@.idgen_registry_recovery_report r,
+                      unnest(r.names, r.marks) AS k(name, mark)
+                WHERE r.recovery_since = s.recovery_since
+                  AND r.node_name <> ALL (coalesce(skip_nodes, '{}'))
+                GROUP BY k.name) m
+         WHERE m.name NOT LIKE chr(1) || '%' AND octet_length(m.name) BETWEEN 1 AND 63
+        ON CONFLICT (name) DO NOTHING
+        RETURNING g.name, g.max_id)
+    SELECT 'global segment ' || created.name, NULL::bigint, created.max_id FROM created;
+    -- Global segments.
+    RETURN QUERY
+    WITH raised AS (
+        UPDATE @extschema@.idgen_registry_segment g
+           SET max_id = m.mark, taker = NULL, updated_at = clock_timestamp()
+          FROM (SELECT k.name, max(k.mark) AS mark
+                 FROM @extschema@.idgen_registry_recovery_report r,
+                      unnest(r.names, r.marks) AS k(name, mark)
+                WHERE r.recovery_since = s.recovery_since
+                  AND r.node_name <> ALL (coalesce(skip_nodes, '{}'))
+                GROUP BY k.name) m, (SELECT name, max_id FROM @extschema@.idgen_registry_segment) o
+         WHERE g.name = m.name AND o.name = g.name AND g.max_id < m.mark
+        RETURNING g.name, o.max_id AS before, g.max_id AS after)
+    SELECT 'global segment ' || raised.name, raised.before, raised.after FROM raised;
+    -- Global serials' counters.
+    RETURN QUERY
+    WITH reported AS (
+        SELECT split_part(m.name, chr(1), 3) AS serial, split_part(m.name, chr(1), 4) AS period, m.mark
+          FROM (SELECT k.name, max(k.mark) AS mark
+                 FROM @extschema@.idgen_registry_recovery_report r,
+                      unnest(r.names, r.marks) AS k(name, mark)
+                WHERE r.recovery_since = s.recovery_since
+                  AND r.node_name <> ALL (coalesce(skip_nodes, '{}'))
+                GROUP BY k.name) m
+         WHERE m.name LIKE chr(1) || 'serial' || chr(1) || '%'
+           AND array_length(string_to_array(m.name, chr(1)), 1) = 4),
+    before AS (
+        SELECT p.serial, p.period, p.mark, c.max_id AS was FROM reported p
+          LEFT JOIN @extschema@.idgen_registry_serial_counter c
+                 ON c.serial = p.serial AND c.period = p.period
+         WHERE coalesce(c.max_id, 0) < p.mark
+           AND octet_length(p.serial) BETWEEN 1 AND 40
+           AND p.period ~ '^([0-9]{4}|[0-9]{6}|[0-9]{8})?$'),
+    raised AS (
+        INSERT INTO @extschema@.idgen_registry_serial_counter AS c (serial, period, max_id)
+        SELECT b.serial, b.period, b.mark FROM before b
+        ON CONFLICT ON CONSTRAINT idgen_registry_serial_counter_pkey DO UPDATE
+           SET max_id = greatest(c.max_id, excluded.max_id), taker = NULL, updated_at = clock_timestamp()
+        RETURNING c.serial, c.period)
+    SELECT format('global serial %s, period %s', b.serial, b.period), coalesce(b.was, 0), b.mark
+      FROM before b JOIN raised r ON r.serial = b.serial AND r.period = b.period;
+    -- The revision: above every one a node saw.
+    rev := @extschema@.idgen_registry_revision_now();
+    SELECT max(r.revision) INTO top FROM @extschema@.idgen_registry_recovery_report r
+     WHERE r.recovery_since = s.recovery_since AND r.node_name <> ALL (coalesce(skip_nodes, '{}'));
+    PERFORM pg_catalog.setval('@extschema@.idgen_registry_revision'::pg_catalog.regclass,
+                              greatest(rev, coalesce(top, 0)) + 1);
+    RETURN QUERY SELECT 'revision'::text, rev, greatest(rev, coalesce(top, 0)) + 1;
+    -- Every node's memory is below the registry now.
+    UPDATE @extschema@.idgen_registry_node n SET revision = greatest(rev, coalesce(top, 0)) + 1;
+    UPDATE @extschema@.idgen_registry_server x
+       SET recovery_since = NULL, recovery_reason = NULL, recovery_opened_by = NULL,
+           recovered_at = clock_timestamp(), epoch_at = clock_timestamp();
+    DELETE FROM @extschema@.idgen_registry_recovery_report;
 END
 $$;
 
 -- This server's registry client (a node's side), from shared memory.
 CREATE VIEW idgen_registry_status AS SELECT * FROM idgen_registry_client_status();
+
+-- The open recovery, on the registry: every known node, and what it reported.
+CREATE VIEW idgen_registry_recovery AS
+SELECT n.node_name, n.role, n.address, n.last_seen,
+       r.reported_at IS NOT NULL AS reported, r.reported_at, r.reported_by, r.worker_id,
+       r.reserved_tick, pg_catalog.cardinality(r.names) AS marks,
+       (SELECT pg_catalog.string_agg(pg_catalog.format('%s=%s', k.name, k.mark), ', ' ORDER BY k.name)
+          FROM unnest(r.names, r.marks) AS k(name, mark)) AS reported_marks,
+       r.revision,
+       s.recovery_since, s.recovery_reason, s.recovery_opened_by
+  FROM @extschema@.idgen_registry_server s
+  CROSS JOIN @extschema@.idgen_registry_node n
+  LEFT JOIN @extschema@.idgen_registry_recovery_report r
+         ON r.node_name OPERATOR(pg_catalog.=) n.node_name
+        AND r.recovery_since OPERATOR(pg_catalog.=) s.recovery_since
+ WHERE s.recovery_since IS NOT NULL;
 
 -- Every lease, for monitoring: holder, address, state, R and its time, offsets, layout.
 CREATE VIEW idgen_registry_workers AS
@@ -1056,35 +1329,40 @@ REVOKE EXECUTE ON FUNCTION idgen_registry_segment_create(text, bigint, integer, 
 REVOKE EXECUTE ON FUNCTION idgen_registry_segment_get(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_segment_get(text) TO idgen_registry;
-REVOKE ALL ON TABLE idgen_registry_workers, idgen_registry_status FROM PUBLIC;
-GRANT SELECT ON TABLE idgen_registry_workers, idgen_registry_status TO pg_monitor;
-REVOKE EXECUTE ON FUNCTION idgen_registry_hello() FROM PUBLIC;
+REVOKE ALL ON TABLE idgen_registry_workers, idgen_registry_status, idgen_registry_recovery FROM PUBLIC;
+GRANT SELECT ON TABLE idgen_registry_workers, idgen_registry_status, idgen_registry_recovery TO pg_monitor;
 REVOKE EXECUTE ON FUNCTION idgen_registry_client_status() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_hello() TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_client_status() TO pg_monitor;
+REVOKE EXECUTE ON FUNCTION idgen_registry_identity() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_timeline() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_max_lease_ms() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_revision_now() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_next_revision(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_check_node(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_check_incarnation(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_epoch() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_check_open(boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_grants_wait_over(bigint, bigint, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_key(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_check_durable() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_check_lease(integer, integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_check_regressions() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_resolve(bigint[]) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_probation() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_probation() TO idgen_registry;
-REVOKE EXECUTE ON FUNCTION idgen_registry_note_lease(integer, integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_begin_recovery(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_bind_node(text, name) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_recover(text[]) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_hello(text, text, bigint, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_release(integer, text, text, bigint) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) TO idgen_registry;
+REVOKE EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_report_marks(text, text, integer, bigint, text[], bigint[], bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_hello(text, text, bigint, integer) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision) TO idgen_registry;
 GRANT EXECUTE ON FUNCTION idgen_registry_release(integer, text, text, bigint) TO idgen_registry;
-GRANT EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) TO idgen_registry;
-REVOKE EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) TO idgen_registry;
-REVOKE EXECUTE ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_segment_take(text, integer, text, text) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text) TO idgen_registry;
+GRANT EXECUTE ON FUNCTION idgen_registry_report_marks(text, text, integer, bigint, text[], bigint[], bigint) TO idgen_registry;
 COMMENT ON FUNCTION idgen_registry_segment_create(text, bigint, integer, text) IS
   'Registry: creates a global segment (an existing one is kept); returns its step.';
 COMMENT ON FUNCTION idgen_registry_segment_get(text) IS
@@ -1093,32 +1371,44 @@ COMMENT ON VIEW idgen_registry_workers IS
   'Every worker id lease of this registry: holder, address, state, fence and clock offset.';
 COMMENT ON VIEW idgen_registry_status IS
   'This server''s registry client: worker id, lease, fence, head start, clock offset, state.';
+COMMENT ON VIEW idgen_registry_recovery IS
+  'The registry''s open recovery: every known node, whether it reported, and what.';
 COMMENT ON FUNCTION idgen_registry_client_status() IS
   'This server''s registry client, one row (the idgen_registry_status view).';
-COMMENT ON FUNCTION idgen_registry_hello() IS 'Registry: its clock and idgen version.';
-COMMENT ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer, bigint) IS
+COMMENT ON FUNCTION idgen_registry_identity() IS 'Registry: its install token and system identifier.';
+COMMENT ON FUNCTION idgen_registry_timeline() IS 'Registry: the timeline it writes on (NULL on a standby).';
+COMMENT ON FUNCTION idgen_registry_max_lease_ms() IS 'Registry: the longest lease it grants, ms (idgen.registry_max_lease).';
+COMMENT ON FUNCTION idgen_registry_revision_now() IS 'Registry: its revision now.';
+COMMENT ON FUNCTION idgen_registry_next_revision(text) IS 'Registry: takes the next revision and records it as answered to the node.';
+COMMENT ON FUNCTION idgen_registry_check_node(text) IS 'Registry: 42501 for a node name that belongs to another role.';
+COMMENT ON FUNCTION idgen_registry_check_incarnation(text) IS 'Registry: 55P03 for a take by an incarnation that said no hello as the calling role.';
+COMMENT ON FUNCTION idgen_registry_epoch() IS 'Registry: where its epoch began.';
+COMMENT ON FUNCTION idgen_registry_check_durable() IS
+  'Registry: 55000 unless it keeps the commits it acknowledges (fsync, synchronous_commit, a synchronous standby or the single-server declaration).';
+COMMENT ON FUNCTION idgen_registry_check_lease(integer, integer) IS
+  'Registry: 22023 for a lease outside 100 ms to idgen.registry_max_lease, or renewals more than a third of it apart.';
+COMMENT ON FUNCTION idgen_registry_grants_wait_over(bigint, bigint, integer) IS
+  'Registry: whether the grants'' wait after the epoch is over, in the fleet''s ticks.';
+COMMENT ON FUNCTION idgen_registry_check_open(boolean) IS
+  'Registry: 55P03 during the wait after a new epoch, 55000 while recovering.';
+COMMENT ON FUNCTION idgen_registry_hello(text, text, bigint, integer) IS
+  'Registry: a node''s hello: clock, version, revision, recovery; records the server and the node, opens a recovery when needed.';
+COMMENT ON FUNCTION idgen_registry_claim(text, text, text, text, integer, integer, bigint, integer, integer, integer, integer, integer, double precision, integer) IS
   'Registry: claims a worker id for a node incarnation and its secret; returns the floor and fence ticks.';
-COMMENT ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision, bigint, text[], text[], bigint[]) IS
-  'Registry: renews a worker id lease for its holder (secret); returns the new fence tick, or the regression it detected.';
+COMMENT ON FUNCTION idgen_registry_renew(integer, text, text, integer, integer, double precision) IS
+  'Registry: renews a worker id lease for its holder (secret); returns the new fence and the floor in force.';
 COMMENT ON FUNCTION idgen_registry_release(integer, text, text, bigint) IS
   'Registry: releases a worker id lease at a clean shutdown (holder''s secret), recording the final reservation.';
-COMMENT ON FUNCTION idgen_registry_segment_take(text, integer, text, text, bigint) IS
+COMMENT ON FUNCTION idgen_registry_segment_take(text, integer, text, text) IS
   'Registry: the next range of a global segment, in one committed UPDATE, recording its taker.';
-COMMENT ON FUNCTION idgen_registry_resolve(bigint[]) IS
-  'Registry (superuser): raises fences and marks to what nodes reported (except the dismissed reports) and closes the open regressions.';
-COMMENT ON FUNCTION idgen_registry_report(text, text, text[], bigint[], integer) IS
-  'Registry: a node without a worker id reports its global segments'' marks.';
-COMMENT ON FUNCTION idgen_registry_report_regression(integer, text, bigint, bigint, text, text) IS
-  'Registry: records a regression a node found, once per subject and reporter while open.';
-COMMENT ON FUNCTION idgen_registry_probation() IS
-  'Registry: the ends of its probation (ranges, claims) after a restart, failover or restore.';
-COMMENT ON FUNCTION idgen_registry_note_lease(integer, integer) IS
-  'Registry: remembers the longest lease and renewal interval seen.';
-COMMENT ON FUNCTION idgen_registry_check_marks(text[], bigint[], text, text) IS
-  'Registry: reports the global segment marks of a node that are above the registry''s.';
+COMMENT ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text) IS
+  'Registry: moves a global serial''s counter for a period up by step_size; returns the new mark.';
+COMMENT ON FUNCTION idgen_registry_report_marks(text, text, integer, bigint, text[], bigint[], bigint) IS
+  'Registry: a node''s report in an open recovery (worker id, reservation, marks, revision).';
+COMMENT ON FUNCTION idgen_registry_bind_node(text, name) IS
+  'Registry (operator): binds a node name to the role that alone may act as that node.';
+COMMENT ON FUNCTION idgen_registry_begin_recovery(text) IS
+  'Registry (operator): opens a recovery after a restore, a failover to an asynchronous standby or a reload.';
+COMMENT ON FUNCTION idgen_registry_recover(text[]) IS
+  'Registry (superuser): completes the open recovery: raises marks and counters above the reports, the revision above every one seen.';
 COMMENT ON FUNCTION idgen_registry_key(text) IS 'Registry: the SHA-256 kept of a holder''s secret.';
-COMMENT ON FUNCTION idgen_registry_check_regressions() IS 'Registry: 55000 while a regression is open.';
-COMMENT ON FUNCTION idgen_registry_serial_take(text, text, bigint, text, text, text, text, bigint) IS
-  'Registry: moves a global serial''s counter for a period up by step_size; returns the new mark, or the regression found.';
-COMMENT ON FUNCTION idgen_registry_report_serial_regression(text, text, bigint, bigint, text, text) IS
-  'Registry: records a global serial counter below a mark a node took (a lost commit).';

@@ -161,10 +161,8 @@ pub(crate) fn parse(conninfo: &str) -> Result<(), String> {
                 b"host" => host = value,
                 b"hostaddr" => hostaddr = value,
                 b"service" if value.is_some() => service = true,
+                // (libpq reports the old requiressl=1 as sslmode=require here.)
                 b"sslmode" => sslmode = value,
-                b"requiressl" if value.as_deref() == Some("1") => {
-                    sslmode = sslmode.or(Some("require".into()))
-                }
                 _ => {}
             }
             o = o.add(1);

@@ -267,9 +267,10 @@ pub(crate) fn registry_lease_ms() -> u64 {
     REGISTRY_LEASE.get().max(1) as u64
 }
 
-/// `idgen.registry_renew_interval` in ms, at most half the lease.
+/// `idgen.registry_renew_interval` in ms, at most a third of the lease (the registry refuses
+/// more).
 pub(crate) fn registry_renew_interval_ms() -> u64 {
-    (REGISTRY_RENEW_INTERVAL.get().max(1) as u64).min(registry_lease_ms() / 2)
+    (REGISTRY_RENEW_INTERVAL.get().max(1) as u64).min((registry_lease_ms() / 3).max(1))
 }
 
 /// `idgen.registry_max_clock_offset_ms`, or `None` for -1 (no limit).

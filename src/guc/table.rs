@@ -14,6 +14,7 @@ pub(super) static REGISTRY_LEASE: GucSetting<i32> = GucSetting::<i32>::new(60_00
 pub(super) static REGISTRY_RENEW_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub(super) static REGISTRY_MAX_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub(super) static REGISTRY_SINGLE_SERVER: GucSetting<bool> = GucSetting::<bool>::new(false);
+pub(super) static REGISTRY_MAX_LEASE: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 /// `idgen.id_bits`: the width of a whole Snowflake id, in bits; 63 (every positive `bigint`) by
 /// default, 53 for ids that a JavaScript `Number` holds exactly (issue: "Ids for the web").
 /// Time takes what worker and sequence bits leave of it. The bounds are the snowflake layout's
@@ -109,7 +110,7 @@ impl IntSetting {
 }
 
 /// Every integer setting. None may silently fall back to its default (see [`init`]).
-pub(super) static INT_SETTINGS: [IntSetting; 17] = [
+pub(super) static INT_SETTINGS: [IntSetting; 18] = [
     IntSetting {
         name: c"idgen.id_bits",
         short: c"Width of a whole Snowflake id, in bits: every id is below 2^id_bits.",
@@ -263,9 +264,19 @@ pub(super) static INT_SETTINGS: [IntSetting; 17] = [
     IntSetting {
         name: c"idgen.registry_renew_interval",
         short: c"How often the registry client renews this server's worker id lease (with 20 % jitter).",
-        long: c"At most half of idgen.registry_lease is used. A crashed server's restart reclaims its worker id after two intervals without renewal.",
+        long: c"At most a third of idgen.registry_lease is used, so that a registry hears from every live node within half a lease.",
         value: &REGISTRY_RENEW_INTERVAL,
         min: 10,
+        max: idgen_core::registry::MAX_LEASE_MS as i32,
+        context: Context::Sighup,
+        unit: Unit::Milliseconds,
+    },
+    IntSetting {
+        name: c"idgen.registry_max_lease",
+        short: c"On a registry: the longest worker id lease it grants.",
+        long: c"Set on the registry server (idgen in its shared_preload_libraries). Nodes asking for longer leases are refused. After each start, failover or recovery the registry grants no worker id for this long, and hands out no range for half of it.",
+        value: &REGISTRY_MAX_LEASE,
+        min: idgen_core::registry::MIN_LEASE_MS as i32,
         max: idgen_core::registry::MAX_LEASE_MS as i32,
         context: Context::Sighup,
         unit: Unit::Milliseconds,

@@ -34,13 +34,6 @@ pub(crate) struct Claim {
     pub(crate) expires_ms: i64,
 }
 
-/// How far ahead of the registry's clock a claim's floor may be at least: the registry starts a
-/// grant at the node's own reservation, at the end a released lease reached, or above a
-/// predecessor's fence (a promoted standby succeeding its primary), each at most two of that
-/// holder's leases ahead, and a lease is at most `idgen.registry_lease`'s largest value
-/// (2^31 - 1 ms). A far floor only delays the node's first id; the floor bounds the fence.
-const FLOOR_AHEAD_MS: u64 = 2 * i32::MAX as u64;
-
 /// A non-negative integer column (`bigint`, `integer`): never NULL, never a fraction.
 pub(crate) fn count(row: &[Option<String>], i: usize, field: &str) -> Result<u64, String> {
     let text = row
@@ -84,9 +77,8 @@ fn slack(layout: Layout, lease: Lease) -> u64 {
 
 /// Checks the answer of `idgen_registry_claim`: columns registry_now (Unix ms), worker_id,
 /// floor_tick, fence_tick, expires_at (Unix ms). The worker id fits the layout; floor <= fence;
-/// the floor is at most [`FLOOR_AHEAD_MS`] (or two leases) ahead of the registry's clock, the
-/// fence at most a lease past the registry's clock or past the floor (when the registry starts
-/// the grant ahead of its clock), give or take the clock measurement's bound; the expiry at
+/// the floor is not ahead of the registry's clock (a grant starts at it, never ahead) and the
+/// fence at most a lease past it, give or take the clock measurement's bound; the expiry at
 /// most a lease away.
 pub(crate) fn claim(row: &[Option<String>], layout: Layout, lease: Lease) -> Result<Claim, String> {
     let now_ms = unix_ms(row, 0, "registry_now")?;
@@ -111,15 +103,14 @@ pub(crate) fn claim(row: &[Option<String>], layout: Layout, lease: Lease) -> Res
         ticks(layout, lease.lease_ms),
         slack(layout, lease),
     );
-    let ahead = ticks(layout, FLOOR_AHEAD_MS).max(2 * lease_ticks);
-    if floor > now_tick.saturating_add(ahead).saturating_add(slack) {
+    if floor > now_tick.saturating_add(slack) {
         return Err(format!(
-            "floor_tick {floor} is further ahead of the registry's clock (tick {now_tick}) than a start can be"
+            "floor_tick {floor} is ahead of the registry's clock (tick {now_tick}): a grant starts at the clock"
         ));
     }
-    if fence > now_tick.max(floor).saturating_add(lease_ticks + slack) {
+    if fence > now_tick.saturating_add(lease_ticks + slack) {
         return Err(format!(
-            "fence_tick {fence} is more than a lease ({lease_ticks} ticks) past the registry's clock (tick {now_tick}) and past floor_tick {floor}"
+            "fence_tick {fence} is more than a lease ({lease_ticks} ticks) past the registry's clock (tick {now_tick})"
         ));
     }
     if expires_ms > now_ms + lease.lease_ms as f64 + 1000.0 {
@@ -133,35 +124,59 @@ pub(crate) fn claim(row: &[Option<String>], layout: Layout, lease: Lease) -> Res
     })
 }
 
-/// Checks the fence of an `idgen_registry_renew` answer (columns registry_now, fence_tick,
-/// expires_at; the regression column is the caller's): at most a lease past the registry's
-/// clock, give or take the measurement's bound, unless it is the fence this node already had
-/// confirmed (`confirmed`, which a claim may have started ahead of the clock). Returns the fence
-/// and the expiry (Unix ms). A fence below `confirmed` is the caller's to refuse (a registry
-/// that lost commits).
+/// What a renewal answered, checked by [`renewal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Renewed {
+    pub(crate) fence: u64,
+    /// The floor in force: above the node's when the registry granted an expired lease anew.
+    pub(crate) floor: u64,
+    /// The lease's expiry, Unix ms.
+    pub(crate) expires_ms: i64,
+}
+
+/// Checks an `idgen_registry_renew` answer (columns registry_now, fence_tick, floor_tick,
+/// expires_at): the fence at most a lease past the registry's clock, give or take the
+/// measurement's bound, unless it is the fence this node already had confirmed (`confirmed`);
+/// the floor not above the fence, and not ahead of the clock unless it is the node's own
+/// (`floor`). A fence below `confirmed` is the caller's to refuse.
 pub(crate) fn renewal(
     row: &[Option<String>],
     layout: Layout,
     lease: Lease,
     confirmed: u64,
-) -> Result<(u64, i64), String> {
+    floor: u64,
+) -> Result<Renewed, String> {
     let now_ms = unix_ms(row, 0, "registry_now")?;
     let fence = count(row, 1, "fence_tick")?;
-    let expires_ms = unix_ms(row, 2, "expires_at")?;
+    let new_floor = count(row, 2, "floor_tick")?;
+    let expires_ms = unix_ms(row, 3, "expires_at")?;
     let now_tick = tick_at(layout, now_ms);
     let lease_ticks = ticks(layout, lease.lease_ms);
-    let most = now_tick
-        .saturating_add(lease_ticks + slack(layout, lease))
-        .max(confirmed);
+    let slack = slack(layout, lease);
+    let most = now_tick.saturating_add(lease_ticks + slack).max(confirmed);
     if fence > most {
         return Err(format!(
             "fence_tick {fence} is more than a lease ({lease_ticks} ticks) past the registry's clock (tick {now_tick})"
         ));
     }
+    if new_floor > fence {
+        return Err(format!(
+            "floor_tick {new_floor} is above its fence_tick {fence}"
+        ));
+    }
+    if new_floor > floor && new_floor > now_tick.saturating_add(slack) {
+        return Err(format!(
+            "floor_tick {new_floor} is ahead of the registry's clock (tick {now_tick}): a grant starts at the clock"
+        ));
+    }
     if expires_ms > now_ms + lease.lease_ms as f64 + 1000.0 {
         return Err("expires_at is more than a lease past the registry's clock".into());
     }
-    Ok((fence, expires_ms as i64))
+    Ok(Renewed {
+        fence,
+        floor: new_floor,
+        expires_ms: expires_ms as i64,
+    })
 }
 
 /// A boolean answer (`idgen_registry_release`): true or
@@ -211,15 +226,13 @@ mod tests {
 
     #[test]
     fn a_claim_from_the_registry_as_it_answers_is_believed() {
-        // A grant from the clock, one from the node's own reservation two leases ahead, and
-        // the largest worker id.
-        // A promoted standby above its primary's fence, the primary's lease (2 h) far longer
-        // than this node's: its floor is that lease ahead of the clock.
+        // A grant from the clock, one whose answer was lost and is given again (its floor
+        // earlier), and the largest worker id.
         for (w, floor, fence) in [
             ("0", "100000", "102000"),
-            ("1023", "104000", "106000"),
+            ("1023", "100001", "102001"),
             ("7", "0", "102002"),
-            ("9", "7300000", "7302000"),
+            ("9", "99000", "101000"),
         ] {
             let c = claim_of(w, floor, fence).unwrap();
             assert_eq!(c.fence, fence.parse::<u64>().unwrap());
@@ -246,10 +259,11 @@ mod tests {
             ),
             (
                 "3",
-                "9000000000",
-                "9000002000",
-                "floor_tick 9000000000 is further ahead",
+                "100003",
+                "102000",
+                "floor_tick 100003 is ahead of the registry's clock",
             ),
+            ("3", "104000", "106000", "floor_tick 104000 is ahead"),
             ("3", "-5", "102000", "floor_tick -5 is negative"),
         ] {
             let e = claim_of(w, floor, fence).unwrap_err();
@@ -279,25 +293,34 @@ mod tests {
 
     #[test]
     fn a_renewal_moves_the_fence_at_most_a_lease_past_the_registrys_clock() {
-        let renew = |fence: &str, confirmed: u64| {
+        let renew = |fence: &str, floor: &str, confirmed: u64, own_floor: u64| {
             renewal(
-                &row(&[Some(NOW), Some(fence), Some("1102000.5")]),
+                &row(&[Some(NOW), Some(fence), Some(floor), Some("1102000.5")]),
                 LAYOUT,
                 LEASE,
                 confirmed,
+                own_floor,
             )
         };
-        assert_eq!(renew("102000", 101000).unwrap().0, 102000);
-        // The fence a claim started ahead of the clock stays believed.
-        assert_eq!(renew("105000", 105000).unwrap().0, 105000);
-        assert!(renew("102003", 101000)
+        assert_eq!(renew("102000", "5", 101000, 5).unwrap().fence, 102000);
+        // The fence confirmed before stays believed.
+        assert_eq!(renew("105000", "5", 105000, 5).unwrap().fence, 105000);
+        // An expired lease granted anew: the floor moves to the clock.
+        assert_eq!(renew("102000", "100000", 99000, 5).unwrap().floor, 100000);
+        assert!(renew("102003", "5", 101000, 5)
             .unwrap_err()
             .contains("fence_tick 102003"));
-        assert!(renew("105001", 105000)
+        assert!(renew("105001", "5", 105000, 5)
             .unwrap_err()
             .contains("fence_tick 105001"));
+        assert!(renew("102000", "101000", 101000, 5)
+            .unwrap_err()
+            .contains("floor_tick 101000 is ahead"));
+        assert!(renew("102000", "102001", 101000, 5)
+            .unwrap_err()
+            .contains("above its fence_tick"));
         assert_eq!(
-            renewal(&row(&[Some(NOW), None, None]), LAYOUT, LEASE, 0).unwrap_err(),
+            renewal(&row(&[Some(NOW), None, None, None]), LAYOUT, LEASE, 0, 0).unwrap_err(),
             "fence_tick is NULL"
         );
     }

@@ -3,8 +3,11 @@
 //! once, then renews the lease every `idgen.registry_renew_interval` (with jitter), and
 //! releases it at a clean shutdown with the final reservation. Each grant and renewal moves the
 //! generator's fence (`snowflake::lease`); a failure is kept for the callers and the status
-//! view, and logged when it changes. It starts once recovery has ended: a standby issues no
-//! ids, and a promoted one claims (and so succeeds its primary) as it becomes writable.
+//! view, and logged when it changes. Every step begins with a hello, which shows the registry
+//! the highest revision this server saw (one above the registry's own opens its recovery) and
+//! says whether a recovery is open; in one, the client reports this server's worker id,
+//! reservation and global marks. It starts once recovery has ended: a standby issues no ids,
+//! and a promoted one claims like any other server as it becomes writable.
 
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
@@ -131,16 +134,27 @@ struct Client {
     conn: Option<Conn>,
     /// The worker id and floor of the grant, once granted.
     grant: Option<(u64, u64)>,
+    /// The registry no longer leases the granted worker id to this server (55006 at a
+    /// renewal): the next step claims that id again, and only that one.
+    lost: bool,
     /// The last failure logged (its SQLSTATE and its message without digits), so that a
     /// failure is logged once per change of state, not at every retry with a new number.
     logged: Option<String>,
-    /// The registry's commits were found not synchronous, and that was logged.
-    warned_synchronous: bool,
-    /// Each standby seen streaming from this server, and when last: a renewal names those seen
-    /// within a lease. A standby stops streaming as it is promoted, and its claim may reach the
-    /// registry after this server's next renewal: named only while streaming, it would have
-    /// lost its succession by then (and claimed another worker id while this server goes on).
-    standbys_seen: std::collections::BTreeMap<String, Instant>,
+    /// The registry's longest lease (`idgen.registry_max_lease` there), as its last hello said:
+    /// the client says hello at least every third of it, so that the registry hears from every
+    /// live node within its ranges' wait after an epoch, whatever this node's own settings.
+    registry_max_lease_ms: Option<u64>,
+}
+
+/// What a hello answered.
+struct Hello {
+    /// The registry's recovery, if one is open.
+    recovery: Option<String>,
+    /// This node has reported in the open recovery.
+    reported: bool,
+    /// This server's clock offset from the registry's, and its bound, µs.
+    offset_us: i64,
+    bound_us: i64,
 }
 
 impl Client {
@@ -159,49 +173,87 @@ impl Client {
         if grant.is_none() {
             shared::set_state(State::Connecting);
         }
+        // The highest revision a take of this server was answered with, before its restart: a
+        // registry that lost those takes is found at the first hello.
+        match super::marks::recorded() {
+            Ok(r) if r.node == identity.node_name => {
+                shared::shared()
+                    .seen_revision
+                    .fetch_max(r.revision, std::sync::atomic::Ordering::AcqRel);
+            }
+            Ok(_) => {}
+            Err(why) => pgrx::log!("idgen registry client: {why}"),
+        }
         Self {
             identity,
             conn: None,
             grant,
+            lost: false,
             logged: None,
-            warned_synchronous: false,
-            standbys_seen: std::collections::BTreeMap::new(),
+            registry_max_lease_ms: None,
         }
     }
 
-    /// One claim or renewal; returns how long to wait before the next. Without a worker id
-    /// (`idgen.worker_id` unset, e.g. a server that only draws global segments) nothing is
-    /// claimed.
+    /// One hello, then one claim or renewal; returns how long to wait before the next. Without
+    /// a worker id (`idgen.worker_id` unset, e.g. a server that only draws global segments)
+    /// nothing is claimed, and the hello is the contact.
     fn step(&mut self) -> Duration {
-        if self.grant.is_none() && guc::worker_id_setting() == guc::WorkerIdSetting::Unset {
-            // No worker id to lease; the global segments' marks are still reported.
-            shared::set_state(State::Unclaimed);
-            match self.report() {
-                Ok(()) => self.logged = None,
-                Err(f) => self.failed(*f),
+        let interval = Duration::from_millis(
+            self.registry_max_lease_ms
+                .map_or(u64::MAX, |m| (m / 3).max(1))
+                .min(guc::registry_renew_interval_ms()),
+        );
+        let hello = match self.hello() {
+            Ok(hello) => hello,
+            Err(failure) => {
+                if self.grant.is_some() && !self.lost {
+                    shared::set_state(State::Renewing);
+                }
+                self.failed(*failure);
+                return jittered(if self.grant.is_none() {
+                    interval.min(CLAIM_RETRY)
+                } else {
+                    interval
+                });
             }
-            return jittered(Duration::from_millis(guc::registry_renew_interval_ms()));
-        }
-        let result = match self.grant {
-            None => self.claim(),
-            Some((worker, _)) => self.renew(worker),
         };
+        if hello.recovery.is_some() && !hello.reported {
+            if let Err(failure) = self.report_marks() {
+                self.failed(*failure);
+            }
+        }
+        let result =
+            if self.grant.is_none() && guc::worker_id_setting() == guc::WorkerIdSetting::Unset {
+                shared::set_state(State::Unclaimed);
+                Ok(())
+            } else {
+                match self.grant {
+                    Some((worker, _)) if !self.lost => self.renew(worker),
+                    _ => self.claim(&hello),
+                }
+            };
         match result {
             Ok(()) => {
                 self.logged = None;
-                jittered(Duration::from_millis(guc::registry_renew_interval_ms()))
+                if let Some(recovery) = hello.recovery {
+                    // A lease is still renewed; nothing new is granted or handed out.
+                    shared::set_state(State::Recovering);
+                    lease::fail(Failure::new(
+                        "55000",
+                        &format!("the registry refused: {recovery}"),
+                        Some("Held leases are renewed; no worker id is granted and no range handed out until its operator completes the recovery."),
+                        Some(RECOVER_HINT),
+                    ));
+                }
+                jittered(interval)
             }
             Err(failure) => {
                 self.failed(*failure);
-                let interval = Duration::from_millis(guc::registry_renew_interval_ms());
-                if self.grant.is_none() {
-                    // A node whose claim is refused still shows its global segments' marks
-                    // (its own failure is the one shown).
-                    let _ = self.report();
-                    jittered(interval.min(CLAIM_RETRY))
+                jittered(if self.grant.is_none() {
+                    interval.min(CLAIM_RETRY)
                 } else {
-                    jittered(interval)
-                }
+                    interval
+                })
             }
         }
     }
@@ -289,30 +341,98 @@ impl Client {
         Ok((row, offset_us, bound_us))
     }
 
-    /// Claims a worker id: measures the clock offset first (refused beyond
-    /// `idgen.registry_max_clock_offset_ms`), then calls `idgen_registry_claim`.
-    fn claim(&mut self) -> Result<(), Box<Failure>> {
-        let (hello, offset_us, bound_us) = self.call(
+    /// The hello that begins every step (`idgen_registry_hello`, a statement of its own, so
+    /// that what it records commits whatever the claim or renewal after it does): shows the
+    /// registry this server's node name and the highest revision it saw, and learns whether a
+    /// recovery is open.
+    fn hello(&mut self) -> Result<Hello, Box<Failure>> {
+        let seen = shared::shared()
+            .seen_revision
+            .load(std::sync::atomic::Ordering::Acquire);
+        let params = [
+            Some(self.identity.node_name.clone()),
+            Some(crate::identity::incarnation().to_owned()),
+            Some(seen.to_string()),
+            Some(self.identity.port.to_string()),
+        ];
+        let (row, offset_us, bound_us) = self.call(
             c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
-              version, NULL, pg_catalog.current_setting('synchronous_standby_names'), \
-              (SELECT claims_until FROM @extschema@.idgen_registry_probation()) \
-              FROM @extschema@.idgen_registry_hello()",
-            &[],
+              version, revision, recovery, reported, max_lease_ms \
+              FROM @extschema@.idgen_registry_hello($1::pg_catalog.text, $2::pg_catalog.text, \
+              $3::pg_catalog.int8, $4::pg_catalog.int4)",
+            &params,
             Wait::Interruptible,
         )?;
-        self.warn_unless_synchronous(&hello);
+        let revision = answer::count(&row, 2, "revision")
+            .map_err(|why| refused_answer(&format!("idgen_registry_hello: {why}")))?;
+        super::note_revision(revision as i64);
+        let reported = answer::boolean(Some(&row[4..]), "reported")
+            .map_err(|why| refused_answer(&format!("idgen_registry_hello: {why}")))?;
+        let max_lease_ms = answer::count(&row, 5, "max_lease_ms")
+            .map_err(|why| refused_answer(&format!("idgen_registry_hello: {why}")))?;
+        self.registry_max_lease_ms = Some(max_lease_ms.max(1));
+        Ok(Hello {
+            recovery: row.get(3).cloned().flatten(),
+            reported,
+            offset_us,
+            bound_us,
+        })
+    }
+
+    /// In an open recovery: reports what this server holds (`idgen_registry_report_marks`):
+    /// its worker id and the first tick its reservation never reached (the reservation file,
+    /// which survives restarts), the marks of its global segments and global serials' counters,
+    /// and the highest revision it saw.
+    fn report_marks(&mut self) -> Result<(), Box<Failure>> {
+        let (names, marks) = global_marks()?;
+        let worker = self.grant.map(|(w, _)| w);
+        let params = [
+            Some(self.identity.node_name.clone()),
+            Some(crate::identity::incarnation().to_owned()),
+            worker.map(|w| w.to_string()),
+            worker.map(|_| lease::own_reservation_end().to_string()),
+            Some(names),
+            Some(marks),
+            Some(
+                shared::shared()
+                    .seen_revision
+                    .load(std::sync::atomic::Ordering::Acquire)
+                    .to_string(),
+            ),
+        ];
+        self.call(
+            c"SELECT extract(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+              @extschema@.idgen_registry_report_marks($1::pg_catalog.text, $2::pg_catalog.text, \
+              $3::pg_catalog.int4, $4::pg_catalog.int8, $5::pg_catalog.text[], $6::pg_catalog.int8[], \
+              $7::pg_catalog.int8)",
+            &params,
+            Wait::Interruptible,
+        )?;
+        pgrx::log!(
+            "idgen registry client: reported worker id {} and the marks of this server to the registry's recovery",
+            worker.map_or("(none)".to_owned(), |w| w.to_string())
+        );
+        Ok(())
+    }
+
+    /// Claims a worker id (`idgen_registry_claim`), refused here beyond
+    /// `idgen.registry_max_clock_offset_ms` as the step's hello measured it. After the registry
+    /// stopped leasing the granted id to this server, only that id is claimed again: the
+    /// generator goes on with its worker id, above the new floor.
+    fn claim(&mut self, hello: &Hello) -> Result<(), Box<Failure>> {
         if let Some(max_ms) = guc::registry_max_clock_offset_ms() {
-            let off_us = offset_us
+            let off_us = hello
+                .offset_us
                 .unsigned_abs()
-                .saturating_sub(bound_us.unsigned_abs());
+                .saturating_sub(hello.bound_us.unsigned_abs());
             if off_us > max_ms * 1000 {
                 shared::set_state(State::Refused);
                 return Err(Failure::new(
                     "53400",
                     &format!(
                         "this server's clock is {:.1} ms off the registry's (within {:.1} ms), more than idgen.registry_max_clock_offset_ms = {max_ms}",
-                        offset_us as f64 / 1000.0,
-                        bound_us as f64 / 1000.0
+                        hello.offset_us as f64 / 1000.0,
+                        hello.bound_us as f64 / 1000.0
                     ),
                     Some("Uniqueness does not depend on the clocks, but the order of ids across servers does."),
                     Some("Synchronize this server's clock (NTP), or raise idgen.registry_max_clock_offset_ms."),
@@ -320,8 +440,10 @@ impl Client {
             }
         }
         let (epoch_ms, worker_bits, sequence_bits, tick_ms) = lease::fleet_layout();
-        let wanted = match guc::worker_id_setting() {
-            guc::WorkerIdSetting::Fixed(w) => Some(w.to_string()),
+        let again = self.grant.filter(|_| self.lost).map(|(w, _)| w);
+        let wanted = match (again, guc::worker_id_setting()) {
+            (Some(w), _) => Some(w.to_string()),
+            (None, guc::WorkerIdSetting::Fixed(w)) => Some(w.to_string()),
             _ => None,
         };
         let id = &self.identity;
@@ -339,24 +461,24 @@ impl Client {
             Some(tick_ms.to_string()),
             Some(lease_ms.to_string()),
             Some(guc::registry_renew_interval_ms().to_string()),
-            Some(format!("{}", offset_us as f64 / 1000.0)),
+            Some(format!("{}", hello.offset_us as f64 / 1000.0)),
             Some(id.port.to_string()),
-            Some(lease::own_reservation_end().to_string()),
         ];
+        let lost = self.lost;
         let (row, _, bound_us) = self
             .call(
                 c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
                   worker_id, floor_tick, fence_tick, \
-                  extract(epoch FROM expires_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, previous_holder \
+                  extract(epoch FROM expires_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, previous_holder, \
+                  revision \
                   FROM @extschema@.idgen_registry_claim($1::pg_catalog.text, $2::pg_catalog.text, \
                   $3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.int4, $6::pg_catalog.int4, \
                   $7::pg_catalog.int8, $8::pg_catalog.int4, $9::pg_catalog.int4, $10::pg_catalog.int4, \
-                  $11::pg_catalog.int4, $12::pg_catalog.int4, $13::pg_catalog.float8, $14::pg_catalog.int4, \
-                  $15::pg_catalog.int8)",
+                  $11::pg_catalog.int4, $12::pg_catalog.int4, $13::pg_catalog.float8, $14::pg_catalog.int4)",
                 &params,
                 Wait::Interruptible,
             )
-            .inspect_err(|_| shared::set_state(State::Refused))?;
+            .inspect_err(|_| shared::set_state(if lost { State::Lost } else { State::Refused }))?;
         let layout = answer::Layout {
             epoch_ms,
             worker_bits,
@@ -368,9 +490,19 @@ impl Client {
             fence,
             expires_ms,
         } = answer::claim(&row, layout, answer::Lease { lease_ms, bound_us }).map_err(|why| {
-            shared::set_state(State::Refused);
+            shared::set_state(if lost { State::Lost } else { State::Refused });
             refused_answer(&format!("idgen_registry_claim: {why}"))
         })?;
+        if again.is_some_and(|w| w != worker) {
+            shared::set_state(State::Lost);
+            return Err(refused_answer(&format!(
+                "idgen_registry_claim: worker_id {worker} is not the worker id {} this server claimed again",
+                again.unwrap_or_default()
+            )));
+        }
+        if let Ok(revision) = answer::count(&row, 6, "revision") {
+            super::note_revision(revision as i64);
+        }
         lease::grant(Grant {
             worker,
             floor_tick: floor,
@@ -378,88 +510,31 @@ impl Client {
         });
         let s = shared::shared();
         s.floor_tick
-            .store(floor, std::sync::atomic::Ordering::Release);
+            .fetch_max(floor, std::sync::atomic::Ordering::AcqRel);
         self.renewed(expires_ms, false);
         self.grant = Some((worker, floor));
+        self.lost = false;
         let previous = row.get(5).cloned().flatten();
         let now_ms = crate::time::wall_clock_unix_ms();
         pgrx::log!(
-            "idgen registry client: node {} holds worker id {worker} (incarnation {}){}; ids start {} ms ahead of the clock",
+            "idgen registry client: node {} holds worker id {worker} (incarnation {}){}{}; ids start {} ms ahead of the clock",
             self.identity.node_name,
             crate::identity::incarnation(),
             previous.map_or(String::new(), |p| format!(", after {p}")),
+            if again.is_some() { ", claimed again" } else { "" },
             lease::head_start_ms(now_ms)
         );
         Ok(())
     }
 
-    /// Without a worker id: shows the registry this server's global segments' marks, as a
-    /// renewal does.
-    fn report(&mut self) -> Result<(), Box<Failure>> {
-        let (names, marks) = global_marks();
-        let params = [
-            Some(self.identity.node_name.clone()),
-            Some(crate::identity::incarnation().to_owned()),
-            Some(names),
-            Some(marks),
-            Some(guc::registry_renew_interval_ms().to_string()),
-        ];
-        let (row, _, _) = self.call(
-            c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
-              regression FROM @extschema@.idgen_registry_report($1::pg_catalog.text, $2::pg_catalog.text, \
-              $3::pg_catalog.text[], $4::pg_catalog.int8[], $5::pg_catalog.int4)",
-            &params,
-            Wait::Interruptible,
-        )?;
-        if let Some(regression) = row.get(1).cloned().flatten() {
-            return Err(Failure::new("55000", &regression, None, Some(RESOLVE_HINT)).into());
-        }
-        Ok(())
-    }
-
-    /// Warns (once per start) when the registry's commits are not synchronous: a registry that
-    /// can lose a commit (`synchronous_commit` off or local, or no synchronous standby to fail
-    /// over to) can rewind fences and marks; nodes detect it and stop (README "A registry that
-    /// lost commits"), which is an outage the operator avoids with synchronous replication.
-    fn warn_unless_synchronous(&mut self, hello: &[Option<String>]) {
-        if self.warned_synchronous {
-            return;
-        }
-        // (Its synchronous_commit is at least `on` in idgen's sessions: `libpq::connect`.)
-        let standbys = hello.get(3).cloned().flatten().unwrap_or_default();
-        if !standbys.trim().is_empty() {
-            return;
-        }
-        self.warned_synchronous = true;
-        pgrx::warning!(
-            "idgen registry client: the registry can lose commits: it has no synchronous standby (synchronous_standby_names is empty): a failover loses commits; nodes then stop until an operator resolves it (README \"A registry that lost commits\")"
-        );
-    }
-
-    /// Renews the lease of `worker`: moves the fence up. Shows the registry the fence this
-    /// server has confirmed (a registry below it has lost commits) and the node names of this
-    /// server's streaming standbys (the ones that may succeed it by promotion). A refusal
-    /// (55006) means the registry gave the worker id to another server after this one's lease
-    /// expired: the state becomes `lost`, and ids stay below the last fence until the server
-    /// restarts. A registry that lost commits (the answer's regression) is not believed: the
-    /// fence stays, state `regressed`, until an operator resolves it on the registry.
+    /// Renews the lease of `worker`: moves the fence up, and the floor when the registry granted
+    /// an expired lease anew. A refusal (55006) means the registry no longer leases the id to
+    /// this server (another server took it after this one's lease expired, or the registry has
+    /// no lease of it): state `lost`, ids stay below the last fence, and the next step claims
+    /// that same id again.
     fn renew(&mut self, worker: u64) -> Result<(), Box<Failure>> {
         let confirmed = lease::fence_end().saturating_sub(1);
-        // SAFETY: in the registry client, attached to shared memory, between calls.
-        let mut standbys = unsafe { crate::pgver::streaming_standby_names() };
-        // A standby streaming under this server's own name (a copied cluster_name) is not
-        // vouched for: a restored copy of this server would carry the same name.
-        standbys.retain(|n| *n != self.identity.node_name);
         let lease_ms = guc::registry_lease_ms();
-        let now = Instant::now();
-        for name in standbys {
-            self.standbys_seen.insert(name, now);
-        }
-        let lease = Duration::from_millis(lease_ms);
-        self.standbys_seen
-            .retain(|_, seen| now.duration_since(*seen) <= lease);
-        let standbys: Vec<String> = self.standbys_seen.keys().cloned().collect();
-        let (names, marks) = global_marks();
         let params = [
             Some(worker.to_string()),
             Some(crate::identity::incarnation().to_owned()),
@@ -473,17 +548,12 @@ impl Client {
                     .load(std::sync::atomic::Ordering::Relaxed) as f64
                     / 1000.0
             )),
-            Some(confirmed.to_string()),
-            Some(text_array(&standbys)),
-            Some(names),
-            Some(marks),
         ];
         let result = self.call(
             c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
-              fence_tick, extract(epoch FROM expires_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
-              regression FROM @extschema@.idgen_registry_renew($1::pg_catalog.int4, $2::pg_catalog.text, \
-              $3::pg_catalog.text, $4::pg_catalog.int4, $5::pg_catalog.int4, $6::pg_catalog.float8, \
-              $7::pg_catalog.int8, $8::pg_catalog.text[], $9::pg_catalog.text[], $10::pg_catalog.int8[])",
+              fence_tick, floor_tick, extract(epoch FROM expires_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
+              revision FROM @extschema@.idgen_registry_renew($1::pg_catalog.int4, $2::pg_catalog.text, \
+              $3::pg_catalog.text, $4::pg_catalog.int4, $5::pg_catalog.int4, $6::pg_catalog.float8)",
             &params,
             Wait::Interruptible,
         );
@@ -491,50 +561,58 @@ impl Client {
             Ok((row, _, bound_us)) => (row, bound_us),
             Err(f) => {
                 let lost = f.sqlstate_text() == "55006";
+                self.lost = lost;
                 shared::set_state(if lost { State::Lost } else { State::Renewing });
                 return Err(f);
             }
         };
-        if let Some(regression) = row.get(3).cloned().flatten() {
-            shared::set_state(State::Regressed);
-            return Err(Failure::new(
-                "55000",
-                &regression,
-                Some("Ids continue only below the fence this server had confirmed."),
-                Some(RESOLVE_HINT),
-            )
-            .into());
-        }
         let (epoch_ms, worker_bits, _, tick_ms) = lease::fleet_layout();
         let layout = answer::Layout {
             epoch_ms,
             worker_bits,
             tick_ms,
         };
-        let (fence, expires) = answer::renewal(
+        let own_floor = self.grant.map_or(0, |(_, f)| f);
+        let renewed = answer::renewal(
             &row,
             layout,
             answer::Lease { lease_ms, bound_us },
             confirmed,
+            own_floor,
         )
         .map_err(|why| {
             shared::set_state(State::Renewing);
             refused_answer(&format!("idgen_registry_renew: {why}"))
         })?;
-        if fence < confirmed {
-            // Cannot happen with a registry of this version (it never answers below what the
-            // node showed it); never believed if it does.
-            shared::set_state(State::Regressed);
+        if renewed.fence < confirmed {
+            // Never from a registry of this version (a fence never moves back); never believed.
+            shared::set_state(State::Renewing);
             return Err(Failure::new(
                 "55000",
-                &format!("the registry renewed the lease up to tick {fence}, below tick {confirmed} that it had confirmed: the registry has lost commits"),
-                None,
-                None,
+                &format!("the registry renewed the lease up to tick {}, below tick {confirmed} that it had confirmed: the registry has lost commits", renewed.fence),
+                Some("Ids continue only below the fence this server had confirmed."),
+                Some(RECOVER_HINT),
             )
             .into());
         }
-        lease::renewed(fence + 1);
-        self.renewed(expires, true);
+        if let Ok(revision) = answer::count(&row, 4, "revision") {
+            super::note_revision(revision as i64);
+        }
+        if renewed.floor > own_floor {
+            // The lease had expired: granted anew from the registry's clock.
+            lease::grant(Grant {
+                worker,
+                floor_tick: renewed.floor,
+                fence_end: renewed.fence + 1,
+            });
+            shared::shared()
+                .floor_tick
+                .fetch_max(renewed.floor, std::sync::atomic::Ordering::AcqRel);
+            self.grant = Some((worker, renewed.floor));
+        } else {
+            lease::renewed(renewed.fence + 1);
+        }
+        self.renewed(renewed.expires_ms, true);
         Ok(())
     }
 
@@ -620,17 +698,6 @@ fn remote_failure(r: &conn::Remote) -> Failure {
     )
 }
 
-/// A PostgreSQL array literal of `names` (node names: ASCII letters, digits and `._-:`; any
-/// other name is left out, the registry would refuse it as a node name anyway).
-fn text_array(names: &[String]) -> String {
-    let kept: Vec<&str> = names
-        .iter()
-        .map(String::as_str)
-        .filter(|n| !n.is_empty() && n.len() <= guc::MAX_NODE_NAME && plain_name(n))
-        .collect();
-    format!("{{{}}}", kept.join(","))
-}
-
 /// An answer of the registry outside what its functions can answer (08P01, protocol
 /// violation), refused with `why` (the field and its value, [`answer`]): nothing of it is
 /// installed.
@@ -644,24 +711,30 @@ fn refused_answer(why: &str) -> Box<Failure> {
     .into()
 }
 
-/// What an operator does about a registry that lost commits.
-const RESOLVE_HINT: &str = "On the registry, as a superuser, once every node has renewed: SELECT * FROM idgen_registry_resolve(); (README \"A registry that lost commits\").";
+/// What an operator does about a registry that is recovering.
+const RECOVER_HINT: &str = "On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (README \"Recovering a registry\").";
 
-/// The global segments cached on this server and their marks, and the marks of the global
-/// serials' counters it took, as two PostgreSQL array literals (names: `{"a","b"}`, marks:
-/// `{1,2}`).
-fn global_marks() -> (String, String) {
-    let mut marks = crate::segment::global_marks();
-    marks.extend(crate::serial::registry_marks());
+/// The global segments' and global serials' counters' marks this server recorded
+/// ([`super::marks`]), as two PostgreSQL array literals (names: `{"a","b"}`, marks: `{1,2}`).
+fn global_marks() -> Result<(String, String), Box<Failure>> {
+    let recorded = super::marks::recorded().map_err(|why| {
+        Box::new(Failure::new(
+            "58030",
+            &format!("the marks of this server's global ranges cannot be read: {why}"),
+            Some("Nothing is reported to the registry's recovery."),
+            None,
+        ))
+    })?;
+    let marks = recorded.marks;
     let names: Vec<String> = marks
-        .iter()
-        .map(|(n, _)| format!("\"{}\"", n.replace('\\', "\\\\").replace('"', "\\\"")))
+        .keys()
+        .map(|n| format!("\"{}\"", n.replace('\\', "\\\\").replace('"', "\\\"")))
         .collect();
-    let values: Vec<String> = marks.iter().map(|(_, m)| m.to_string()).collect();
-    (
+    let values: Vec<String> = marks.values().map(|m| m.to_string()).collect();
+    Ok((
         format!("{{{}}}", names.join(",")),
         format!("{{{}}}", values.join(",")),
-    )
+    ))
 }
 
 /// `d` give or take 20 %, so that many nodes started together do not renew in step.

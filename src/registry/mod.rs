@@ -4,10 +4,12 @@
 //! talks to the registry ([`crate::snowflake::lease`] is all it reads). This module registers
 //! the worker and its shared memory ([`init`]) and serves `idgen_registry_status`; the
 //! connection is in [`conn`], the worker's loop in [`client`], what it believes of an answer in
-//! [`answer`], its status in [`shared`].
+//! [`answer`], its status in [`shared`], the durable record of the global ranges it took in
+//! [`marks`].
 
 mod answer;
 mod client;
+pub(crate) mod marks;
 mod shared;
 
 use pgrx::datetime::TimestampWithTimeZone;
@@ -27,9 +29,19 @@ pub(crate) fn init() {
     client::register();
 }
 
+/// Notes a revision an answer of the registry carried: the highest one is shown to the registry
+/// at the client's next hello. Without a registry, nothing.
+pub(crate) fn note_revision(revision: i64) {
+    if crate::guc::registry_conninfo().is_some() {
+        shared::shared()
+            .seen_revision
+            .fetch_max(revision, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// This server's registry client, one row (`idgen_registry_status` selects it): the registry
-/// reached (`host:port`), the state (`connecting`, `refused`, `held`, `renewing`, `lost`,
-/// `released`; NULL columns and state `off` without `idgen.registry`), the worker id granted,
+/// reached (`host:port`), the state (`connecting`, `unclaimed`, `refused`, `held`, `renewing`,
+/// `lost`, `released`, `recovering`; NULL columns and state `off` without `idgen.registry`), the worker id granted,
 /// the node name and incarnation, when the lease expires, the fence (the last tick the
 /// registry confirmed, R, and the end of that tick), the head start (how far the floor of the
 /// grant is ahead of the clock now, ms, 0 once the clock passed it), the last renewal and the

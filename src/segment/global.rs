@@ -47,6 +47,8 @@ pub(crate) struct Taken {
     pub(crate) first: i64,
     pub(crate) last: i64,
     pub(crate) base_step: i32,
+    /// The registry's revision the take was answered with.
+    pub(crate) revision: i64,
 }
 
 /// Creates global segment `name` in the registry, or finds it there; returns whether it was
@@ -97,64 +99,57 @@ pub(crate) fn find(name: &str) -> Result<Option<(i32, i64)>, Error> {
 }
 
 /// Takes the next range of global segment `name`, `step` numbers (fewer at the bigint
-/// maximum), as this node (its incarnation and secret, `crate::identity`). `known_mark` is the
-/// registry's mark as of this node's last range (or its declaration): a registry below it has
-/// lost commits, and a range from it could repeat numbers, so none is used. Errors: the
-/// registry's (42704 no such segment, 2200H run out, 55000 an open regression), 55000 a
-/// regression found now, 08006 when it cannot be reached.
+/// maximum), as this node (its incarnation and secret, `crate::identity`). `known_mark` is this
+/// node's mark of the segment as of its last range (or its declaration): a range at or below it
+/// would repeat numbers, so none such is used. The registry's revision in the answer raises
+/// the one this server shows at its next hello (`registry::note_revision`). Errors: the
+/// registry's (42704 no such segment, 2200H run out, 55000 not durable or recovering, 55P03
+/// its wait after a new epoch), 55000 a range below `known_mark`, 08006 when it cannot be
+/// reached.
 pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Error> {
     let step = step.clamp(1, i64::from(i32::MAX));
-    // In a statement of its own: a registry that restarted starts its probation (committed),
-    // which the take then refuses within (55P03) without rolling its start back.
-    call(c"SELECT 1 FROM @extschema@.idgen_registry_probation()", &[])?;
     let row = call(
-        c"SELECT first_id, last_id, base_step, regression \
+        c"SELECT first_id, last_id, base_step, revision \
           FROM @extschema@.idgen_registry_segment_take($1::pg_catalog.text, $2::pg_catalog.int4, \
-          $3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.int8)",
+          $3::pg_catalog.text, $4::pg_catalog.text)",
         &[
             Some(name.into()),
             Some(step.to_string()),
             Some(crate::identity::incarnation().to_owned()),
             Some(crate::identity::secret().to_owned()),
-            Some(known_mark.to_string()),
         ],
     )?
     .ok_or_else(|| malformed("idgen_registry_segment_take"))?;
-    if let Some(regression) = row.get(3).cloned().flatten() {
-        return Err(regressed(&regression));
-    }
     const TAKE: &str = "idgen_registry_segment_take";
     let taken = Taken {
         first: number(&row, 0, TAKE, "first_id")?,
         last: number(&row, 1, TAKE, "last_id")?,
         base_step: step_of(&row, 2, TAKE)?,
+        revision: number(&row, 3, TAKE, "revision")?,
     };
     if let Err(why) = range_fits(taken.first, taken.last, step) {
         return Err(refused(TAKE, &why));
     }
+    crate::registry::note_revision(taken.revision);
     if taken.first <= known_mark {
-        // Never from a registry of this version; never used if it happens.
-        return Err(regressed(&format!(
-            "the registry handed out global segment \"{name}\"'s numbers from {}, not above {known_mark}, its mark at this node's last range: the registry has lost commits",
-            taken.first
-        )));
+        // A registry that lost commits (restored, failed over to an asynchronous standby)
+        // before its recovery opened: never used.
+        return Err(Failure::new(
+            "55000",
+            &format!(
+                "the registry handed out global segment \"{name}\"'s numbers from {}, not above {known_mark}, this node's mark: the registry has lost commits",
+                taken.first
+            ),
+            Some("No range is taken from it: numbers could repeat."),
+            Some("On the registry: SELECT idgen_registry_begin_recovery(); then complete it (README \"Recovering a registry\")."),
+        )
+        .to_error());
     }
     Ok(taken)
 }
 
-/// The error of a registry found to have lost commits (55000).
-fn regressed(message: &str) -> Error {
-    Failure::new(
-        "55000",
-        message,
-        Some("No range is taken from it: numbers could repeat."),
-        Some("On the registry, as a superuser, once every node has reported: SELECT * FROM idgen_registry_resolve(); (README \"A registry that lost commits\")."),
-    )
-    .to_error()
-}
-
 /// Whether `f` says the registry could not serve the call now (SQLSTATE class 08: not reached;
-/// 55P03: a lock or the registry's probation after a restart; 57014: a statement timeout): the
+/// 55P03: a lock or the registry's wait after a new epoch; 57014: a statement timeout): the
 /// allocator tries the refill again later, its callers waiting, instead of failing them at once.
 /// Not an answer refused (08P01, [`refused`]): a retry would take, and skip, another range.
 pub(crate) fn unreachable(f: &Failure) -> bool {

@@ -60,14 +60,6 @@ pub(crate) fn init() {
     hooks::install();
 }
 
-/// The global segments cached on this server, with the highest mark each committed (the last
-/// number of its last range from the registry): what the registry client shows the registry at
-/// every renewal, so that a registry that lost a range is found before it hands it out again
-/// (DESIGN.md §6).
-pub(crate) fn global_marks() -> Vec<(String, i64)> {
-    shared::lock().global_marks()
-}
-
 /// A job another subsystem has the allocator run (serial counters: `serial::shared`), with the
 /// caller's name, text and arguments: called
 /// in the allocator of the caller's database, in a transaction of its own that commits (with

@@ -330,23 +330,6 @@ pub(crate) struct Guarded {
     /// The last ticket handed out to a request or a wanted refill: the order the allocator
     /// serves them in ([`super::allocator`]'s `take_work`).
     pub(crate) tickets: u64,
-    /// The mark of every global segment this server took a range of since its start, kept when
-    /// the segment leaves the cache: what the registry client shows the registry.
-    pub(crate) global_marks: [GlobalMark; MAX_GLOBAL_MARKS],
-}
-
-/// How many global segment names [`Guarded::global_marks`] keeps (the oldest entry makes room).
-pub(crate) const MAX_GLOBAL_MARKS: usize = 256;
-
-/// A global segment's mark as this server knows it: the last number of the last range it took,
-/// or the mark its give-back lowered the registry's to.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct GlobalMark {
-    pub(crate) name: FixedText<64>,
-    pub(crate) mark: i64,
-    /// When it was last set (`TimestampTz`); 0 for a free entry.
-    pub(crate) at: i64,
 }
 
 /// Everything segments keep in shared memory. All zero is its empty state, but for the

@@ -16,8 +16,7 @@ use pgrx::pg_sys;
 use super::buffer::BufferView;
 use super::range::Range;
 use super::shared::{
-    broadcast, cache_size, lock, slot, GlobalMark, Guarded, NotedFailure, SlotKey, SlotMeta,
-    NOTED_FAILURES,
+    broadcast, cache_size, lock, slot, Guarded, NotedFailure, SlotKey, SlotMeta, NOTED_FAILURES,
 };
 use crate::error::Error;
 use crate::failure::{Failure, FixedText};
@@ -282,10 +281,6 @@ impl Guarded {
                     m.mark = done.range.last;
                     m.marked = true;
                     m.retry_at = 0;
-                    if done.global {
-                        let name = m.name;
-                        self.note_global_mark(name.as_str(), done.range.last);
-                    }
                 }
                 Err((failure, gone)) => {
                     m.failed = true;
@@ -330,42 +325,6 @@ impl Guarded {
                     Some("The server log has the error."),
                 )
             })
-    }
-
-    /// The global segments this server took ranges of since its start, cached or not, each
-    /// with its mark: what the registry client reports (DESIGN.md §6).
-    pub(crate) fn global_marks(&self) -> Vec<(String, i64)> {
-        self.global_marks
-            .iter()
-            .filter(|g| g.at != 0)
-            .map(|g| (g.name.as_str().to_owned(), g.mark))
-            .collect()
-    }
-
-    /// Notes global segment `name`'s mark, raised to `mark` after a range (never lowered: a
-    /// global segment's unused numbers are not given back).
-    pub(crate) fn note_global_mark(&mut self, name: &str, mark: i64) {
-        let at = crate::time::now_timestamptz_us().max(1);
-        if let Some(g) = self
-            .global_marks
-            .iter_mut()
-            .find(|g| g.at != 0 && g.name.as_str() == name)
-        {
-            g.mark = g.mark.max(mark);
-            g.at = at;
-            return;
-        }
-        // A free entry, else the one set longest ago.
-        let g = self
-            .global_marks
-            .iter_mut()
-            .min_by_key(|g| g.at)
-            .expect("MAX_GLOBAL_MARKS > 0");
-        *g = GlobalMark {
-            name: FixedText::new(name),
-            mark,
-            at,
-        };
     }
 
     /// Rows for `segment_status()`: the cached segments of database `db`.
@@ -491,6 +450,4 @@ pub(crate) struct Refilled {
     pub(crate) step: i64,
     /// Commit time (`TimestampTz`).
     pub(crate) at: i64,
-    /// Taken from the registry (a global segment).
-    pub(crate) global: bool,
 }

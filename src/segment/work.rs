@@ -169,7 +169,6 @@ fn refill(meta: &SlotMeta, asked_registry: &std::cell::Cell<bool>) -> Result<Ref
             base_step: row.step,
             step,
             at: 0,
-            global: false,
         })
     })?;
     done.at = now_timestamptz_us();
@@ -191,6 +190,8 @@ fn refill_global(
     asked_registry.set(true);
     let taken = super::global::take(name, step, known_mark)?;
     asked_registry.set(false);
+    // Durable before any number of it is used: reported in a recovery, even after a restart.
+    crate::registry::marks::record(name, taken.last, taken.revision)?;
     catalog::set_max_id(name, taken.last)?;
     Ok(Refilled {
         range: Range {
@@ -200,7 +201,6 @@ fn refill_global(
         base_step: taken.base_step.into(),
         step: taken.last - taken.first + 1,
         at: 0,
-        global: true,
     })
 }
 

@@ -1,26 +1,13 @@
 //! Global serials (`scope => 'global'`): their counters' marks live in the registry
 //! (`idgen_registry_serial_take`), taken by this database's allocator; the marks this server
-//! took are kept in its own `idgen_serial_counter` and shown to the registry at every take and
-//! renewal, so that a registry that lost commits is found before it hands a counter's numbers
-//! out again (DESIGN.md §6). Also the allocator's job for local counters.
+//! took are kept in its own `idgen_serial_counter` (a range at or below one is never used) and
+//! reported to the registry in a recovery (DESIGN.md §6). Also the allocator's job for local
+//! counters.
 
 use pgrx::prelude::*;
 
 use super::catalog::{self, Arg};
-use super::shared;
 use crate::error::Error;
-
-/// The global serials' counters this server took in the registry, with its newest mark of
-/// each, as the registry client shows them at every renewal (with the global segments'
-/// marks): `(name, mark)`, named `chr(1) || 'serial' || chr(1) || serial || chr(1) || period`,
-/// the form `idgen_registry_check_marks` reads (control characters: no serial has them, and
-/// the registry leaves out a name that is a global segment's).
-pub(crate) fn registry_marks() -> Vec<(String, i64)> {
-    shared::registry_marks()
-        .into_iter()
-        .map(|(serial, period, mark)| (format!("\u{1}serial\u{1}{serial}\u{1}{period}"), mark))
-        .collect()
-}
 
 /// A global serial's format as the registry compares it across nodes: with `{seq:0N}` written
 /// `{seq}`, so that widening the counter on every node (the hint of 22003) one node at a time
@@ -63,7 +50,7 @@ pub(super) fn take_in_allocator(
         let (reset, format) = definition.split_once('|').unwrap_or(("", definition));
         // The last mark this server took for the counter, kept in its own idgen_serial_counter
         // (committed with this transaction before any number of the new range is used): a
-        // registry below it has lost commits, and its range would repeat texts.
+        // range at or below it would repeat texts, and is never used.
         let known: i64 = catalog::run(
             &place,
             "SELECT c.value FROM $S.idgen_serial_counter c WHERE c.serial = $1 AND c.period = $2",
@@ -74,9 +61,9 @@ pub(super) fn take_in_allocator(
         .and_then(|r| r.int8(0))
         .unwrap_or(0);
         let row = crate::segment::registry_call(
-            c"SELECT mark, regression FROM @extschema@.idgen_registry_serial_take($1::pg_catalog.text, \
+            c"SELECT mark, revision FROM @extschema@.idgen_registry_serial_take($1::pg_catalog.text, \
               $2::pg_catalog.text, $3::pg_catalog.int8, $4::pg_catalog.text, $5::pg_catalog.text, \
-              $6::pg_catalog.text, $7::pg_catalog.text, $8::pg_catalog.int8)",
+              $6::pg_catalog.text, $7::pg_catalog.text)",
             &[
                 Some(serial.to_owned()),
                 Some(period.to_owned()),
@@ -85,7 +72,6 @@ pub(super) fn take_in_allocator(
                 Some(crate::identity::secret().to_owned()),
                 Some(reset.to_owned()),
                 Some(format.to_owned()),
-                Some(known.to_string()),
             ],
         )?;
         let refused = |why: &str| {
@@ -97,14 +83,6 @@ pub(super) fn take_in_allocator(
         }
         };
         let row = row.ok_or_else(|| refused("the answer has no row"))?;
-        if let Some(regression) = row.get(1).cloned().flatten() {
-            return Err(Error::Relayed {
-                sqlstate: PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as i32,
-                message: regression,
-                detail: Some("No range is taken from it: texts could repeat.".into()),
-                hint: Some("On the registry, as a superuser: SELECT * FROM idgen_registry_resolve(); after moving the counter in idgen_registry_serial_counter above every number handed out (README \"A registry that lost commits\").".into()),
-            });
-        }
         let mark: i64 = row
             .first()
             .cloned()
@@ -114,10 +92,30 @@ pub(super) fn take_in_allocator(
             .map_err(|_| refused("mark is not an integer"))?;
         // The range used is the `step` numbers up to the mark (`serial::shared`): all of them
         // above the mark this server took before.
-        mark_fits(mark, step, known).map_err(|why| refused(&why))?;
-        // Shown to the registry at every renewal from now on, with the global segments' marks:
-        // a registry that lost the counter is found before it hands its numbers out again.
-        shared::note_registry_mark(serial, period, mark);
+        mark_fits(mark, step, known).map_err(|why| {
+            // A counter below this server's own mark: a registry that lost commits before its
+            // recovery opened. Never used.
+            Error::Relayed {
+                sqlstate: PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as i32,
+                message: format!("the registry has lost commits: global serial \"{serial}\"'s counter for \"{period}\": {why}"),
+                detail: Some("No range is taken from it: texts could repeat.".into()),
+                hint: Some("On the registry: SELECT idgen_registry_begin_recovery(); then complete it (README \"Recovering a registry\").".into()),
+            }
+        })?;
+        let revision: i64 = row
+            .get(1)
+            .cloned()
+            .flatten()
+            .ok_or_else(|| refused("revision is NULL"))?
+            .parse()
+            .map_err(|_| refused("revision is not an integer"))?;
+        crate::registry::note_revision(revision);
+        // Durable before any number of it is used: reported to the registry in a recovery.
+        crate::registry::marks::record(
+            &format!("\u{1}serial\u{1}{serial}\u{1}{period}"),
+            mark,
+            revision,
+        )?;
         catalog::run(
             &place,
             "INSERT INTO $S.idgen_serial_counter AS c (serial, period, value) VALUES ($1, $2, $3)

@@ -87,8 +87,6 @@ pub(crate) fn render_at(
     f.render(&t, seq, worker).map_err(|e| render_error(name, e))
 }
 
-pub(crate) use global::registry_marks;
-
 /// Sets up serials. Called once from `_PG_init`, in the postmaster: the counters' shared
 /// memory, and the allocator job that moves a counter's mark (every process inherits both).
 pub(crate) fn init() {

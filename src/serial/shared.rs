@@ -20,7 +20,6 @@ use std::time::Duration;
 use pgrx::pg_sys;
 
 use crate::error::Error;
-use crate::failure::FixedText;
 use crate::lwlock::NamedLWLock;
 use crate::segment::{DoubleBuffer, Range};
 use crate::shmem::{Part, ShmemStruct};
@@ -76,32 +75,14 @@ struct Meta {
     last_refill_at: i64,
 }
 
-/// How many global serials' marks a server keeps to show the registry (the entry set longest
-/// ago makes room).
-pub(crate) const MAX_REGISTRY_MARKS: usize = 256;
-
-/// The mark this server last took of a global serial's counter: one entry per serial, for its
-/// newest period, shown to the registry at every renewal (DESIGN.md §6), apart from the global
-/// segments' marks, so that neither pushes the other out.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct RegistryMark {
-    serial: FixedText<48>,
-    period: FixedText<12>,
-    mark: i64,
-    /// When it was last set (`TimestampTz`); 0 for a free entry.
-    at: i64,
-}
-
 #[repr(C)]
 struct SerialShared {
     /// The serial catalog's generation.
     generation: AtomicU64,
     metas: UnsafeCell<[Meta; SLOTS]>,
-    marks: UnsafeCell<[RegistryMark; MAX_REGISTRY_MARKS]>,
 }
 
-// SAFETY: `generation` is atomic; `metas` and `marks` are touched only under the LWLock.
+// SAFETY: `generation` is atomic; `metas` is touched only under the LWLock.
 unsafe impl Sync for SerialShared {}
 
 static SHARED: ShmemStruct<SerialShared> = ShmemStruct::new(c"idgen_serial_cache");
@@ -150,62 +131,6 @@ fn metas<'a>(_guard: &'a mut crate::lwlock::LWLockGuard<'static>) -> &'a mut [Me
     // SAFETY: the LWLock is held exclusively for as long as the guard lives, and it is not
     // reentrant, so this is the only reference.
     unsafe { &mut *SHARED.get().metas.get() }
-}
-
-/// Notes that this server took `serial`'s counter of `period` up to `mark` in the registry. A
-/// newer period replaces the serial's entry; an older one (a clock that went back) is not kept:
-/// the next take of that counter shows its mark anyway (`known_mark`).
-pub(crate) fn note_registry_mark(serial: &str, period: &str, mark: i64) {
-    let at = now_timestamptz_us().max(1);
-    let _guard = LOCK.exclusive();
-    // SAFETY: the LWLock is held exclusively, and it is not reentrant.
-    let marks = unsafe { &mut *SHARED.get().marks.get() };
-    if let Some(m) = marks
-        .iter_mut()
-        .find(|m| m.at != 0 && m.serial.as_str() == serial)
-    {
-        match m.period.as_str().cmp(period) {
-            std::cmp::Ordering::Greater => return,
-            std::cmp::Ordering::Equal => m.mark = m.mark.max(mark),
-            std::cmp::Ordering::Less => {
-                m.period = FixedText::new(period);
-                m.mark = mark;
-            }
-        }
-        m.at = at;
-        return;
-    }
-    let m = marks
-        .iter_mut()
-        .min_by_key(|m| m.at)
-        .expect("MAX_REGISTRY_MARKS > 0");
-    *m = RegistryMark {
-        serial: FixedText::new(serial),
-        period: FixedText::new(period),
-        mark,
-        at,
-    };
-}
-
-/// The global serials' marks this server shows the registry: (serial, period, mark).
-pub(crate) fn registry_marks() -> Vec<(String, String, i64)> {
-    if !SHARED.attached() {
-        return Vec::new();
-    }
-    let _guard = LOCK.exclusive();
-    // SAFETY: the LWLock is held exclusively.
-    let marks = unsafe { &*SHARED.get().marks.get() };
-    marks
-        .iter()
-        .filter(|m| m.at != 0)
-        .map(|m| {
-            (
-                m.serial.as_str().to_owned(),
-                m.period.as_str().to_owned(),
-                m.mark,
-            )
-        })
-        .collect()
 }
 
 /// A backend's note of where a counter is cached: slot and the generation it had.

@@ -16,8 +16,14 @@ pub const FAST: [&str; 2] = [
 ];
 
 /// What a registry needs to grant and hand out without a synchronous standby: `fsync` (test
-/// servers run without it) and its operator's declaration of a single durable server.
-pub const DURABLE: [&str; 2] = ["fsync = on", "idgen.registry_single_server = on"];
+/// servers run without it) and its operator's declaration of a single durable server; and a
+/// longest lease of 2 s (the [`FAST`] nodes' lease), so that its wait after each start, one
+/// longest lease, stays short.
+pub const DURABLE: [&str; 3] = [
+    "fsync = on",
+    "idgen.registry_single_server = on",
+    "idgen.registry_max_lease = 2s",
+];
 
 /// A registry: a server with idgen in its `postgres` database, declared a single durable
 /// server ([`DURABLE`]).
@@ -33,10 +39,12 @@ pub fn registry_setting(registry: &Cluster, user: &str) -> String {
     )
 }
 
-/// A started node of `registry` with `settings` (the worker id among them) and idgen created.
+/// A started node of `registry` with [`FAST`] renewals and `settings` (the worker id among
+/// them, and any other lease) and idgen created.
 pub fn node(registry: &Cluster, tag: &str, settings: &[&str]) -> Cluster {
     let setting = registry_setting(registry, "postgres");
     let mut all = vec!["shared_preload_libraries = 'idgen'", setting.as_str()];
+    all.extend_from_slice(&FAST);
     all.extend_from_slice(settings);
     let c = Cluster::start(tag, &all);
     c.create_db_with_idgen("postgres");
@@ -212,9 +220,29 @@ pub fn intruder(reg: &Cluster) -> Client {
 /// Parameters: `$1` node name, `$2` incarnation, `$3` secret, `$4` system identifier (all
 /// text), `$5` timeline, `$6` worker id (integer, NULL for any), `$7` the layout's epoch
 /// (bigint, Unix ms), `$8` worker bits, `$9` sequence bits, `$10` tick length in ms (integer).
+/// Call [`direct_hello`] first, as a node's client does.
 pub const DIRECT_CLAIM: &str = "SELECT * FROM idgen_registry_claim($1::text, $2::text, \
     $3::text, $4::text, $5::integer, $6::integer, $7::bigint, $8::integer, $9::integer, \
-    $10::integer, 2000, 200, 0::double precision, 5432, 0::bigint)";
+    $10::integer, 2000, 200, 0::double precision, 5432)";
+
+/// A direct `idgen_registry_hello` as node `node` (incarnation `node`, no revision seen), as a
+/// node's client sends before each claim: it records the registry's identity. Then waits
+/// until the registry grants (its wait after a start, a longest lease). Returns the hello's
+/// recovery column.
+pub fn direct_hello(client: &mut Client, node: &str) -> Option<String> {
+    let row = client
+        .query_one(
+            "SELECT recovery, extract(epoch FROM grants_from - clock_timestamp())::float8 \
+             FROM idgen_registry_hello($1::text, $1::text, 0, 5432)",
+            &[&node],
+        )
+        .unwrap_or_else(|e| panic!("idgen_registry_hello: {}", failure_text(&e)));
+    let wait: f64 = row.get(1);
+    if wait > 0.0 {
+        std::thread::sleep(Duration::from_secs_f64(wait + 0.05));
+    }
+    row.get(0)
+}
 
 /// The registry client's process id on `node`, if one runs: a child of the postmaster whose
 /// title is `postgres: idgen registry client`. (It is not in `pg_stat_activity`: it never

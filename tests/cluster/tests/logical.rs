@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::registry::{held_worker, registry, registry_setting};
+use idgen_cluster_tests::registry::{held_worker, registry, registry_setting, FAST};
 use idgen_cluster_tests::{as_postgres, column, db_error, twitter, wait_for, Cluster, One};
 
 /// How long the writers of both pglogical nodes insert (the issue asks for 60 s).
@@ -159,6 +159,8 @@ fn pglogical_node(reg: &Cluster, tag: &str, preload: &str) -> Cluster {
         preload.as_str(),
         "idgen.worker_id = auto",
         &registry,
+        FAST[0],
+        FAST[1],
         "idgen.segment_wait_timeout = 60s",
         "wal_level = logical",
         "max_worker_processes = 16",

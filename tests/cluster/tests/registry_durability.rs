@@ -2,14 +2,14 @@
 //! a registry grants worker ids and hands out global ranges only while it can show that it
 //! keeps the commits it acknowledges (a synchronous standby streaming, or its operator's
 //! declaration of a single durable server, with `fsync` and `synchronous_commit` on), and it
-//! bounds what a member sends: leases (review finding S8), confirmed fences (S7), a global
+//! bounds what a member sends: leases (review finding S8), final reservations (S7), a global
 //! segment's start (S11); and a node talks to a registry off its machine only over TLS (S12).
 
 use std::time::Duration;
 
 use idgen_cluster_tests::registry::{
-    auto_fast, held_worker, intruder, node, registry, registry_setting, state_of, DIRECT_CLAIM,
-    DURABLE,
+    auto_fast, direct_hello, held_worker, intruder, node, registry, registry_setting, state_of,
+    DIRECT_CLAIM, DURABLE,
 };
 use idgen_cluster_tests::{db_error, sqlstate, wait_for, Cluster, One, STANDBY_NAME};
 
@@ -24,7 +24,11 @@ const EPOCH_MS: i64 = 1_704_067_200_000;
 /// declaration, reloaded, lets the waiting node in.
 #[test]
 fn a_registry_that_cannot_show_it_keeps_commits_grants_and_hands_out_nothing() {
-    let reg = Cluster::with_idgen("dur_plain", 0, &["fsync = on"]);
+    let reg = Cluster::with_idgen(
+        "dur_plain",
+        0,
+        &["fsync = on", "idgen.registry_max_lease = 2s"],
+    );
     let n = node(&reg, "dur_plain_n", &auto_fast(&[]));
     let mut client = n.connect("postgres");
     let (state, worker, error) = wait_for("a refused claim", Duration::from_secs(20), || {
@@ -99,7 +103,11 @@ fn a_registry_that_cannot_show_it_keeps_commits_grants_and_hands_out_nothing() {
 /// A registry with a synchronous standby streaming grants without any declaration.
 #[test]
 fn a_registry_with_a_synchronous_standby_grants() {
-    let reg = Cluster::with_idgen("dur_sync", 0, &["fsync = on"]);
+    let reg = Cluster::with_idgen(
+        "dur_sync",
+        0,
+        &["fsync = on", "idgen.registry_max_lease = 2s"],
+    );
     let _standby = Cluster::standby_of(&reg, "dur_sync_standby", &[]);
     let mut r = reg.connect("postgres");
     r.batch_execute(&format!(
@@ -118,37 +126,39 @@ fn a_registry_with_a_synchronous_standby_grants() {
     held_worker(&n, Duration::from_secs(20));
 }
 
-/// S8: a member stores no lease and no renewal interval beyond what the registry grants (before,
-/// 2^31 - 1 ms made the next probation last weeks); a node cannot ask for one either.
+/// S8: a member stores no lease and no renewal interval beyond what the registry grants
+/// (`idgen.registry_max_lease` on the registry, 2 s here; before, 2^31 - 1 ms made the next
+/// probation last weeks); a node cannot ask for more than 120 s either.
 #[test]
-fn a_lease_or_renewal_interval_beyond_two_minutes_is_refused() {
+fn a_lease_beyond_the_registrys_longest_is_refused() {
     let reg = registry("dur_lease");
     let mut member = intruder(&reg);
+    direct_hello(&mut member, "n1");
     let claim = |lease: i32, renew: i32| {
         format!(
             "SELECT * FROM idgen_registry_claim('n1', 'inc1', repeat('a', 64), 'sys', 1, NULL, \
-             {EPOCH_MS}, 10, 12, 1, {lease}, {renew}, 0, 5432, 0)"
+             {EPOCH_MS}, 10, 12, 1, {lease}, {renew}, 0, 5432)"
         )
     };
-    assert_eq!(
-        sqlstate(member.batch_execute(&claim(2_147_483_647, 200))),
-        "22023"
-    );
-    assert_eq!(
-        sqlstate(member.batch_execute(&claim(2000, 2_147_483_647))),
-        "22023"
-    );
-    assert_eq!(
-        sqlstate(member.batch_execute(
-            "SELECT * FROM idgen_registry_report('n1', 'inc1', '{}', '{}', 2147483647)"
-        )),
-        "22023"
-    );
-    // Nothing was recorded: the longest lease the registry noted is still none.
+    for (lease, renew) in [
+        (2_147_483_647, 200),
+        (2001, 200),
+        (2000, 2_147_483_647),
+        (2000, 700),
+        (99, 10),
+    ] {
+        assert_eq!(
+            sqlstate(member.batch_execute(&claim(lease, renew))),
+            "22023",
+            "lease {lease} ms, renewals every {renew} ms"
+        );
+    }
+    // Nothing was recorded; the longest lease the registry grants is granted.
     let mut r = reg.connect("postgres");
-    let noted: Option<i64> = r.one("SELECT max(max_lease_ms) FROM idgen_registry_server");
-    assert!(noted.unwrap_or(0) <= 120_000, "{noted:?}");
-    member.batch_execute(&claim(120_000, 200)).unwrap();
+    assert_eq!(r.one::<i64>("SELECT count(*) FROM idgen_registry_lease"), 0);
+    member.batch_execute(&claim(2000, 600)).unwrap();
+    let stored: i32 = r.one("SELECT max(lease_ms) FROM idgen_registry_lease");
+    assert_eq!(stored, 2000);
 
     // The node's own setting stops at 120 s.
     let out = Cluster::init("dur_lease_node", &[]);
@@ -163,48 +173,43 @@ fn a_lease_or_renewal_interval_beyond_two_minutes_is_refused() {
     assert!(out.log().contains("idgen.registry_lease"), "{}", out.log());
 }
 
-/// S7: a member's renewal shows a confirmed fence far in the future; the registry keeps the
-/// lease's fence within a lease of its clock, so the worker id is not burned for later
-/// holders (before, the fence became 2^62 and the next `auto` node failed with 22003).
+/// S7: a member releases its lease with a final reservation far in the future; the registry
+/// keeps the released tick at the lease's fence + 1, so the worker id is not burned for later
+/// holders (before, a forged fence or release put it at 2^62 and the next `auto` node failed
+/// with 22003), and a real node takes it and issues ids.
 #[test]
-fn a_renewal_cannot_burn_a_worker_id_with_a_forged_fence() {
+fn a_release_cannot_burn_a_worker_id_with_a_forged_final_tick() {
     let reg = registry("dur_fence");
     let mut member = intruder(&reg);
+    direct_hello(&mut member, "forger");
     let secret = "b".repeat(64);
     let row = member
         .query_one(
             "SELECT * FROM idgen_registry_claim('forger', 'inc1', $1::text, 'sys', 1, 0, \
-             1704067200000, 10, 12, 1, 2000, 200, 0, 5432, 0)",
+             1704067200000, 10, 12, 1, 2000, 200, 0, 5432)",
             &[&secret],
         )
         .unwrap();
     let worker: i32 = row.get("worker_id");
-    let renewed = member
+    let fence: i64 = row.get("fence_tick");
+    let released: bool = member
         .query_one(
-            "SELECT fence_tick FROM idgen_registry_renew($1::integer, 'inc1', $2::text, 2000, \
-             200, 0, 4611686018427387904)",
+            "SELECT idgen_registry_release($1::integer, 'inc1', $2::text, 4611686018427387904)",
             &[&worker, &secret],
         )
-        .unwrap();
-    let fence: i64 = renewed.get(0);
+        .unwrap()
+        .get(0);
+    assert!(released);
     let mut r = reg.connect("postgres");
-    let now_tick: i64 =
-        r.one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1704067200000");
+    let kept: i64 = r.one(&format!(
+        "SELECT released_tick FROM idgen_registry_lease WHERE worker_id = {worker}"
+    ));
     assert!(
-        fence <= now_tick + 2 * 2000,
-        "the forged fence was kept: {fence} against the registry's tick {now_tick}"
+        kept <= fence + 1,
+        "the forged final tick was kept: {kept} against the lease's fence {fence}"
     );
-    // The forged fence is also a regression report (review finding S9: any member can still
-    // stop the fleet until an operator resolves it); resolved, which raises no worker id's
-    // fence, the released id goes to a real node, which issues ids.
-    r.batch_execute("SELECT idgen_registry_resolve()").unwrap();
-    member
-        .batch_execute(&format!(
-            "SELECT idgen_registry_release({worker}, 'inc1', '{secret}', 0)"
-        ))
-        .unwrap();
-    let n = node(&reg, "dur_fence_n", &auto_fast(&[]));
-    held_worker(&n, Duration::from_secs(20));
+    let n = node(&reg, "dur_fence_n", &["idgen.worker_id = 0"]);
+    assert_eq!(held_worker(&n, Duration::from_secs(20)), worker);
     let id: i64 = n.connect("postgres").one("SELECT snowflake_nextval()");
     assert!(id > 0);
 }
@@ -276,7 +281,12 @@ fn a_registry_configured_with_remote_write_still_grants() {
     let reg = Cluster::with_idgen(
         "dur_rw",
         0,
-        &[DURABLE[0], DURABLE[1], "synchronous_commit = remote_write"],
+        &[
+            DURABLE[0],
+            DURABLE[1],
+            DURABLE[2],
+            "synchronous_commit = remote_write",
+        ],
     );
     let n = node(&reg, "dur_rw_n", &auto_fast(&[]));
     held_worker(&n, Duration::from_secs(20));

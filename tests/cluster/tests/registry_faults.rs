@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use idgen_cluster_tests::registry::{
     auto_fast, client_pid, draw, draw_segment, held_worker, node, refused, registry, repeated,
-    restore, segment_mark, signal, snapshot, snowflake_until_failure, status, DURABLE,
+    restore, segment_mark, signal, snapshot, snowflake_until_failure, status, DURABLE, FAST,
 };
 use idgen_cluster_tests::{twitter, wait_for, Cluster, One};
 
@@ -58,12 +58,14 @@ fn g_until_failure(node: &Cluster, max: usize) -> (Vec<i64>, Option<(String, Str
 
 /// Point 4. A registry restored from a base backup taken earlier (it lost the commits since):
 /// no Snowflake id and no number of global segment `g` is drawn twice, before or after the
-/// restore; both nodes find the registry behind them (state `regressed`, or a last error about
-/// lost commits) within 10 s, the registry records the regressions in
-/// `idgen_registry_regression`, a node's draw of `g` with its cache spent fails (55000 or
-/// 55P03) instead of taking a range the restored registry would hand out again; after
-/// `idgen_registry_resolve()` both nodes hold their leases again and draw on, still repeating
-/// nothing.
+/// restore. The nodes' hellos show the restored registry a revision above its own, which opens
+/// its recovery within 10 s (both nodes' state `recovering`, or a last error naming it); a
+/// node's draw of `g` with its cache spent fails (55000 or 55P03) instead of taking a range the
+/// restored registry would hand out again, and its Snowflake ids stop at their fences (the
+/// restored leases had expired: renewing them is a new grant, refused while recovering). Both
+/// nodes report (`idgen_registry_recovery`); the operator's `idgen_registry_recover()` raises
+/// `g`'s mark above every number drawn, and both nodes hold their worker ids again and draw on,
+/// still repeating nothing.
 #[test]
 fn a_registry_restored_from_a_snapshot_is_detected_and_repeats_nothing() {
     // synchronous_commit stays at its default (on): the loss comes from the restore alone.
@@ -142,12 +144,12 @@ fn a_registry_restored_from_a_snapshot_is_detected_and_repeats_nothing() {
             .map(|n| {
                 let mut client = n.connect("postgres");
                 wait_for(
-                    "the node to find the registry behind it",
+                    "the node to find the registry recovering",
                     Duration::from_secs(10).saturating_sub(restored_at.elapsed()),
                     || {
                         let (state, _, error) = status(&mut client);
-                        (state == "regressed"
-                            || error.as_deref().is_some_and(|e| e.contains("lost commits")))
+                        (state == "recovering"
+                            || error.as_deref().is_some_and(|e| e.contains("recovering")))
                         .then_some((state, error))
                     },
                 )
@@ -180,45 +182,37 @@ fn a_registry_restored_from_a_snapshot_is_detected_and_repeats_nothing() {
     assert_no_repeats("Snowflake ids", &ids);
     assert_no_repeats("numbers of g", &numbers);
 
-    // The registry recorded what the nodes showed it: both leases and both nodes' marks of g.
+    // The recovery is open, opened by a node's revision, and both nodes reported their marks.
     let mut r = reg.connect("postgres");
-    let lease_rows: i64 = r.one(
-        "SELECT count(DISTINCT worker_id) FROM idgen_registry_regression \
-         WHERE resolved_at IS NULL AND worker_id IS NOT NULL",
-    );
-    let segment_rows: i64 = r.one(
-        "SELECT count(DISTINCT node_value) FROM idgen_registry_regression \
-         WHERE resolved_at IS NULL AND segment = 'g'",
-    );
-    assert_eq!(lease_rows, 2, "open lease regressions of both workers");
-    assert!(
-        segment_rows >= 2,
-        "open regressions of g from both nodes: {segment_rows}"
-    );
+    let reason: String = r.one("SELECT recovery_reason FROM idgen_registry_server");
+    assert!(reason.contains("had seen revision"), "{reason}");
+    wait_for("both nodes' reports", Duration::from_secs(10), || {
+        (r.one::<i64>("SELECT count(*) FROM idgen_registry_recovery WHERE reported") == 2)
+            .then_some(())
+    });
 
-    // The operator's command; then both nodes hold their leases and draw again.
-    let raised = r
-        .query("SELECT * FROM idgen_registry_resolve()", &[])
-        .unwrap();
+    // The operator's command raises g's mark above every number drawn; then both nodes hold
+    // their worker ids again and draw on.
+    let raised: Vec<(String, i64)> = r
+        .query(
+            "SELECT subject, raised_to FROM idgen_registry_recover()",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    eprintln!("recover raised {raised:?}");
     assert!(
-        !raised.is_empty(),
-        "idgen_registry_resolve() raised nothing"
+        raised
+            .iter()
+            .any(|(s, to)| s == "global segment g" && *to >= *numbers.iter().max().unwrap()),
+        "g's mark was not raised above the numbers drawn: {raised:?}"
     );
-    let open: i64 =
-        r.one("SELECT count(*) FROM idgen_registry_regression WHERE resolved_at IS NULL");
-    assert_eq!(open, 0);
+    assert!(!r.one::<bool>("SELECT recovery_since IS NOT NULL FROM idgen_registry_server"));
     for (n, w) in nodes.iter().zip(&workers) {
         assert_eq!(held_worker(n, Duration::from_secs(30)), *w);
     }
-    // The restored registry is on probation (it restarted): no range until it ends.
-    wait_for(
-        "the registry's probation to end",
-        Duration::from_secs(60),
-        || {
-            r.one::<bool>("SELECT ranges_until <= clock_timestamp() FROM idgen_registry_server")
-                .then_some(())
-        },
-    );
     for n in nodes {
         ids.extend(draw(n, 1000));
         numbers.extend(draw_segment(n, "g", 300));
@@ -368,7 +362,7 @@ fn a_failing_global_refill_does_not_delay_local_segments() {
     let (waiter_numbers, l_total, l_max, waiter_still_waiting) = thread::scope(|s| {
         let waiter = s.spawn(|| {
             // Draws g until its cached ranges run out; the draw after that waits for the
-            // registry (idgen.segment_wait_timeout = 60s: the backoff and the registry's probation
+            // registry (idgen.segment_wait_timeout = 60s: the backoff and the registry's wait
             // after its restart) and returns once it is back.
             let mut client = n.connect("postgres");
             let mut numbers = Vec::new();
@@ -561,6 +555,7 @@ fn the_registry_client_logs_each_failure_once() {
             "idgen.worker_id = 0",
             DURABLE[0],
             DURABLE[1],
+            DURABLE[2],
         ],
     );
     reg.fake_clock().set_offset_secs(5.0);
@@ -622,6 +617,8 @@ fn the_registry_client_logs_each_failure_once() {
             "shared_preload_libraries = 'idgen'",
             "idgen.worker_id = auto",
             "idgen.registry_max_clock_offset_ms = 10000",
+            FAST[0],
+            FAST[1],
             &named,
         ],
     );

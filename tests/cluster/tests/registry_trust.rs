@@ -8,8 +8,10 @@
 //!   B's range, and no number is drawn on both nodes;
 //! * leases and global segments change only by their holder: a second role in
 //!   `idgen_registry` that knows a holder's incarnation but not its secret is refused (42501 or
-//!   55006) by renew, release, claim (the same incarnation, or the promotion path) and give-back;
-//!   nothing changes, the holder keeps issuing, and no refusal names the holder's incarnation;
+//!   55006) by renew, release and claim (the same incarnation, the same system on a later
+//!   timeline, another server), and cannot open or complete a recovery (the operator's);
+//!   global give-back is gone; nothing changes, the holder keeps issuing, and no refusal names
+//!   the holder's incarnation;
 //! * secrets stay secret: `idgen.registry` (with its password) is hidden from a plain role's
 //!   `SHOW`, `current_setting` and `pg_settings`, and a refused value's password appears in no
 //!   log line and no error.
@@ -17,8 +19,8 @@
 use std::time::Duration;
 
 use idgen_cluster_tests::registry::{
-    draw_segment, held_worker, intruder, node, registry, repeated, segment_mark, status,
-    DIRECT_CLAIM, FAST,
+    direct_hello, draw_segment, held_worker, intruder, node, registry, repeated, segment_mark,
+    status, DIRECT_CLAIM, FAST,
 };
 use idgen_cluster_tests::{column, wait_for, Cluster, One};
 use postgres::types::ToSql;
@@ -193,11 +195,13 @@ fn lease_of(reg: &Cluster, worker: i32) -> (Lease, i64) {
     )
 }
 
-/// A role in `idgen_registry` that knows A's incarnation but not its secret: renew, release,
-/// claim (A's incarnation; the promotion path; another server) and give-back aimed at A's lease
-/// or A's global segment are refused with 42501 or 55006, no refusal names A's incarnation, the
-/// lease table is not writable; A's lease and the segment's mark are unchanged and A keeps
-/// its lease, issues ids and draws on from its range.
+/// A role in `idgen_registry` that knows A's incarnation but not its secret, after its own
+/// hello: renew, release and claim (A's incarnation; A's system on a later timeline, as a
+/// promoted copy of A would; another server) aimed at A's lease are refused with 42501 or
+/// 55006, opening or completing a recovery (the operator's functions) with 42501; no refusal
+/// names A's incarnation, global give-back does not exist, the lease table is not writable;
+/// A's lease and its global segment's mark are unchanged, no recovery is open, and A keeps its
+/// lease, issues ids and draws on from its range.
 #[test]
 fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
     let reg = registry("trust_intruder_reg");
@@ -228,6 +232,7 @@ fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
         (layout.get(0), layout.get(1), layout.get(2), layout.get(3));
     // The intruder knows A's incarnation (leaked somehow) but not its secret.
     let mut intruder = intruder(&reg);
+    direct_hello(&mut intruder, "intruder");
     // A guess of the right shape (64 hex digits, as a node's secret), so that only its value
     // is wrong.
     let guess = "0123456789abcdef".repeat(4);
@@ -239,7 +244,7 @@ fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
         (
             "renew of A's lease with a guessed secret",
             "SELECT * FROM idgen_registry_renew($1::integer, $2::text, $3::text, 2000, 200, \
-             0::double precision, 0::bigint)",
+             0::double precision)",
             vec![&worker, &lease.incarnation, &guess],
         ),
         (
@@ -264,7 +269,7 @@ fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
             ],
         ),
         (
-            "claim of A's worker id by promotion (same system, a later timeline)",
+            "claim of A's worker id from A's system on a later timeline (a promoted copy)",
             claim,
             vec![
                 &"intruder",
@@ -294,6 +299,16 @@ fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
                 &sequence_bits,
                 &tick_ms,
             ],
+        ),
+        (
+            "opening a recovery (the operator's)",
+            "SELECT idgen_registry_begin_recovery('opened by an intruder')",
+            vec![],
+        ),
+        (
+            "completing a recovery (the operator's)",
+            "SELECT * FROM idgen_registry_recover()",
+            vec![],
         ),
     ];
     // Global give-back is gone: nobody lowers a global segment's mark.
@@ -334,6 +349,10 @@ fn registry_functions_aimed_at_another_nodes_lease_or_segment_are_refused() {
     assert_eq!(after, lease, "A's lease changed");
     assert!(fence_after >= fence_before, "A's fence went back");
     assert_eq!(segment_mark(&reg, "g"), mark, "the segment's mark changed");
+    assert!(
+        r.one::<bool>("SELECT recovery_since IS NULL FROM idgen_registry_server"),
+        "a recovery is open"
+    );
     let mut ac = a.connect("postgres");
     let (state, held, last_error) = status(&mut ac);
     assert_eq!(
@@ -445,10 +464,11 @@ fn the_registry_setting_is_hidden_from_plain_roles() {
 }
 
 /// Issue 28, point 7: a base backup of a live node restored elsewhere and promoted (a later
-/// timeline of the same system, as on a staging host) does not take over the node's lease: it
-/// was never the node's attested standby, so the registry treats it as any other server. The
-/// original keeps its worker id and issues ids past several lease lengths. (On 0.4.0 the copy
-/// took the lease through the promotion path, and the original was fenced as `lost`.)
+/// timeline of the same system, as on a staging host) does not take over the node's lease: the
+/// registry treats it as any other server (0.9.0 has no succession by promotion at all), so
+/// it gets another worker id. The original keeps its worker id and issues ids past several
+/// lease lengths. (On 0.4.0 the copy took the lease through the promotion path, and the
+/// original was fenced as `lost`.)
 #[test]
 fn a_restored_and_promoted_copy_of_a_node_does_not_take_its_lease() {
     let reg = registry("reg_staging");
@@ -509,24 +529,6 @@ fn a_restored_and_promoted_copy_of_a_node_does_not_take_its_lease() {
         "SELECT snowflake_nextval() FROM generate_series(1, 1000)",
     );
     assert!(after.iter().min() > before.iter().max());
-}
-
-/// Issue 28, point 4: a node warns when its registry can lose commits (here: no synchronous
-/// standby), once, at its claim.
-#[test]
-fn a_node_warns_once_when_the_registry_has_no_synchronous_standby() {
-    let reg = registry("reg_async");
-    let n = node(
-        &reg,
-        "warned",
-        &["idgen.worker_id = auto", FAST[0], FAST[1]],
-    );
-    held_worker(&n, Duration::from_secs(20));
-    std::thread::sleep(Duration::from_secs(1));
-    let log = n.log();
-    let warnings = log.matches("the registry can lose commits").count();
-    assert_eq!(warnings, 1, "{log}");
-    assert!(log.contains("no synchronous standby"), "{log}");
 }
 
 /// Issue 28, point 8: the release at a shutdown uses the connection in hand and never opens a

@@ -863,40 +863,85 @@ fn a_database_owner_cannot_get_her_overloads_run_by_serial_functions() {
     );
 }
 
-/// Overload of the one registry function that the registry's SECURITY DEFINER functions call
-/// with an untyped NULL first (`idgen_registry_report_regression(NULL, ...)`, worker integer):
-/// a text first argument wins (PostgreSQL prefers the string category for an unknown).
+/// Overloads, in schema public, of the registry's internal functions that its SECURITY DEFINER
+/// functions call as `@extschema@.name(...)` (public here): a looser or untyped argument would
+/// pick one of them over the real function. 0.5.0's report_regression(NULL, ...) was such a
+/// call (an untyped NULL prefers the string category); 0.9.0's calls pass typed values (a
+/// boolean literal, integer and text variables), which these must not capture.
 const REGISTRY_OVERLOADS: &str = "
-    CREATE FUNCTION public.idgen_registry_report_serial_regression(serial_name text, period text,
-                                                                   registry_value integer, node_value integer,
-                                                                   node text, incarnation_id text)
-    RETURNS void LANGUAGE plpgsql AS $$
+    CREATE FUNCTION public.idgen_registry_check_open(grants text) RETURNS void
+    LANGUAGE plpgsql AS $$
     BEGIN
-        PERFORM public.idgen_trap_spring('idgen_registry_report_serial_regression(text, text, integer, ...)');
+        PERFORM public.idgen_trap_spring('idgen_registry_check_open(text)');
     END $$;
-    CREATE FUNCTION public.idgen_registry_report_regression(worker text, seg text, registry_value bigint,
-                                                            node_value bigint, node text, incarnation_id text)
+    CREATE FUNCTION public.idgen_registry_check_lease(lease_length_ms bigint, renew_every_ms bigint)
     RETURNS void LANGUAGE plpgsql AS $$
     BEGIN
-        PERFORM public.idgen_trap_spring('idgen_registry_report_regression(text, ...)');
-        PERFORM public.idgen_registry_report_regression(worker::integer, seg, registry_value,
-                                                        node_value, node, incarnation_id);
+        PERFORM public.idgen_trap_spring('idgen_registry_check_lease(bigint, bigint)');
+    END $$;
+    CREATE FUNCTION public.idgen_registry_check_lease(lease_length_ms numeric, renew_every_ms integer)
+    RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM public.idgen_trap_spring('idgen_registry_check_lease(numeric, integer)');
+    END $$;
+    CREATE FUNCTION public.idgen_registry_key(holder_secret varchar) RETURNS text
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM public.idgen_trap_spring('idgen_registry_key(varchar)');
+        RETURN public.idgen_registry_key(holder_secret::text);
+    END $$;
+    CREATE FUNCTION public.idgen_registry_key(holder_secret bytea) RETURNS text
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM public.idgen_trap_spring('idgen_registry_key(bytea)');
+        RETURN NULL;
+    END $$;
+    CREATE FUNCTION public.idgen_registry_check_node(node varchar) RETURNS void
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM public.idgen_trap_spring('idgen_registry_check_node(varchar)');
+    END $$;
+    CREATE FUNCTION public.idgen_registry_check_incarnation(incarnation_id varchar) RETURNS void
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM public.idgen_trap_spring('idgen_registry_check_incarnation(varchar)');
+    END $$;
+    CREATE FUNCTION public.idgen_registry_next_revision(incarnation_id varchar) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM public.idgen_trap_spring('idgen_registry_next_revision(varchar)');
+        RETURN 0;
+    END $$;
+    CREATE FUNCTION public.idgen_registry_identity(VARIADIC parts text[]) RETURNS text
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM public.idgen_trap_spring('idgen_registry_identity(VARIADIC text[])');
+        RETURN 'forged';
+    END $$;
+    CREATE FUNCTION public.idgen_registry_revision_now(VARIADIC parts bigint[]) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM public.idgen_trap_spring('idgen_registry_revision_now(VARIADIC bigint[])');
+        RETURN 0;
     END $$;";
 
-/// Every SECURITY DEFINER function of idgen that this test calls (the serial ones in the test
-/// above): a new one fails the test until it is called here too.
+/// Every SECURITY DEFINER function of idgen that this test calls, directly or (the internal
+/// ones) from the ones it calls (the serial ones in the test above): a new one fails the test
+/// until it is called here too.
 const REGISTRY_DEFINERS: &[&str] = &[
-    "idgen_registry_check_marks(",
-    "idgen_registry_check_regressions(",
+    "idgen_registry_check_incarnation(",
+    "idgen_registry_check_node(",
+    "idgen_registry_check_open(",
     "idgen_registry_claim(",
+    "idgen_registry_epoch(",
+    "idgen_registry_grants_wait_over(",
     "idgen_registry_hello(",
-    "idgen_registry_note_lease(",
-    "idgen_registry_probation(",
+    "idgen_registry_identity(",
+    "idgen_registry_next_revision(",
     "idgen_registry_release(",
     "idgen_registry_renew(",
-    "idgen_registry_report(",
-    "idgen_registry_report_regression(",
-    "idgen_registry_report_serial_regression(",
+    "idgen_registry_report_marks(",
+    "idgen_registry_revision_now(",
     "idgen_registry_segment_create(",
     "idgen_registry_segment_get(",
     "idgen_registry_segment_take(",
@@ -905,8 +950,15 @@ const REGISTRY_DEFINERS: &[&str] = &[
 ];
 
 /// 0.5.0: `idgen_registry_check_marks`, `_report`, `_renew` and `_segment_take` (SECURITY
-/// DEFINER) call `@extschema@.idgen_registry_report_regression(NULL, ...)`, which picked
-/// mallory's text overload and ran it as the extension's owner.
+/// DEFINER) called `@extschema@.idgen_registry_report_regression(NULL, ...)`, which picked
+/// mallory's text overload and ran it as the extension's owner. Now: every registry function
+/// of 0.9.0, as a node and the operator call them (a superuser may), in an order that takes
+/// every inner call and every refusal's message: hello, a claim refused during the wait after
+/// the start (55P03), a claim, a renewal, a global segment and its ranges, a global serial's
+/// range and a refused other definition (55000), a recovery a node's hello opens (a revision
+/// above the registry's), a claim and a range refused during it (55000), a report, the
+/// recovery completed, and the release. None of mallory's overloads (of the registry's
+/// internal functions, and of serial functions and operators) runs.
 #[test]
 fn a_database_owner_cannot_get_her_overloads_run_by_registry_functions() {
     let mut db = OwnedDatabase::new("serial-safety-owner-registry");
@@ -923,44 +975,56 @@ fn a_database_owner_cannot_get_her_overloads_run_by_registry_functions() {
         "SECURITY DEFINER functions this test does not call: {uncovered:?}"
     );
 
-    // The registry's side, as a node would call it (a superuser may), in an order that takes
-    // every inner call: a fleet, a lease, a global segment, ranges, then lost commits reported.
     let secret = "s".repeat(40);
-    let row = db
-        .superuser
-        .query_one(
-            "SELECT worker_id, fence_tick FROM idgen_registry_claim('node-a', 'inc-a', $1, '7001', 1,
-                    NULL, 1288834974657, 10, 12, 1, 60000, 1000, 0.0, 5432, 0)",
-            &[&secret],
-        )
-        .unwrap();
-    let (worker, fence): (i32, i64) = (row.get(0), row.get(1));
+    let claim = format!(
+        "SELECT worker_id, fence_tick FROM idgen_registry_claim('node-a', 'inc-a', '{secret}',
+                '7001', 1, NULL, 1288834974657, 10, 12, 1, 2000, 600, 0.0, 5432)"
+    );
+    // The registry records which server it is; its grants wait a longest lease after its start.
+    let grants_from: f64 = db.superuser.one(
+        "SELECT extract(epoch FROM grants_from - clock_timestamp())::float8
+           FROM idgen_registry_hello('node-a', 'inc-a', 0, 5432)",
+    );
+    db.assert_no_overload_ran("idgen_registry_hello");
+    if grants_from > 0.3 {
+        assert_eq!(sqlstate(db.superuser.batch_execute(&claim)), "55P03");
+        db.assert_no_overload_ran("a claim during the wait");
+    }
+    if grants_from > 0.0 {
+        thread::sleep(Duration::from_secs_f64(grants_from + 0.05));
+    }
+    let row = db.superuser.query_one(claim.as_str(), &[]).unwrap();
+    let (worker, _fence): (i32, i64) = (row.get(0), row.get(1));
     db.assert_no_overload_ran("idgen_registry_claim");
+    let serial_take = |format: &str| {
+        format!(
+            "SELECT * FROM idgen_registry_serial_take('gs', '20261126', 10, 'inc-a', '{secret}', \
+             'day', '{format}')"
+        )
+    };
     let calls: Vec<(String, &str)> = vec![
-        ("SELECT * FROM idgen_registry_hello()".into(), ""),
-        ("SELECT * FROM idgen_registry_probation()".into(), ""),
-        ("SELECT idgen_registry_note_lease(60000, 1000)".into(), ""),
-        ("SELECT idgen_registry_check_regressions()".into(), ""),
-        (format!("SELECT * FROM idgen_registry_renew({worker}, 'inc-a', '{secret}', 60000, 1000, 0.0, {fence})"), ""),
+        (claim.clone(), ""),
+        (format!("SELECT * FROM idgen_registry_renew({worker}, 'inc-a', '{secret}', 2000, 600, 0.0)"), ""),
         ("SELECT * FROM idgen_registry_segment_create('g', 1, 10, 'global')".into(), ""),
         ("SELECT * FROM idgen_registry_segment_get('g')".into(), ""),
-        (format!("SELECT * FROM idgen_registry_segment_take('g', 10, 'inc-a', '{secret}', NULL)"), ""),
-        // From here on the registry has lost commits (marks above its own).
-        ("SELECT idgen_registry_report_regression(NULL::integer, 'g', 5, 6, 'node-z', 'inc-z')".into(), ""),
-        ("SELECT * FROM idgen_registry_report('node-b', 'inc-b', ARRAY['g'], ARRAY[1000::bigint], 1000)".into(), ""),
-        // 0.6.0's global serials: a take refused by the open finding, one that finds its own
-        // counter lost, and a renewal's report of a serial counter's mark.
-        (format!("SELECT * FROM idgen_registry_serial_take('gs', '20261126', 10, 'inc-a', '{secret}', 'day', 'G{{YYYY}}{{MM}}{{DD}}-{{seq}}', 0)"), "55000"),
-        (format!("SELECT * FROM idgen_registry_serial_take('gs', '20261126', 10, 'inc-a', '{secret}', 'day', 'G{{YYYY}}{{MM}}{{DD}}-{{seq}}', 999)"), ""),
-        ("SELECT idgen_registry_check_marks(ARRAY[chr(1) || 'serial' || chr(1) || 'gs' || chr(1) || '20261127'], ARRAY[77::bigint], 'node-c', 'inc-c')".into(), ""),
-        ("SELECT idgen_registry_report_serial_regression('gs', '20261128', 0::bigint, 5::bigint, 'node-e', 'inc-e')".into(), ""),
-        ("SELECT idgen_registry_check_marks(ARRAY['g'], ARRAY[2000::bigint], 'node-c', 'inc-c')".into(), ""),
-        (format!("SELECT * FROM idgen_registry_segment_take('g', 10, 'inc-d', '{secret}', 5000)"), ""),
-        (format!("SELECT * FROM idgen_registry_renew({worker}, 'inc-a', '{secret}', 60000, 1000, 0.0, {fence},
-                  '{{}}', ARRAY['g'], ARRAY[3000::bigint])"), ""),
-        ("SELECT idgen_registry_check_regressions()".into(), "55000"),
-        ("SELECT * FROM idgen_registry_resolve()".into(), ""),
-        (format!("SELECT idgen_registry_release({worker}, 'inc-a', '{secret}', {fence})"), ""),
+        (format!("SELECT * FROM idgen_registry_segment_take('g', 10, 'inc-a', '{secret}')"), ""),
+        (serial_take("G{YYYY}{MM}{DD}-{seq}"), ""),
+        (serial_take("H{YYYY}{MM}{DD}-{seq}"), "55000"),
+        // A node that saw a revision above the registry's: the recovery opens.
+        ("SELECT * FROM idgen_registry_hello('node-b', 'inc-b', 1000000, 5432)".into(), ""),
+        (claim.replace("node-a", "node-c").replace("inc-a", "inc-c"), "55000"),
+        (format!("SELECT * FROM idgen_registry_segment_take('g', 10, 'inc-a', '{secret}')"), "55000"),
+        (format!(
+            "SELECT idgen_registry_report_marks('node-a', 'inc-a', {worker}, 100,
+                 ARRAY['g', E'\\x01serial\\x01gs\\x0120261126'],
+                 ARRAY[5000::bigint, 77::bigint], 1000)"
+        ), ""),
+        ("SELECT idgen_registry_report_marks('node-b', 'inc-b', NULL, NULL, ARRAY[]::text[], ARRAY[]::bigint[], 1000000)".into(), ""),
+        ("SELECT * FROM idgen_registry_recovery".into(), ""),
+        ("SELECT * FROM idgen_registry_recover()".into(), ""),
+        ("SELECT idgen_registry_begin_recovery('and once more, by the operator')".into(), ""),
+        ("SELECT * FROM idgen_registry_recover(skip_nodes => ARRAY['node-a', 'node-b'])".into(), ""),
+        (format!("SELECT idgen_registry_release({worker}, 'inc-a', '{secret}', 0)"), ""),
     ];
     for (sql, code) in calls {
         if code.is_empty() {
@@ -970,6 +1034,11 @@ fn a_database_owner_cannot_get_her_overloads_run_by_registry_functions() {
         }
         db.assert_no_overload_ran(&sql);
     }
+    // The recovery raised what the report said.
+    let raised: i64 = db
+        .superuser
+        .one("SELECT max_id FROM idgen_registry_segment WHERE name = 'g'");
+    assert_eq!(raised, 5000, "the recovery raised g to the report's mark");
 }
 
 /// 0.5.0: `serial_grant` does not exist (42883). (Without the grant, as a superuser, the load

@@ -109,8 +109,18 @@ const BAD_VALUES: &[(&str, &str, &str)] = &[
     ("idgen.registry_lease", "99", "below 100 ms"),
     ("idgen.registry_renew_interval", "'5ms'", "below 10 ms"),
     ("idgen.registry_max_clock_offset_ms", "-2", "below -1"),
-    ("idgen.registry_lease", "'121s'", "above the longest lease a registry grants"),
+    (
+        "idgen.registry_lease",
+        "'121s'",
+        "above the longest lease a registry grants",
+    ),
     ("idgen.registry_single_server", "'maybe'", "not a boolean"),
+    ("idgen.registry_max_lease", "99", "below 100 ms"),
+    (
+        "idgen.registry_max_lease",
+        "'121s'",
+        "above the longest lease a registry grants",
+    ),
 ];
 
 /// How long a reload may take to reach the log or a session: generous, it is not measured.

@@ -7,7 +7,7 @@
 //! someone else made are refused, not reused. `script_capture.rs` plants a decoy for every name
 //! the scripts use; this file replays the attacks that were found, one per binding.
 
-use idgen_cluster_tests::registry::DURABLE;
+use idgen_cluster_tests::registry::{direct_hello, DURABLE};
 use idgen_cluster_tests::{as_postgres, column, sqlstate, Cluster, One};
 use postgres::Client;
 
@@ -47,7 +47,15 @@ const PLANT: &str = "
     CREATE FUNCTION public.num_nonnulls(integer, text, text) RETURNS integer LANGUAGE plpgsql AS $$
     BEGIN PERFORM public.pwn(); RETURN pg_catalog.num_nonnulls($1, $2, $3); END $$;
     CREATE FUNCTION public.format(text, text, text) RETURNS text LANGUAGE plpgsql AS $$
-    BEGIN PERFORM public.pwn(); RETURN pg_catalog.format($1, $2, $3); END $$;";
+    BEGIN PERFORM public.pwn(); RETURN pg_catalog.format($1, $2, $3); END $$;
+    CREATE FUNCTION public.format(text, text, bigint, bigint) RETURNS text LANGUAGE plpgsql AS $$
+    BEGIN PERFORM public.pwn(); RETURN pg_catalog.format($1, $2, $3, $4); END $$;
+    CREATE FUNCTION public.cardinality(text[]) RETURNS integer LANGUAGE plpgsql AS $$
+    BEGIN PERFORM public.pwn(); RETURN pg_catalog.cardinality($1); END $$;
+    CREATE FUNCTION public.array_to_string(text[], text) RETURNS text LANGUAGE plpgsql AS $$
+    BEGIN PERFORM public.pwn(); RETURN pg_catalog.array_to_string($1, $2); END $$;
+    CREATE FUNCTION public.array_position(text[], text) RETURNS integer LANGUAGE plpgsql AS $$
+    BEGIN PERFORM public.pwn(); RETURN pg_catalog.array_position($1, $2); END $$;";
 
 /// Functions and operators outside pg_catalog that an object of idgen (a member of the
 /// extension, or a default, constraint or rule of one) was bound to, one line each.
@@ -93,26 +101,76 @@ fn owned_database(tag: &str, db: &str) -> Cluster {
     c
 }
 
-/// Sets off every stored expression of the attack as a superuser would in normal operation:
-/// a serial's default, a read of idgen_registry_workers with a lease in it, a regression row.
+/// Sets off every stored expression and registry function of the attack as a superuser would
+/// in normal operation: a serial's default; the registry's protocol of 0.9.0 (hello, claim,
+/// renewal, a global segment's and a global serial's ranges, a recovery that a node's hello
+/// opens and the operator completes with a node's report, a claim refused during it, the
+/// release), with reads of idgen_registry_workers (a lease in it) and idgen_registry_recovery
+/// (a recovery in it); and a row restored into the legacy regression table, as a dump of an
+/// earlier release does (its CHECK). The new planted overloads (`format(text, text, bigint,
+/// bigint)`, `cardinality(text[])`, `array_to_string(text[], text)`, `array_position(text[],
+/// text)`) are what the bodies of hello, report_marks and recover would bind without their
+/// pinned search_path.
 fn use_everything(su: &mut Client) {
     su.batch_execute("SELECT serial_create('inv2', 'INV-{seq:06}')")
         .unwrap();
     su.batch_execute("SELECT serial_nextval('inv2')").unwrap();
+    direct_hello(su, "n1");
+    let secret = "s".repeat(40);
+    let worker: i32 = su.one(&format!(
+        "SELECT worker_id FROM idgen_registry_claim('n1', 'n1', '{secret}', '1', 1, NULL,
+             1704067200000, 10, 12, 1, 2000, 600, 0, 5432)"
+    ));
+    let _: Vec<String> = column(su, "SELECT node_name FROM idgen_registry_workers");
+    for sql in [
+        format!("SELECT * FROM idgen_registry_renew({worker}, 'n1', '{secret}', 2000, 600, 0)"),
+        "SELECT * FROM idgen_registry_segment_create('rg', 1, 10, NULL)".to_owned(),
+        "SELECT * FROM idgen_registry_segment_get('rg')".to_owned(),
+        format!("SELECT * FROM idgen_registry_segment_take('rg', 10, 'n1', '{secret}')"),
+        format!(
+            "SELECT * FROM idgen_registry_serial_take('gs', '', 10, 'n1', '{secret}', 'never', 'G{{seq}}')"
+        ),
+        // A node that saw a revision above the registry's opens the recovery (its reason is
+        // formatted), reports, and the operator completes it.
+        "SELECT * FROM idgen_registry_hello('n1', 'n1', 1000, 5432)".to_owned(),
+        format!(
+            "SELECT idgen_registry_report_marks('n1', 'n1', {worker}, 100,
+                 ARRAY['rg', E'\\x01serial\\x01gs\\x01']::text[], ARRAY[50, 70]::bigint[], 1000)"
+        ),
+    ] {
+        su.batch_execute(&sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let reported: Vec<bool> = column(su, "SELECT reported FROM idgen_registry_recovery");
+    assert_eq!(
+        reported,
+        [true],
+        "the recovery the hello opened, with n1's report"
+    );
+    assert_eq!(
+        sqlstate(su.batch_execute(&format!(
+            "SELECT * FROM idgen_registry_claim('n2', 'i2', '{secret}', '1', 1, NULL,
+                 1704067200000, 10, 12, 1, 2000, 600, 0, 5432)"
+        ))),
+        "55000",
+        "a claim during the recovery"
+    );
+    su.batch_execute("SELECT * FROM idgen_registry_recover()")
+        .unwrap();
+    su.batch_execute(&format!(
+        "SELECT idgen_registry_release({worker}, 'n1', '{secret}', 0)"
+    ))
+    .unwrap();
     su.batch_execute(
-        "SELECT * FROM idgen_registry_claim('n1', 'i1', repeat('s', 40), '1', 1, NULL,
-             1704067200000, 10, 12, 1, 60000, 1000, 0, 5432, 0)",
+        "INSERT INTO idgen_registry_regression (segment, registry_value, node_value, reported_by)
+         VALUES ('rg', 1, 2, 'a dump of 0.8.0')",
     )
     .unwrap();
-    let _: Vec<String> = column(su, "SELECT node_name FROM idgen_registry_workers");
-    // A forged renewal far ahead of the registry's fence records a regression (the CHECK).
-    let _ = su.batch_execute(
-        "SELECT * FROM idgen_registry_renew(0, 'forged', repeat('z', 40), 60000, 1000, 0,
-             999999999999)",
-    );
-    let _ = su.batch_execute("SELECT * FROM idgen_registry_resolve()");
 }
 
+/// `app`'s functions and operators planted in `public` before `CREATE EXTENSION idgen` are
+/// bound into none of idgen's objects, and none runs when a superuser uses everything
+/// ([`use_everything`]): `app` stays a plain role.
 #[test]
 fn objects_planted_before_create_extension_are_never_bound_or_run() {
     let c = owned_database("sqltrust-fresh", "ids");
@@ -133,6 +191,8 @@ fn objects_planted_before_create_extension_are_never_bound_or_run() {
     );
 }
 
+/// As above, with the objects planted between `CREATE EXTENSION idgen VERSION '0.5.0'` (with a
+/// serial in use) and `ALTER EXTENSION idgen UPDATE` to this release.
 #[test]
 fn objects_planted_before_an_update_from_0_5_0_are_never_run() {
     install_old_script();

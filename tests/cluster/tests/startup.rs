@@ -99,7 +99,7 @@ fn settings_are_fixed_at_server_start() {
         &mut client,
         "SELECT name FROM pg_settings WHERE name LIKE 'idgen.%' ORDER BY name",
     );
-    assert_eq!(defined.len(), 24, "{defined:?}");
+    assert_eq!(defined.len(), 25, "{defined:?}");
     for name in &defined {
         assert!(
             ALTER_SYSTEM_REFUSALS.iter().any(|(n, _)| n == name),
@@ -153,6 +153,8 @@ const ALTER_SYSTEM_REFUSALS: &[(&str, &str)] = &[
     ("idgen.registry_max_clock_offset_ms", "-2"),
     ("idgen.registry_lease", "120001"),
     ("idgen.registry_single_server", "'maybe'"),
+    ("idgen.registry_max_lease", "99"),
+    ("idgen.registry_max_lease", "120001"),
 ];
 
 /// postgresql.conf lines that stop the server from starting, and the setting its log must name.
@@ -232,6 +234,10 @@ const START_REFUSALS: &[(&str, &str)] = &[
     (
         "idgen.registry_single_server = maybe",
         "idgen.registry_single_server",
+    ),
+    (
+        "idgen.registry_max_lease = 121s",
+        "idgen.registry_max_lease",
     ),
 ];
 

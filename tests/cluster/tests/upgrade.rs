@@ -7,7 +7,10 @@
 //! Also `DROP EXTENSION` and `CREATE EXTENSION` again while the library stays loaded, and the
 //! update of 0.4.0's PL/pgSQL serials to 0.6.0's while clients draw from them (issue 29).
 
-use idgen_cluster_tests::{as_postgres, column, sqlstate, Cluster, One};
+use std::time::Duration;
+
+use idgen_cluster_tests::registry::{held_worker, DURABLE, FAST};
+use idgen_cluster_tests::{as_postgres, column, db_error, sqlstate, wait_for, Cluster, One};
 use postgres::Client;
 
 /// Puts the 0.0.9 install script beside the installed extension (the package never ships it).
@@ -660,5 +663,97 @@ fn the_update_to_0_9_0_bounds_the_lease_lengths_recorded_before() {
     assert_eq!(
         d.one::<i32>("SELECT max(lease_ms) FROM idgen_registry_lease"),
         120_000
+    );
+}
+
+/// A registry of 0.8.0 in use (a node's live lease of worker 0, two ranges of global segment
+/// `g` taken, and a regression a 0.8.0 node reported: it held `g` up to 250, above the
+/// registry's 200), updated to 0.9.0, then used by a node of this release: the open regression
+/// becomes an open recovery carrying its mark, nothing is granted or handed out until the
+/// operator completes it, and then the node's numbers of `g` start above every number 0.8.0
+/// handed out (250) and its ids under worker 0 above the 0.8.0 holder's fence: nothing
+/// repeats across the update.
+#[test]
+fn a_0_8_0_registry_updated_to_0_9_0_repeats_no_id_and_no_number() {
+    install_old_script();
+    let c = Cluster::with_idgen("upd090reg", 11, &DURABLE);
+    c.connect("postgres")
+        .batch_execute("CREATE DATABASE old")
+        .unwrap();
+    let mut d = c.connect("old");
+    d.batch_execute("CREATE EXTENSION idgen VERSION '0.8.0'")
+        .unwrap();
+    d.batch_execute(
+        "SELECT * FROM idgen_registry_claim('n1', 'inc1', repeat('a', 64), 'sys', 1, 0, \
+         1704067200000, 10, 12, 1, 2000, 200, 0, 5432, 0);
+         SELECT * FROM idgen_registry_segment_create('g', 1, 100, NULL);
+         SELECT * FROM idgen_registry_segment_take('g', 100, 'inc1', repeat('a', 64), NULL);
+         SELECT * FROM idgen_registry_segment_take('g', 100, 'inc1', repeat('a', 64), 100);
+         SELECT idgen_registry_report_regression(NULL, 'g', 200, 250, 'n1', 'inc1');",
+    )
+    .unwrap();
+    let fence: i64 = d.one("SELECT fence_tick FROM idgen_registry_lease WHERE worker_id = 0");
+    d.batch_execute("ALTER EXTENSION idgen UPDATE TO '0.9.0'")
+        .unwrap();
+    let reason: Option<String> = d.one("SELECT recovery_reason FROM idgen_registry_server");
+    assert!(
+        reason.as_deref().is_some_and(|r| r.contains("regressions")),
+        "the open regression did not become a recovery: {reason:?}"
+    );
+
+    // A node of this release, worker 0, on the updated registry.
+    let setting = format!(
+        "idgen.registry = 'host=127.0.0.1 port={} dbname=old user=postgres'",
+        c.port()
+    );
+    let n = Cluster::start(
+        "upd090node",
+        &[
+            "shared_preload_libraries = 'idgen'",
+            &setting,
+            FAST[0],
+            FAST[1],
+            "idgen.worker_id = 0",
+            "idgen.node_name = 'upd090node'",
+        ],
+    );
+    n.create_db_with_idgen("postgres");
+    wait_for("the node's report", Duration::from_secs(20), || {
+        d.one::<bool>(
+            "SELECT coalesce(bool_and(reported), false) FROM idgen_registry_recovery \
+             WHERE node_name = 'upd090node'",
+        )
+        .then_some(())
+    });
+    let mut client = n.connect("postgres");
+    let refused = db_error(client.query_one("SELECT segment_nextval('g')", &[]));
+    assert!(
+        ["55000", "55P03"].contains(&refused.code().code()),
+        "a range was handed out during the recovery: {refused:?}"
+    );
+    let raised: Vec<(String, i64)> = d
+        .query(
+            "SELECT subject, raised_to FROM idgen_registry_recover()",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert!(
+        raised.contains(&("global segment g".to_owned(), 250)),
+        "{raised:?}"
+    );
+    assert_eq!(held_worker(&n, Duration::from_secs(30)), 0);
+    let numbers: Vec<i64> = column(
+        &mut client,
+        "SELECT segment_nextval('g') FROM generate_series(1, 5)",
+    );
+    assert!(numbers.iter().all(|&x| x > 250), "{numbers:?}");
+    let id: i64 = client.one("SELECT snowflake_nextval()");
+    let tick = id >> 22;
+    assert!(
+        tick > fence,
+        "the first id's tick {tick} is not above the 0.8.0 holder's fence {fence}"
     );
 }

@@ -72,17 +72,37 @@ fn main() {
             "synchronous_commit = on",
             // One server: no synchronous standby to show its durability with.
             "idgen.registry_single_server = on",
+            // The leases below; the registry grants nothing for this long after its start.
+            "idgen.registry_max_lease = 20s",
         ],
     );
     registry.create_db_with_idgen("postgres");
     let mut admin = registry.connect("postgres");
+    // Each node's hello (which records the registry's identity and the node), then the wait
+    // after the registry's start.
+    for i in 0..HOLDERS {
+        admin
+            .batch_execute(&format!(
+                "SELECT * FROM idgen_registry_hello('node{i}', 'inc{i}', 0, 5432)"
+            ))
+            .unwrap();
+    }
+    // The incarnation the takes below come from.
+    admin
+        .batch_execute("SELECT * FROM idgen_registry_hello('bench', 'bench', 0, 5432)")
+        .unwrap();
+    let wait: f64 = admin.one(
+        "SELECT extract(epoch FROM grants_from - clock_timestamp())::float8 \
+         FROM idgen_registry_hello('node0', 'inc0', 0, 5432)",
+    );
+    std::thread::sleep(std::time::Duration::from_secs_f64(wait.max(0.0) + 0.1));
 
     let t = Instant::now();
     for i in 0..HOLDERS {
         admin
             .batch_execute(&format!(
-                "SELECT * FROM idgen_registry_claim('node{i}', 'inc{i}', 'bench', 1, NULL, \
-                 1704067200000, 10, 12, 1, 60000, 10000, 0, 5432)"
+                "SELECT * FROM idgen_registry_claim('node{i}', 'inc{i}', repeat('s', 32), 'bench', \
+                 1, NULL, 1704067200000, 10, 12, 1, 20000, 6000, 0, 5432)"
             ))
             .unwrap();
     }
@@ -95,7 +115,8 @@ fn main() {
         let worker = (c * per_connection + i % per_connection) as i32;
         client
             .query_one(
-                "SELECT fence_tick FROM idgen_registry_renew($1, $2, 60000, 10000, 0.5)",
+                "SELECT fence_tick FROM idgen_registry_renew($1, $2, repeat('s', 32), 20000, \
+                 6000, 0.5)",
                 &[&worker, &format!("inc{worker}")],
             )
             .unwrap();
@@ -107,7 +128,8 @@ fn main() {
     let take = measure(&registry, |client, _, _| {
         client
             .query_one(
-                "SELECT last_id FROM idgen_registry_segment_take('orders', 1000)",
+                "SELECT last_id FROM idgen_registry_segment_take('orders', 1000, 'bench', \
+                 repeat('s', 32))",
                 &[],
             )
             .unwrap();

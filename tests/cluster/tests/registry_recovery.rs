@@ -1,0 +1,341 @@
+//! The registry's explicit recovery (DESIGN.md §6 "Fault model" and "Recovery"), against real
+//! servers: after an operator event the registry lost commits, so it grants and hands out
+//! nothing until the nodes have reported what they hold, from durable state, and the operator
+//! has completed the recovery; after it no Snowflake id and no global number repeats.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use idgen_cluster_tests::registry::{
+    auto_fast, direct_hello, draw, draw_segment, held_worker, intruder, node, registry, restore,
+    segment_mark, snapshot, status,
+};
+use idgen_cluster_tests::{sqlstate, wait_for, Cluster, One};
+
+fn assert_no_repeats(what: &str, numbers: &[i64]) {
+    let mut seen = HashSet::new();
+    let repeated: Vec<i64> = numbers
+        .iter()
+        .filter(|&&n| !seen.insert(n))
+        .copied()
+        .collect();
+    assert!(
+        repeated.is_empty(),
+        "{what} drawn twice: {:?} (of {})",
+        &repeated[..repeated.len().min(10)],
+        numbers.len()
+    );
+}
+
+/// Waits until every known node has reported in the registry's open recovery.
+fn wait_for_reports(reg: &Cluster, nodes: i64) {
+    let mut r = reg.connect("postgres");
+    wait_for("every node's report", Duration::from_secs(20), || {
+        (r.one::<i64>("SELECT count(*) FROM idgen_registry_recovery WHERE reported") == nodes)
+            .then_some(())
+    });
+}
+
+/// Review finding S3: a node takes ranges of global segment `g` after the registry's backup,
+/// then restarts (its shared memory is new); the registry is restored from the backup and its
+/// operator opens the recovery. The restarted node reports `g`'s mark from its durable record of
+/// the ranges it took (`idgen_registry.marks`), so `idgen_registry_recover()` raises `g` above
+/// every number it drew, and the other node's numbers of `g` never repeat them. (On 0.8 the
+/// restarted node showed nothing, and the other node drew the same numbers after the probation.)
+#[test]
+fn a_node_restarted_since_it_took_a_range_still_reports_it_in_a_recovery() {
+    let reg = registry("rec_s3_reg");
+    let a = node(
+        &reg,
+        "rec_s3_a",
+        &["idgen.segment_worker_idle_timeout = '10min'"],
+    );
+    let b = node(
+        &reg,
+        "rec_s3_b",
+        &["idgen.segment_worker_idle_timeout = '10min'"],
+    );
+    a.connect("postgres")
+        .batch_execute("SELECT segment_create('g', step => 50, scope => 'global')")
+        .unwrap();
+    let mut numbers = draw_segment(&a, "g", 10);
+    numbers.extend(draw_segment(&b, "g", 10));
+    let backup = snapshot(&reg, "rec_s3_backup");
+
+    // After the backup: A takes more ranges, then restarts cleanly.
+    numbers.extend(draw_segment(&a, "g", 200));
+    a.stop("fast");
+    a.start_server();
+
+    restore(&reg, &backup);
+    let mut r = reg.connect("postgres");
+    r.batch_execute("SELECT idgen_registry_begin_recovery('restored from a base backup')")
+        .unwrap();
+    wait_for_reports(&reg, 2);
+    let raised: Vec<(String, i64)> = r
+        .query(
+            "SELECT subject, raised_to FROM idgen_registry_recover()",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let drawn_max = *numbers.iter().max().unwrap();
+    assert!(
+        raised
+            .iter()
+            .any(|(s, to)| s == "global segment g" && *to >= drawn_max),
+        "g was not raised above {drawn_max}, the restarted node's numbers: {raised:?}"
+    );
+    // B draws on (its cached ranges first, then new ones), and so does A.
+    numbers.extend(draw_segment(&b, "g", 200));
+    numbers.extend(draw_segment(&a, "g", 100));
+    assert_no_repeats("numbers of g", &numbers);
+}
+
+/// Review finding S5: `DROP EXTENSION idgen` and `CREATE EXTENSION idgen` on the registry while
+/// two nodes hold worker ids and ranges of global segment `g`: the new tables look unused, but
+/// the live nodes' hellos show a revision above the new registry's, which opens its recovery;
+/// nothing is granted or handed out until the nodes reported and the operator completed it, and
+/// no Snowflake id and no number of `g` repeats across it. (On 0.8 the empty registry granted a
+/// live node's worker id again at once.)
+#[test]
+fn a_registry_installed_again_under_live_nodes_recovers_and_repeats_nothing() {
+    let reg = registry("rec_s5_reg");
+    let settings = ["idgen.worker_id = auto"];
+    let a = node(&reg, "rec_s5_a", &settings);
+    let b = node(&reg, "rec_s5_b", &settings);
+    let wa = held_worker(&a, Duration::from_secs(20));
+    let wb = held_worker(&b, Duration::from_secs(20));
+    assert_ne!(wa, wb);
+    a.connect("postgres")
+        .batch_execute("SELECT segment_create('g', step => 50, scope => 'global')")
+        .unwrap();
+    let mut numbers = draw_segment(&a, "g", 120);
+    numbers.extend(draw_segment(&b, "g", 120));
+    let mut ids = draw(&a, 500);
+    ids.extend(draw(&b, 500));
+
+    let mut r = reg.connect("postgres");
+    r.batch_execute("DROP EXTENSION idgen; CREATE EXTENSION idgen")
+        .unwrap();
+    wait_for("the recovery to open", Duration::from_secs(20), || {
+        r.one::<Option<String>>("SELECT max(recovery_reason) FROM idgen_registry_server")
+            .filter(|reason| reason.contains("had seen revision"))
+    });
+    wait_for_reports(&reg, 2);
+    // Recovering: the nodes say so.
+    for n in [&a, &b] {
+        let mut client = n.connect("postgres");
+        wait_for(
+            "the node to show the recovery",
+            Duration::from_secs(20),
+            || {
+                let (state, _, error) = status(&mut client);
+                (state == "recovering" || error.is_some_and(|e| e.contains("recovering")))
+                    .then_some(())
+            },
+        );
+    }
+    r.batch_execute("SELECT * FROM idgen_registry_recover()")
+        .unwrap();
+    // Both nodes hold a worker id again (the new registry had no lease: each claims its own
+    // id again) and draw on.
+    assert_eq!(held_worker(&a, Duration::from_secs(30)), wa);
+    assert_eq!(held_worker(&b, Duration::from_secs(30)), wb);
+    numbers.extend(draw_segment(&a, "g", 120));
+    numbers.extend(draw_segment(&b, "g", 120));
+    ids.extend(draw(&a, 500));
+    ids.extend(draw(&b, 500));
+    assert_no_repeats("numbers of g", &numbers);
+    assert_no_repeats("Snowflake ids", &ids);
+}
+
+/// A registry restored from a base backup taken a few changes before (fewer than the 32 values
+/// PostgreSQL logs a sequence ahead, so the restored revision sequence stands above every
+/// revision any node was answered): the recovery still opens, because a node's hello is compared
+/// with the revision the registry committed as answered to that node, and no number of `g`
+/// repeats. (Found by the review of this change: comparing with the sequence let A hand out
+/// B's range again, 51 numbers.)
+#[test]
+fn a_restore_a_few_changes_back_still_opens_the_recovery() {
+    let reg = registry("rec_seq_reg");
+    let settings = [
+        "idgen.segment_worker_idle_timeout = '10min'",
+        "idgen.segment_wait_timeout = '5s'",
+    ];
+    let a = node(&reg, "rec_seq_a", &auto_fast(&settings));
+    let b = node(&reg, "rec_seq_b", &settings);
+    held_worker(&a, Duration::from_secs(20));
+    a.connect("postgres")
+        .batch_execute("SELECT segment_create('g', step => 100, scope => 'global')")
+        .unwrap();
+    let mut numbers = draw_segment(&a, "g", 1);
+    wait_for("A's one range", Duration::from_secs(10), || {
+        (segment_mark(&reg, "g") == 100).then_some(())
+    });
+    let backup = snapshot(&reg, "rec_seq_backup");
+    numbers.extend(draw_segment(&b, "g", 1));
+    restore(&reg, &backup);
+    let mut r = reg.connect("postgres");
+    wait_for("the recovery to open", Duration::from_secs(20), || {
+        r.one::<bool>("SELECT recovery_since IS NOT NULL FROM idgen_registry_server")
+            .then_some(())
+    });
+    wait_for_reports(&reg, 2);
+    r.batch_execute("SELECT * FROM idgen_registry_recover()")
+        .unwrap();
+    numbers.extend(draw_segment(&a, "g", 150));
+    numbers.extend(draw_segment(&b, "g", 99));
+    assert_no_repeats("numbers of g", &numbers);
+}
+
+/// Review finding S9 and the review of this change: another member of `idgen_registry` cannot
+/// report for a node (42501: a node name belongs to the role of its first hello), so it cannot
+/// replace a real node's report with an empty one; a revision above 2^62 is refused (22023), so
+/// a forged one cannot exhaust the revision; and the operator's `idgen_registry_recover()`
+/// skipping a forger's own node uses nothing it reported.
+#[test]
+fn a_member_cannot_report_for_another_node_nor_poison_the_revision() {
+    let reg = registry("rec_forge_reg");
+    let a = node(&reg, "rec_forge_a", &["idgen.worker_id = auto"]);
+    held_worker(&a, Duration::from_secs(20));
+    let a_name: String = a
+        .connect("postgres")
+        .one("SELECT node_name FROM idgen_registry_status");
+    let mut member = intruder(&reg);
+    assert_eq!(
+        sqlstate(member.batch_execute(&format!(
+            "SELECT * FROM idgen_registry_hello('{a_name}', 'x', 0, 5432)"
+        ))),
+        "42501"
+    );
+    assert_eq!(
+        sqlstate(member.batch_execute(
+            "SELECT * FROM idgen_registry_hello('forged', 'forged', 9223372036854775807, 5432)"
+        )),
+        "22023"
+    );
+    // The forger opens a recovery with a high revision under its own name, and reports a huge
+    // revision and mark.
+    member
+        .batch_execute(
+            "SELECT * FROM idgen_registry_hello('forged', 'forged', 4611686018427387904, 5432)",
+        )
+        .unwrap();
+    let mut r = reg.connect("postgres");
+    let opened_by: String = r.one("SELECT recovery_opened_by FROM idgen_registry_server");
+    assert!(opened_by.contains("intruder"), "{opened_by}");
+    member
+        .batch_execute(
+            "SELECT idgen_registry_report_marks('forged', 'forged', NULL, NULL, '{g}', \
+             '{9000000000000000000}', 4611686018427387904)",
+        )
+        .unwrap();
+    assert_eq!(
+        sqlstate(member.batch_execute(&format!(
+            "SELECT idgen_registry_report_marks('{a_name}', 'x', NULL, NULL, '{{}}', '{{}}', 0)"
+        ))),
+        "42501"
+    );
+    wait_for_reports(&reg, 2);
+    let reporter: String = r.one(&format!(
+        "SELECT reported_by FROM idgen_registry_recovery WHERE node_name = '{a_name}'"
+    ));
+    assert_eq!(reporter, "postgres");
+    let raised: Vec<(String, i64)> = r
+        .query(
+            "SELECT subject, raised_to FROM idgen_registry_recover(skip_nodes => ARRAY['forged'])",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert!(
+        raised
+            .iter()
+            .all(|(s, to)| s == "revision" && *to < 4_611_686_018_427_387_904),
+        "{raised:?}"
+    );
+    // A goes on: its lease renews and its ids continue.
+    let ids = draw(&a, 100);
+    assert_eq!(ids.len(), 100);
+}
+
+/// The review of this change: a node whose first hello came after the registry's backup point
+/// (so the restored registry has no row of it) shows the revisions it was answered since; the
+/// restored registry never answered it anything, so its hello opens the recovery (it was
+/// compared with the registry's sequence, which stood above them, and the node's range was
+/// handed out again).
+#[test]
+fn a_node_unknown_to_the_restored_registry_still_opens_the_recovery() {
+    let reg = registry("rec_new_reg");
+    let mut su = reg.connect("postgres");
+    direct_hello(&mut su, "old-node");
+    su.batch_execute("SELECT * FROM idgen_registry_segment_create('g', 1, 10, NULL)")
+        .unwrap();
+    let backup = snapshot(&reg, "rec_new_backup");
+    direct_hello(&mut su, "new-node");
+    let revision: i64 = su.one(
+        "SELECT revision FROM idgen_registry_segment_take('g', 10, 'new-node', repeat('s', 32))",
+    );
+    drop(su);
+    restore(&reg, &backup);
+    let mut su = reg.connect("postgres");
+    let recovery: Option<String> = su
+        .query_one(
+            "SELECT recovery FROM idgen_registry_hello('new-node', 'new-node', $1, 5432)",
+            &[&revision],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        recovery.is_some(),
+        "a node the restored registry never answered, showing revision {revision}, opened no recovery"
+    );
+}
+
+/// The review of this change: with ticks of 10 s, a grant right after the registry's wait after
+/// a restore starts strictly above the fence of a grant the restore lost (the wait was counted
+/// in milliseconds, and a grant could start in the tick the lost holder still used).
+#[test]
+fn with_coarse_ticks_a_grant_after_the_wait_starts_above_a_lost_grants_fence() {
+    let reg = registry("rec_tick_reg");
+    let mut su = reg.connect("postgres");
+    direct_hello(&mut su, "other");
+    let backup = snapshot(&reg, "rec_tick_backup");
+    direct_hello(&mut su, "lost");
+    let claim = |node: &str| {
+        format!(
+            "SELECT floor_tick, fence_tick FROM idgen_registry_claim('{node}', '{node}', \
+             repeat('s', 32), 'sys', 1, 0, 1704067200000, 10, 12, 10000, 2000, 600, 0, 5432)"
+        )
+    };
+    // Claims wait out the registry's wait after its start, counted in 10 s ticks.
+    let granted = |su: &mut postgres::Client, node: &str| {
+        wait_for(
+            "a grant after the wait",
+            Duration::from_secs(60),
+            || match su.query_one(&claim(node), &[]) {
+                Ok(row) => Some(row),
+                Err(e) if e.code().map(|c| c.code()) == Some("55P03") => {
+                    std::thread::sleep(Duration::from_millis(200));
+                    None
+                }
+                Err(e) => panic!("the claim: {e}"),
+            },
+        )
+    };
+    let lost_fence: i64 = granted(&mut su, "lost").get(1);
+    drop(su);
+    restore(&reg, &backup);
+    let mut su = reg.connect("postgres");
+    direct_hello(&mut su, "other");
+    let floor: i64 = granted(&mut su, "other").get(0);
+    assert!(
+        floor > lost_fence,
+        "the grant after the restore starts at tick {floor}, not above the lost grant's fence {lost_fence}"
+    );
+}
