@@ -325,17 +325,20 @@ END
 $$;
 
 -- Refuses (55P03) a take by an incarnation that has not said hello as a node of the calling
--- role: every revision a node is answered is then recorded as answered to it (a take before the
--- node's first hello after its start would not be, and the node would show it as a loss).
+-- role in the registry's current epoch: every revision a node is answered is then recorded as
+-- answered to it (a take before the node's first hello after its start would not be, and the
+-- node would show it as a loss), and the node has shown the registry what it saw before it
+-- takes anything new.
 CREATE FUNCTION idgen_registry_check_incarnation(incarnation_id text)
 RETURNS void
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_incarnation i
-                    WHERE i.incarnation = incarnation_id AND i.role = session_user) THEN
+                    WHERE i.incarnation = incarnation_id AND i.role = session_user
+                      AND i.seen_at >= @extschema@.idgen_registry_epoch()) THEN
         RAISE EXCEPTION USING ERRCODE = '55P03',
-            MESSAGE = 'this node has not said hello to the registry since it started',
+            MESSAGE = 'this node has not said hello to the registry since it or the registry started',
             HINT = 'Tried again once its registry client has; nothing to do.';
     END IF;
 END
@@ -370,15 +373,15 @@ AS $$
 $$;
 
 -- Whether the grants' wait after the epoch is over at now_tick, counted in the fleet's ticks
--- (epoch_ms, tick_ms): a lost holder's fence is at most the epoch's tick plus a longest lease
--- in ticks, rounded up; a grant starts at now_tick, strictly above it (and a second more for a
--- clock stepped back).
+-- (epoch_ms, tick_ms): a lost holder's fence is at most the tick of the epoch plus a second
+-- (a clock that stepped back across the event) plus a longest lease in ticks, rounded up; a
+-- grant starts at now_tick, strictly above it.
 CREATE FUNCTION idgen_registry_grants_wait_over(now_tick bigint, epoch_ms bigint, tick_ms integer)
 RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-  SELECT now_tick > greatest(floor(extract(epoch FROM @extschema@.idgen_registry_epoch()) * 1000)::bigint - epoch_ms, 0) / tick_ms
-                    + ceil((@extschema@.idgen_registry_max_lease_ms() + 1000)::numeric / tick_ms)::bigint
+  SELECT now_tick > greatest(floor(extract(epoch FROM @extschema@.idgen_registry_epoch()) * 1000)::bigint + 1000 - epoch_ms, 0) / tick_ms
+                    + ceil(@extschema@.idgen_registry_max_lease_ms()::numeric / tick_ms)::bigint
 $$;
 
 -- Refuses unless the registry may grant a worker id (grants) or hand out a range (NOT grants)
@@ -451,9 +454,12 @@ BEGIN
             HINT = 'A node name is 1 to 63 bytes of ASCII letters, digits and . _ - :';
     END IF;
     IF incarnation_id IS NULL OR octet_length(incarnation_id) NOT BETWEEN 1 AND 200
-       OR seen_revision IS NULL OR seen_revision NOT BETWEEN 0 AND 4611686018427387904 THEN
+       OR seen_revision IS NULL OR seen_revision < 0 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid hello';
     END IF;
+    -- A revision is believed up to 2^62 (one above opens a recovery as well, and the
+    -- recovery's revision never reaches the bigint maximum).
+    seen_revision := least(seen_revision, 4611686018427387904);
     PERFORM @extschema@.idgen_registry_check_node(node);
     SELECT n.revision INTO known FROM @extschema@.idgen_registry_node n WHERE n.node_name = node;
     -- Most hellos change nothing of the server's row: only those that do lock it.
@@ -1060,7 +1066,7 @@ $$;
 -- A node's report in an open recovery, from its own state: the worker id it holds and the
 -- first tick its reservation never reached, the marks of its global segments (by name) and of
 -- its global serials' counters (named E'\x01serial\x01' || serial || E'\x01' || period), and
--- the highest revision it saw (at most 2^62). Reports of one node name in one recovery
+-- the highest revision it saw (believed up to 2^62). Reports of one node name in one recovery
 -- accumulate (each mark the highest reported); only the role of the node's first hello reports
 -- for it. Returns false when no recovery is open
 -- (nothing recorded). Errors: 22023 bad arguments; 42501 not this role's node.
@@ -1072,19 +1078,17 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
 AS $$
 DECLARE
-    since        timestamptz;
-    r            @extschema@.idgen_registry_recovery_report;
-    merged_names text[];
-    merged_marks bigint[];
+    since timestamptz;
 BEGIN
     IF node IS NULL OR octet_length(node) NOT BETWEEN 1 AND 63 OR node !~ '^[A-Za-z0-9._:-]+$'
        OR incarnation_id IS NULL OR names IS NULL OR marks IS NULL
        OR cardinality(names) <> cardinality(marks) OR cardinality(names) > 100000
        OR array_position(names, NULL) IS NOT NULL OR array_position(marks, NULL) IS NOT NULL
-       OR seen_revision IS NULL OR seen_revision NOT BETWEEN 0 AND 4611686018427387904
+       OR seen_revision IS NULL OR seen_revision < 0
        OR (worker IS NULL) <> (reserved IS NULL) OR worker < 0 OR reserved < 0 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid recovery report';
     END IF;
+    seen_revision := least(seen_revision, 4611686018427387904);
     -- Only as its own node: a node says hello (which records its role) before it reports.
     IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_node n
                     WHERE n.node_name = node AND n.role = session_user) THEN
@@ -1097,40 +1101,37 @@ BEGIN
         RETURN false;
     END IF;
     -- Reports of one node name in one recovery accumulate (two live servers may share a name:
-    -- a base backup started beside its original), each mark the highest any of them reported.
-    SELECT * INTO r FROM @extschema@.idgen_registry_recovery_report x
-     WHERE x.node_name = node AND x.recovery_since = since FOR UPDATE;
-    IF FOUND THEN
-        SELECT coalesce(array_agg(k.name ORDER BY k.name), '{}'),
-               coalesce(array_agg(k.mark ORDER BY k.name), '{}')
-          INTO merged_names, merged_marks
-          FROM (SELECT u.name, max(u.mark) AS mark
-                  FROM unnest(r.names || names, r.marks || marks) AS u(name, mark)
-                 GROUP BY u.name) k;
-        UPDATE @extschema@.idgen_registry_recovery_report x
-           SET reported_at = clock_timestamp(), reported_by = session_user,
-               address = host(inet_client_addr()), incarnation = incarnation_id,
-               incarnations = CASE WHEN incarnation_id = ANY (x.incarnations) THEN x.incarnations
-                                   ELSE x.incarnations || incarnation_id END,
-               worker_id = coalesce(worker, x.worker_id),
-               reserved_tick = coalesce(reserved, x.reserved_tick),
-               names = merged_names, marks = merged_marks,
-               revision = greatest(x.revision, seen_revision)
-         WHERE x.node_name = node;
-    ELSE
-        INSERT INTO @extschema@.idgen_registry_recovery_report AS x
-               (node_name, recovery_since, reported_at, reported_by, address, incarnation,
-                incarnations, worker_id, reserved_tick, names, marks, revision)
-        VALUES (node, since, clock_timestamp(), session_user, host(inet_client_addr()),
-                incarnation_id, ARRAY[incarnation_id], worker, reserved, names, marks,
-                seen_revision)
-        ON CONFLICT ON CONSTRAINT idgen_registry_recovery_report_pkey DO UPDATE
-           SET recovery_since = excluded.recovery_since, reported_at = excluded.reported_at,
-               reported_by = excluded.reported_by, address = excluded.address,
-               incarnation = excluded.incarnation, incarnations = excluded.incarnations,
-               worker_id = excluded.worker_id, reserved_tick = excluded.reserved_tick,
-               names = excluded.names, marks = excluded.marks, revision = excluded.revision;
-    END IF;
+    -- a base backup started beside its original), each mark the highest any of them reported;
+    -- one statement, so that two first reports cannot replace each other.
+    INSERT INTO @extschema@.idgen_registry_recovery_report AS x
+           (node_name, recovery_since, reported_at, reported_by, address, incarnation,
+            incarnations, worker_id, reserved_tick, names, marks, revision)
+    SELECT node, since, clock_timestamp(), session_user, host(inet_client_addr()),
+           incarnation_id, ARRAY[incarnation_id], worker, reserved,
+           coalesce(array_agg(k.name ORDER BY k.name), '{}'),
+           coalesce(array_agg(k.mark ORDER BY k.name), '{}'), seen_revision
+      FROM (SELECT u.name, max(u.mark) AS mark FROM unnest(names, marks) AS u(name, mark)
+             GROUP BY u.name) k
+    ON CONFLICT ON CONSTRAINT idgen_registry_recovery_report_pkey DO UPDATE
+       SET reported_at = excluded.reported_at, reported_by = excluded.reported_by,
+           address = excluded.address, incarnation = excluded.incarnation,
+           worker_id = coalesce(excluded.worker_id, x.worker_id),
+           reserved_tick = coalesce(excluded.reserved_tick, x.reserved_tick),
+           incarnations = CASE WHEN x.recovery_since <> excluded.recovery_since THEN excluded.incarnations
+                               WHEN incarnation_id = ANY (x.incarnations) THEN x.incarnations
+                               ELSE x.incarnations || incarnation_id END,
+           names = CASE WHEN x.recovery_since <> excluded.recovery_since THEN excluded.names
+                        ELSE (SELECT coalesce(array_agg(m.name ORDER BY m.name), '{}')
+                                FROM (SELECT u.name FROM unnest(x.names || excluded.names) AS u(name)
+                                       GROUP BY u.name) m) END,
+           marks = CASE WHEN x.recovery_since <> excluded.recovery_since THEN excluded.marks
+                        ELSE (SELECT coalesce(array_agg(m.mark ORDER BY m.name), '{}')
+                                FROM (SELECT u.name, max(u.mark) AS mark
+                                        FROM unnest(x.names || excluded.names, x.marks || excluded.marks) AS u(name, mark)
+                                       GROUP BY u.name) m) END,
+           revision = CASE WHEN x.recovery_since <> excluded.recovery_since THEN excluded.revision
+                           ELSE greatest(x.revision, excluded.revision) END,
+           recovery_since = excluded.recovery_since;
     RETURN true;
 END
 $$;

@@ -22,6 +22,7 @@ mod identity;
 mod latch;
 mod libpq;
 mod lwlock;
+mod marks;
 mod pgver;
 mod recovery;
 mod registry;

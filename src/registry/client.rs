@@ -161,6 +161,7 @@ impl Client {
     fn new() -> Self {
         let identity = Identity::of_this_server();
         shared::update_texts(|t| t.node_name = FixedText::new(&identity.node_name));
+        crate::marks::set_node_name(&identity.node_name);
         // A restarted client of a running server: the grant in shared memory is still ours.
         let grant = lease::granted().map(|w| {
             (
@@ -175,11 +176,9 @@ impl Client {
         }
         // The highest revision a take of this server was answered with, before its restart: a
         // registry that lost those takes is found at the first hello.
-        match super::marks::recorded() {
+        match crate::marks::recorded() {
             Ok(r) if r.node == identity.node_name => {
-                shared::shared()
-                    .seen_revision
-                    .fetch_max(r.revision, std::sync::atomic::Ordering::AcqRel);
+                crate::marks::note_revision(r.revision);
             }
             Ok(_) => {}
             Err(why) => pgrx::log!("idgen registry client: {why}"),
@@ -210,11 +209,9 @@ impl Client {
                     shared::set_state(State::Renewing);
                 }
                 self.failed(*failure);
-                return jittered(if self.grant.is_none() {
-                    interval.min(CLAIM_RETRY)
-                } else {
-                    interval
-                });
+                // Soon again: after a registry's restart or failover the hello is how this node
+                // shows the registry what it saw, within the registry's wait for ranges.
+                return jittered(interval.min(CLAIM_RETRY));
             }
         };
         if hello.recovery.is_some() && !hello.reported {
@@ -346,9 +343,7 @@ impl Client {
     /// registry this server's node name and the highest revision it saw, and learns whether a
     /// recovery is open.
     fn hello(&mut self) -> Result<Hello, Box<Failure>> {
-        let seen = shared::shared()
-            .seen_revision
-            .load(std::sync::atomic::Ordering::Acquire);
+        let seen = crate::marks::seen_revision();
         let params = [
             Some(self.identity.node_name.clone()),
             Some(crate::identity::incarnation().to_owned()),
@@ -365,7 +360,7 @@ impl Client {
         )?;
         let revision = answer::count(&row, 2, "revision")
             .map_err(|why| refused_answer(&format!("idgen_registry_hello: {why}")))?;
-        super::note_revision(revision as i64);
+        crate::marks::note_revision(revision as i64);
         let reported = answer::boolean(Some(&row[4..]), "reported")
             .map_err(|why| refused_answer(&format!("idgen_registry_hello: {why}")))?;
         let max_lease_ms = answer::count(&row, 5, "max_lease_ms")
@@ -393,12 +388,7 @@ impl Client {
             worker.map(|_| lease::own_reservation_end().to_string()),
             Some(names),
             Some(marks),
-            Some(
-                shared::shared()
-                    .seen_revision
-                    .load(std::sync::atomic::Ordering::Acquire)
-                    .to_string(),
-            ),
+            Some(crate::marks::seen_revision().to_string()),
         ];
         self.call(
             c"SELECT extract(epoch FROM pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
@@ -501,7 +491,7 @@ impl Client {
             )));
         }
         if let Ok(revision) = answer::count(&row, 6, "revision") {
-            super::note_revision(revision as i64);
+            crate::marks::note_revision(revision as i64);
         }
         lease::grant(Grant {
             worker,
@@ -596,7 +586,7 @@ impl Client {
             .into());
         }
         if let Ok(revision) = answer::count(&row, 4, "revision") {
-            super::note_revision(revision as i64);
+            crate::marks::note_revision(revision as i64);
         }
         if renewed.floor > own_floor {
             // The lease had expired: granted anew from the registry's clock.
@@ -715,9 +705,9 @@ fn refused_answer(why: &str) -> Box<Failure> {
 const RECOVER_HINT: &str = "On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (README \"Recovering a registry\").";
 
 /// The global segments' and global serials' counters' marks this server recorded
-/// ([`super::marks`]), as two PostgreSQL array literals (names: `{"a","b"}`, marks: `{1,2}`).
+/// ([`crate::marks`]), as two PostgreSQL array literals (names: `{"a","b"}`, marks: `{1,2}`).
 fn global_marks() -> Result<(String, String), Box<Failure>> {
-    let recorded = super::marks::recorded().map_err(|why| {
+    let recorded = crate::marks::recorded().map_err(|why| {
         Box::new(Failure::new(
             "58030",
             &format!("the marks of this server's global ranges cannot be read: {why}"),

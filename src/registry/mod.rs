@@ -4,12 +4,11 @@
 //! talks to the registry ([`crate::snowflake::lease`] is all it reads). This module registers
 //! the worker and its shared memory ([`init`]) and serves `idgen_registry_status`; the
 //! connection is in [`conn`], the worker's loop in [`client`], what it believes of an answer in
-//! [`answer`], its status in [`shared`], the durable record of the global ranges it took in
-//! [`marks`].
+//! [`answer`], its status in [`shared`]; what the server keeps of the registry's answers (its
+//! seen revision, the marks file) is [`crate::marks`], below the subsystems that take ranges.
 
 mod answer;
 mod client;
-pub(crate) mod marks;
 mod shared;
 
 use pgrx::datetime::TimestampWithTimeZone;
@@ -26,17 +25,8 @@ pub(crate) fn init() {
     }
     crate::identity::init();
     crate::shmem::register(shared::PART);
+    crate::shmem::register(crate::marks::PART);
     client::register();
-}
-
-/// Notes a revision an answer of the registry carried: the highest one is shown to the registry
-/// at the client's next hello. Without a registry, nothing.
-pub(crate) fn note_revision(revision: i64) {
-    if crate::guc::registry_conninfo().is_some() {
-        shared::shared()
-            .seen_revision
-            .fetch_max(revision, std::sync::atomic::Ordering::AcqRel);
-    }
 }
 
 /// This server's registry client, one row (`idgen_registry_status` selects it): the registry

@@ -76,10 +76,6 @@ pub(crate) struct ClientShared {
     /// of that measurement (half the round trip), in µs; the bound is 0 before one.
     pub(crate) offset_us: AtomicI64,
     pub(crate) offset_bound_us: AtomicI64,
-    /// The highest revision any answer of the registry carried to this server (the client's
-    /// and the allocators'); shown to the registry at each hello: one above the registry's own
-    /// proves it lost commits. Memory only: a restarted server shows none.
-    pub(crate) seen_revision: AtomicI64,
 }
 
 // SAFETY: every field is an atomic, except `texts`, touched only under the LWLock
@@ -88,33 +84,24 @@ unsafe impl Sync for ClientShared {}
 
 static SHARED: ShmemStruct<ClientShared> = ShmemStruct::new(c"idgen_registry");
 static LOCK: NamedLWLock = NamedLWLock::new(c"idgen_registry");
-/// Serializes the writers of the marks file (`super::marks`).
-static MARKS_LOCK: NamedLWLock = NamedLWLock::new(c"idgen_registry_marks");
 
 /// The registry client's share of shared memory.
 pub(crate) const PART: Part = Part {
     request: || {
         SHARED.request();
         LOCK.request();
-        MARKS_LOCK.request();
     },
     attach: || {
         // SAFETY: ClientShared is atomics and plain bytes, for which all-zero is valid (its
         // Default); nothing else to initialize.
         unsafe { SHARED.attach(|_| {}) };
         LOCK.attach();
-        MARKS_LOCK.attach();
     },
 };
 
 /// The client's status.
 pub(crate) fn shared() -> &'static ClientShared {
     SHARED.get()
-}
-
-/// The LWLock of the marks file, held exclusively until the guard drops.
-pub(crate) fn marks_lock() -> crate::lwlock::LWLockGuard<'static> {
-    MARKS_LOCK.exclusive()
 }
 
 /// A copy of the text parts.

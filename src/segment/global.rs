@@ -102,7 +102,7 @@ pub(crate) fn find(name: &str) -> Result<Option<(i32, i64)>, Error> {
 /// maximum), as this node (its incarnation and secret, `crate::identity`). `known_mark` is this
 /// node's mark of the segment as of its last range (or its declaration): a range at or below it
 /// would repeat numbers, so none such is used. The registry's revision in the answer raises
-/// the one this server shows at its next hello (`registry::note_revision`). Errors: the
+/// the one this server shows at its next hello (`crate::marks::note_revision`). Errors: the
 /// registry's (42704 no such segment, 2200H run out, 55000 not durable or recovering, 55P03
 /// its wait after a new epoch), 55000 a range below `known_mark`, 08006 when it cannot be
 /// reached.
@@ -130,7 +130,7 @@ pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Erro
     if let Err(why) = range_fits(taken.first, taken.last, step) {
         return Err(refused(TAKE, &why));
     }
-    crate::registry::note_revision(taken.revision);
+    crate::marks::note_revision(taken.revision);
     if taken.first <= known_mark {
         // A registry that lost commits (restored, failed over to an asynchronous standby)
         // before its recovery opened: never used.

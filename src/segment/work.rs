@@ -191,7 +191,7 @@ fn refill_global(
     let taken = super::global::take(name, step, known_mark)?;
     asked_registry.set(false);
     // Durable before any number of it is used: reported in a recovery, even after a restart.
-    crate::registry::marks::record(name, taken.last, taken.revision)?;
+    crate::marks::record(name, taken.last, taken.revision)?;
     catalog::set_max_id(name, taken.last)?;
     Ok(Refilled {
         range: Range {

@@ -109,9 +109,9 @@ pub(super) fn take_in_allocator(
             .ok_or_else(|| refused("revision is NULL"))?
             .parse()
             .map_err(|_| refused("revision is not an integer"))?;
-        crate::registry::note_revision(revision);
+        crate::marks::note_revision(revision);
         // Durable before any number of it is used: reported to the registry in a recovery.
-        crate::registry::marks::record(
+        crate::marks::record(
             &format!("\u{1}serial\u{1}{serial}\u{1}{period}"),
             mark,
             revision,

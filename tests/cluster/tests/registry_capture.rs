@@ -898,6 +898,16 @@ fn take_when_open(
     loop {
         match take(c, segment, step, incarnation, secret) {
             Err(e) if e.code().map(|c| c.code()) == Some("55P03") && Instant::now() < deadline => {
+                if e.as_db_error()
+                    .is_some_and(|d| d.message().contains("said hello"))
+                {
+                    // A node's client says hello at every step: after the registry's new epoch
+                    // (a recovery) too. (The test's nodes are named as their incarnations.)
+                    let _ = c.query(
+                        "SELECT * FROM idgen_registry_hello($1::text, $1::text, 0, 5432)",
+                        &[&incarnation],
+                    );
+                }
                 std::thread::sleep(Duration::from_millis(200));
             }
             other => return other,

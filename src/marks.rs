@@ -1,3 +1,7 @@
+//! What a server of a registry keeps of the registry's answers (DESIGN.md §6 "Revision and
+//! recovery"), below the subsystems that take ranges and the registry client that reports them:
+//! the highest revision any answer carried (shared memory), and the marks file.
+//!
 //! The marks file: this server's durable record of the global ranges it took, one line per
 //! global segment or global serial counter with the highest mark (the last number of the last
 //! range) it took of it, in `idgen_registry.marks` in the data directory. The allocator records
@@ -15,11 +19,77 @@
 //! hex>`, then `<mark> <name as hex>` per name (hex: a serial counter's name holds control
 //! characters). A file that does not parse is an error, never an empty report.
 
+use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use crate::failure::FixedText;
+use crate::lwlock::NamedLWLock;
+use crate::shmem::{Part, ShmemStruct};
+
+/// The shared part: the highest revision seen, and the node name the registry client claims
+/// with (set at its start), which the marks file records.
+#[repr(C)]
+#[derive(Default)]
+struct MarksShared {
+    /// The highest revision any answer of the registry carried to this server (the client's
+    /// and the allocators'); shown to the registry at each hello: one above what the registry
+    /// answered this node proves it lost commits.
+    seen_revision: AtomicI64,
+    /// Under [`LOCK`].
+    node_name: UnsafeCell<FixedText<64>>,
+}
+
+// SAFETY: `seen_revision` is atomic; `node_name` is touched only under the LWLock.
+unsafe impl Sync for MarksShared {}
+
+static SHARED: ShmemStruct<MarksShared> = ShmemStruct::new(c"idgen_registry_marks");
+/// Serializes the writers of the marks file, and guards the node name.
+static LOCK: NamedLWLock = NamedLWLock::new(c"idgen_registry_marks");
+
+/// The share of shared memory, registered by `registry::init` on a server with a registry.
+pub(crate) const PART: Part = Part {
+    request: || {
+        SHARED.request();
+        LOCK.request();
+    },
+    attach: || {
+        // SAFETY: MarksShared is an atomic and plain bytes, for which all-zero is valid (its
+        // Default); nothing else to initialize.
+        unsafe { SHARED.attach(|_| {}) };
+        LOCK.attach();
+    },
+};
+
+/// Notes a revision an answer of the registry carried. Without a registry, nothing.
+pub(crate) fn note_revision(revision: i64) {
+    if SHARED.attached() {
+        SHARED
+            .get()
+            .seen_revision
+            .fetch_max(revision, Ordering::AcqRel);
+    }
+}
+
+/// The highest revision noted since the server started.
+pub(crate) fn seen_revision() -> i64 {
+    if SHARED.attached() {
+        SHARED.get().seen_revision.load(Ordering::Acquire)
+    } else {
+        0
+    }
+}
+
+/// Sets the node name the marks file records (the registry client, at its start).
+pub(crate) fn set_node_name(name: &str) {
+    let _guard = LOCK.exclusive();
+    // SAFETY: node_name is touched only under LOCK, held here.
+    unsafe { *SHARED.get().node_name.get() = FixedText::new(name) };
+}
 
 /// The file's name in the data directory.
 pub(crate) const FILE_NAME: &str = "idgen_registry.marks";
@@ -159,8 +229,9 @@ fn path() -> PathBuf {
 /// `idgen_registry_marks`. Errors: 58030 (the file could not be read or written; the range is
 /// not used).
 pub(crate) fn record(name: &str, mark: i64, revision: i64) -> Result<(), crate::error::Error> {
-    let node = super::shared::texts().node_name.as_str().to_owned();
-    let _guard = super::shared::marks_lock();
+    let _guard = LOCK.exclusive();
+    // SAFETY: node_name is touched only under LOCK, held here.
+    let node = unsafe { (*SHARED.get().node_name.get()).as_str().to_owned() };
     record_at(&path(), &node, name, mark, revision).map_err(|why| {
         crate::failure::Failure::new(
             "58030",
@@ -174,7 +245,7 @@ pub(crate) fn record(name: &str, mark: i64, revision: i64) -> Result<(), crate::
 
 /// Every mark this server recorded, and the highest revision: what it reports in a recovery.
 pub(crate) fn recorded() -> Result<Recorded, String> {
-    let _guard = super::shared::marks_lock();
+    let _guard = LOCK.exclusive();
     read_at(&path())
 }
 
