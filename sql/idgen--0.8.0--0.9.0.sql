@@ -297,7 +297,9 @@ $$;
 -- Refuses unless the registry may grant a worker id (grants) or hand out a range (NOT grants)
 -- now: 55P03 while it has not recorded which server it is (the nodes' next hello does) or
 -- during the wait after a new epoch (a longest lease for grants, half of one for ranges, plus
--- a second for clocks stepped back across the event); 55000 while a recovery is open.
+-- a second for clocks stepped back across the event; ranges too wait a whole longest lease
+-- after a recovery, so that the cached ranges of a node it skipped have stopped: a node serves
+-- them only within its lease of its last contact); 55000 while a recovery is open.
 CREATE FUNCTION idgen_registry_check_open(grants boolean)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -321,7 +323,8 @@ BEGIN
             HINT = 'On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (README "Recovering a registry").';
     END IF;
     until := @extschema@.idgen_registry_epoch()
-             + pg_catalog.make_interval(secs => (CASE WHEN grants THEN 1.0 ELSE 0.5 END
+             + pg_catalog.make_interval(secs => (CASE WHEN grants OR s.recovered_at >= @extschema@.idgen_registry_epoch()
+                                                      THEN 1.0 ELSE 0.5 END
                                                  * @extschema@.idgen_registry_max_lease_ms() + 1000) / 1000.0);
     IF pg_catalog.clock_timestamp() < until THEN
         RAISE EXCEPTION USING ERRCODE = '55P03',
@@ -446,7 +449,7 @@ BEGIN
                  WHERE r.node_name = node AND r.recovery_since = s.recovery_since
                    AND incarnation_id = ANY (r.incarnations)),
         epoch + make_interval(secs => (lease + 1000) / 1000.0),
-        epoch + make_interval(secs => (0.5 * lease + 1000) / 1000.0),
+        epoch + make_interval(secs => ((CASE WHEN s.recovered_at >= epoch THEN 1.0 ELSE 0.5 END) * lease + 1000) / 1000.0),
         lease;
 END
 $$;

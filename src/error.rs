@@ -31,6 +31,14 @@ pub(crate) enum Error {
         until_unix_ms: i64,
         reason: String,
     },
+    /// A cached range of a global segment or serial counter while the registry's last contact
+    /// is a lease old or older (55000): a node cut off from the registry stops at a known time.
+    #[error("{what} is not served: the registry's last contact is older than the lease")]
+    GlobalRangeStale {
+        what: String,
+        age_ms: i64,
+        lease_ms: i64,
+    },
     /// The server is in recovery (a standby): it usually carries its primary's worker id (25006).
     #[error("cannot generate snowflake ids during recovery")]
     InRecovery,
@@ -267,6 +275,7 @@ impl Error {
             | Error::RegistryPending
             | Error::GlobalWithoutRegistry
             | Error::RegistryFenced { .. }
+            | Error::GlobalRangeStale { .. }
             | Error::CurrvalNotYetDefined
             | Error::LayoutChanged { .. }
             | Error::InterleavedStepChange { .. }
@@ -358,6 +367,11 @@ impl Error {
             Error::RegistryFenced { until_unix_ms, reason, .. } => Some(format!(
                 "The registry confirmed ids of this server up to Unix time {until_unix_ms} ms; no id past it is issued, so whoever holds the worker id next cannot repeat one. {reason}"
             )),
+            Error::GlobalRangeStale { age_ms, lease_ms, .. } => Some(if *age_ms < 0 {
+                format!("The registry has not answered this server as an open registry since it started; a cached global range is served only within {lease_ms} ms of the last answer, so that the registry can hand its numbers out again after a recovery that skipped this server.")
+            } else {
+                format!("The registry last answered a call this server sent {age_ms} ms ago; a cached global range is served only within {lease_ms} ms (idgen.registry_lease, at most the registry's idgen.registry_max_lease) of it, so that the registry can hand its numbers out again after a recovery that skipped this server.")
+            }),
             Error::InRecovery => Some(
                 "A standby usually carries its primary's idgen.worker_id; ids drawn here could repeat the primary's."
                     .into(),
@@ -448,6 +462,10 @@ impl Error {
             ),
             Error::RegistryFenced { .. } => Some(
                 "Check the registry (idgen.registry) and SELECT * FROM idgen_registry_status; ids resume by themselves once the registry renews the lease."
+                    .into(),
+            ),
+            Error::GlobalRangeStale { .. } => Some(
+                "Check the registry (idgen.registry) and SELECT * FROM idgen_registry_client_status(); numbers resume by themselves once the registry answers, or once it has this server's report in an open recovery."
                     .into(),
             ),
             Error::InRecovery => Some("Draw ids on the primary; after promotion this server can draw them.".into()),

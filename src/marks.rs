@@ -10,6 +10,12 @@
 //! file in a recovery (DESIGN.md §6 "Recovery"), so that a server that restarted since it took a
 //! range (its shared memory is new) still reports it, for every database and every name.
 //!
+//! The shared part also keeps the registry's last contact: when the latest call it answered as
+//! an open registry was sent (a hello with no recovery open, or one this node has reported in;
+//! a take). A global range, segment or serial counter, is served only while that contact is
+//! younger than the lease (DESIGN.md §6 "Cached global ranges"), so a node cut off from the
+//! registry stops at a known time, as its Snowflake ids do at the end of their lease.
+//!
 //! It also keeps the highest registry revision a take was answered with, and the node name it
 //! was answered to: a restarted server of that name shows it at its first hello, so a registry
 //! that lost those takes is found although the server's memory of revisions is new (a copy of
@@ -40,6 +46,14 @@ struct MarksShared {
     /// and the allocators'); shown to the registry at each hello: one above what the registry
     /// answered this node proves it lost commits.
     seen_revision: AtomicI64,
+    /// When the call of the registry's latest answer that counts as contact was sent
+    /// (`TimestampTz`, µs); 0 before the first.
+    contact_us: AtomicI64,
+    /// The registry's longest lease (ms), as its last hello said; 0 before the first.
+    registry_max_lease_ms: AtomicI64,
+    /// The merge of the databases' catalogs into the file (`registry::catalog_marks`): 0 not
+    /// started, the `TimestampTz` it started at while it runs, -1 once done.
+    catalog_merge: AtomicI64,
     /// Under [`LOCK`].
     node_name: UnsafeCell<FixedText<64>>,
 }
@@ -82,6 +96,59 @@ pub(crate) fn seen_revision() -> i64 {
     } else {
         0
     }
+}
+
+/// Notes a contact with the registry: a call sent at `asked_at_us` (`TimestampTz`) that an open
+/// registry answered. Sent, not answered: an answer delayed in the network proves nothing about
+/// the time after the registry made it.
+pub(crate) fn note_contact(asked_at_us: i64) {
+    if SHARED.attached() {
+        SHARED
+            .get()
+            .contact_us
+            .fetch_max(asked_at_us, Ordering::AcqRel);
+    }
+}
+
+/// Notes the registry's longest lease (ms), from a hello.
+pub(crate) fn note_registry_max_lease(ms: i64) {
+    if SHARED.attached() {
+        SHARED
+            .get()
+            .registry_max_lease_ms
+            .store(ms, Ordering::Release);
+    }
+}
+
+/// The last contact with the registry (`TimestampTz`, µs; 0 for none since the server started)
+/// and the registry's longest lease as last told (ms; 0 when not told yet).
+pub(crate) fn contact() -> (i64, i64) {
+    if SHARED.attached() {
+        let s = SHARED.get();
+        (
+            s.contact_us.load(Ordering::Acquire),
+            s.registry_max_lease_ms.load(Ordering::Acquire),
+        )
+    } else {
+        (0, 0)
+    }
+}
+
+/// Whether a global range may be served at `now_us`: the last contact (`contact_us`) is younger
+/// than the lease, `lease_ms` (the node's), no longer than the registry's longest
+/// (`registry_max_lease_ms`, when known), strictly. Both µs values are `TimestampTz`.
+pub(crate) fn contact_fresh(
+    now_us: i64,
+    contact_us: i64,
+    lease_ms: i64,
+    registry_max_lease_ms: i64,
+) -> bool {
+    let lease_ms = if registry_max_lease_ms > 0 {
+        lease_ms.min(registry_max_lease_ms)
+    } else {
+        lease_ms
+    };
+    contact_us > 0 && now_us.saturating_sub(contact_us) < lease_ms.saturating_mul(1000)
 }
 
 /// Sets the node name the marks file records (the registry client, at its start).
@@ -243,6 +310,44 @@ pub(crate) fn record(name: &str, mark: i64, revision: i64) -> Result<(), crate::
     })
 }
 
+/// Raises the marks of `marks` in the file (never lowers one), durably, in one write: a
+/// database's catalog merged in (`registry::catalog_marks`). Returns how many rose.
+pub(crate) fn merge(marks: &[(String, i64)]) -> Result<usize, String> {
+    let _guard = LOCK.exclusive();
+    let path = path();
+    let mut recorded = read_at(&path)?;
+    let mut raised = 0;
+    for (name, mark) in marks {
+        let m = recorded.marks.entry(name.clone()).or_insert(i64::MIN);
+        if *mark > *m {
+            *m = *mark;
+            raised += 1;
+        }
+    }
+    if raised > 0 {
+        write_at(&path, &encode(&recorded))
+            .map_err(|e| format!("could not write \"{}\": {e}", path.display()))?;
+    }
+    Ok(raised)
+}
+
+/// The state of the catalogs' merge: 0 not started, its start (`TimestampTz`) while it runs,
+/// -1 once done.
+pub(crate) fn catalog_merge() -> i64 {
+    if SHARED.attached() {
+        SHARED.get().catalog_merge.load(Ordering::Acquire)
+    } else {
+        -1
+    }
+}
+
+/// Sets the state of the catalogs' merge ([`catalog_merge`]).
+pub(crate) fn set_catalog_merge(state: i64) {
+    if SHARED.attached() {
+        SHARED.get().catalog_merge.store(state, Ordering::Release);
+    }
+}
+
 /// Every mark this server recorded, and the highest revision: what it reports in a recovery.
 pub(crate) fn recorded() -> Result<Recorded, String> {
     let _guard = LOCK.exclusive();
@@ -252,6 +357,22 @@ pub(crate) fn recorded() -> Result<Recorded, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_global_range_serves_only_within_a_lease_of_the_last_contact() {
+        let lease = 2_000; // ms
+                           // No contact yet: nothing is served.
+        assert!(!contact_fresh(10_000_000, 0, lease, 0));
+        assert!(contact_fresh(10_000_000, 9_000_000, lease, 0));
+        // Strictly younger than the lease.
+        assert!(contact_fresh(10_999_999, 9_000_000, lease, 0));
+        assert!(!contact_fresh(11_000_000, 9_000_000, lease, 0));
+        // The registry's longest lease bounds the node's.
+        assert!(!contact_fresh(10_000_000, 9_000_000, lease, 1_000));
+        assert!(contact_fresh(9_999_999, 9_000_000, lease, 1_000));
+        // A clock stepped back keeps it served (the registry's wait covers a second of it).
+        assert!(contact_fresh(8_000_000, 9_000_000, lease, 0));
+    }
 
     #[test]
     fn marks_round_trip_and_only_rise() {

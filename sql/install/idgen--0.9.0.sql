@@ -98,7 +98,7 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/mod.rs:231
+-- src/serial/mod.rs:239
 -- idgen::serial::idgen_serial_period
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -116,7 +116,7 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:296
+-- src/segment/mod.rs:315
 -- idgen::segment::segment_alter
 CREATE  FUNCTION "segment_alter"(
 	"name" TEXT, /* Option < & str > */
@@ -130,7 +130,7 @@ AS 'MODULE_PATHNAME', 'segment_alter_cached_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:336
+-- src/segment/mod.rs:355
 -- idgen::segment::segment_cache_status
 CREATE  FUNCTION "segment_cache_status"() RETURNS TABLE (
 	"name" TEXT,  /* String */
@@ -156,7 +156,7 @@ AS 'MODULE_PATHNAME', 'segment_cache_status_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:134
+-- src/segment/mod.rs:150
 -- idgen::segment::segment_create
 CREATE  FUNCTION "segment_create"(
 	"name" TEXT, /* Option < & str > */
@@ -178,7 +178,7 @@ AS 'MODULE_PATHNAME', 'segment_create_cached_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:240
+-- src/segment/mod.rs:259
 -- idgen::segment::segment_currval
 CREATE  FUNCTION "segment_currval"(
 	"name" TEXT /* Option < & str > */
@@ -189,7 +189,7 @@ AS 'MODULE_PATHNAME', 'segment_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:325
+-- src/segment/mod.rs:344
 -- idgen::segment::segment_drop
 CREATE  FUNCTION "segment_drop"(
 	"name" TEXT /* Option < & str > */
@@ -200,7 +200,7 @@ AS 'MODULE_PATHNAME', 'segment_drop_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:278
+-- src/segment/mod.rs:297
 -- idgen::segment::segment_interleave_ready
 CREATE  FUNCTION "segment_interleave_ready"(
 	"until" bigint /* Option < i64 > */
@@ -211,7 +211,7 @@ AS 'MODULE_PATHNAME', 'segment_interleave_ready_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:205
+-- src/segment/mod.rs:224
 -- idgen::segment::segment_nextval
 CREATE  FUNCTION "segment_nextval"(
 	"name" TEXT /* Option < NameDatum < '_ > > */
@@ -222,7 +222,7 @@ AS 'MODULE_PATHNAME', 'segment_nextval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:216
+-- src/segment/mod.rs:235
 -- idgen::segment::segment_nextvals
 CREATE  FUNCTION "segment_nextvals"(
 	"name" TEXT, /* Option < & str > */
@@ -234,7 +234,7 @@ AS 'MODULE_PATHNAME', 'segment_nextvals_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:257
+-- src/segment/mod.rs:276
 -- idgen::segment::segment_setval
 CREATE  FUNCTION "segment_setval"(
 	"name" TEXT, /* Option < & str > */
@@ -1183,7 +1183,8 @@ COMMENT ON TABLE idgen_registry_install IS
 -- is another server, and its recovery opens by itself. The epoch is the later of the postmaster's
 -- start, the last change of identity or timeline (a failover, a point-in-time recovery) and the
 -- last recovery: every commit the registry may have lost was made before it, so for one
--- longest lease after it nothing is granted, and for half of one no range is handed out, while
+-- longest lease after it nothing is granted, and for half of one (a whole one after a recovery)
+-- no range is handed out, while
 -- every live node shows the registry the revision it saw (DESIGN.md §6 "Fault model").
 -- The columns ranges_until, claims_until, max_lease_ms and max_renew_ms are unused since 0.9.0
 -- (no probation depends on a value a node sent); they stay so that dumps of earlier releases
@@ -1439,7 +1440,9 @@ $$;
 -- Refuses unless the registry may grant a worker id (grants) or hand out a range (NOT grants)
 -- now: 55P03 while it has not recorded which server it is (the nodes' next hello does) or
 -- during the wait after a new epoch (a longest lease for grants, half of one for ranges, plus
--- a second for clocks stepped back across the event); 55000 while a recovery is open.
+-- a second for clocks stepped back across the event; ranges too wait a whole longest lease
+-- after a recovery, so that the cached ranges of a node it skipped have stopped: a node serves
+-- them only within its lease of its last contact); 55000 while a recovery is open.
 CREATE FUNCTION idgen_registry_check_open(grants boolean)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -1463,7 +1466,8 @@ BEGIN
             HINT = 'On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (README "Recovering a registry").';
     END IF;
     until := @extschema@.idgen_registry_epoch()
-             + pg_catalog.make_interval(secs => (CASE WHEN grants THEN 1.0 ELSE 0.5 END
+             + pg_catalog.make_interval(secs => (CASE WHEN grants OR s.recovered_at >= @extschema@.idgen_registry_epoch()
+                                                      THEN 1.0 ELSE 0.5 END
                                                  * @extschema@.idgen_registry_max_lease_ms() + 1000) / 1000.0);
     IF pg_catalog.clock_timestamp() < until THEN
         RAISE EXCEPTION USING ERRCODE = '55P03',
@@ -1588,7 +1592,7 @@ BEGIN
                  WHERE r.node_name = node AND r.recovery_since = s.recovery_since
                    AND incarnation_id = ANY (r.incarnations)),
         epoch + make_interval(secs => (lease + 1000) / 1000.0),
-        epoch + make_interval(secs => (0.5 * lease + 1000) / 1000.0),
+        epoch + make_interval(secs => ((CASE WHEN s.recovered_at >= epoch THEN 1.0 ELSE 0.5 END) * lease + 1000) / 1000.0),
         lease;
 END
 $$;

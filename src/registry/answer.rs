@@ -55,7 +55,7 @@ pub(crate) fn unix_ms(row: &[Option<String>], i: usize, field: &str) -> Result<f
         .flatten()
         .ok_or_else(|| format!("{field} is NULL"))?;
     match text.parse::<f64>() {
-        Ok(ms) if ms.is_finite() && ms >= 0.0 && ms < 1e15 => Ok(ms),
+        Ok(ms) if (0.0..1e15).contains(&ms) => Ok(ms),
         _ => Err(format!("{field} is not a time")),
     }
 }

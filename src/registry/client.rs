@@ -174,6 +174,8 @@ impl Client {
         if grant.is_none() {
             shared::set_state(State::Connecting);
         }
+        // The catalogs' marks into the marks file, for a recovery's report.
+        super::catalog_marks::launch();
         // The highest revision a take of this server was answered with, before its restart: a
         // registry that lost those takes is found at the first hello.
         match crate::marks::recorded() {
@@ -214,7 +216,9 @@ impl Client {
                 return jittered(interval.min(CLAIM_RETRY));
             }
         };
-        if hello.recovery.is_some() && !hello.reported {
+        // The report waits for the catalogs' marks (a promoted standby's marks file lacks its
+        // old primary's ranges; its catalogs have them).
+        if hello.recovery.is_some() && !hello.reported && super::catalog_marks::merged() {
             if let Err(failure) = self.report_marks() {
                 self.failed(*failure);
             }
@@ -350,6 +354,7 @@ impl Client {
             Some(seen.to_string()),
             Some(self.identity.port.to_string()),
         ];
+        let asked_at = crate::time::now_timestamptz_us();
         let (row, offset_us, bound_us) = self.call(
             c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
               version, revision, recovery, reported, max_lease_ms \
@@ -366,8 +371,16 @@ impl Client {
         let max_lease_ms = answer::count(&row, 5, "max_lease_ms")
             .map_err(|why| refused_answer(&format!("idgen_registry_hello: {why}")))?;
         self.registry_max_lease_ms = Some(max_lease_ms.max(1));
+        crate::marks::note_registry_max_lease(max_lease_ms.max(1) as i64);
+        let recovery = row.get(3).cloned().flatten();
+        // An open registry, or one whose recovery has this node's report: cached global ranges
+        // go on serving (`crate::marks::contact_fresh`). A recovery without it does not renew
+        // them: an operator who completes it skipping this node finds its ranges stopped.
+        if recovery.is_none() || reported {
+            crate::marks::note_contact(asked_at);
+        }
         Ok(Hello {
-            recovery: row.get(3).cloned().flatten(),
+            recovery,
             reported,
             offset_us,
             bound_us,

@@ -8,6 +8,7 @@
 //! seen revision, the marks file) is [`crate::marks`], below the subsystems that take ranges.
 
 mod answer;
+mod catalog_marks;
 mod client;
 mod shared;
 

@@ -1,5 +1,6 @@
-//! The allocator: one background worker per database that uses segments, started on demand by
-//! the registry, gone once its database has nothing cached: after each
+//! The allocator: one background worker per database that uses segments (and a second, the
+//! registry allocator, while the database has work that calls the registry: [`Lane`]), started
+//! on demand, gone once its database has nothing cached: after each
 //! `idgen.segment_worker_idle_timeout` without work, the segments not drawn from meanwhile leave
 //! the cache and give their unused numbers back; at its exit (a fast shutdown) all do. It alone writes
 //! `idgen_segment`, one unit of work at a time ([`super::work`]), each in a transaction of its
@@ -12,7 +13,7 @@ use pgrx::bgworkers::BackgroundWorker;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::shared::{broadcast, lock};
+use super::shared::{broadcast, lock, Lane};
 use super::unit::{
     check_interrupts_between_units, force_settings, install_signal_handlers, reload_configuration,
 };
@@ -21,7 +22,7 @@ use crate::error::Error;
 use crate::failure::Failure;
 use crate::guc;
 
-/// Entry point of the allocator; `arg` is the database oid.
+/// Entry point of the allocator; `arg` is the database oid, with the [`Lane`] in bits 32 and up.
 ///
 /// Signals are PostgreSQL's own, as in a regular backend, so that every wait obeys them with
 /// `CHECK_FOR_INTERRUPTS` semantics (a latch wait, a lock wait, SPI, the commit's wait for
@@ -35,22 +36,27 @@ use crate::guc;
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
     let db = pg_sys::Oid::from(arg.value() as u32);
+    let lane = Lane::from_bits(arg.value() as u64 >> 32);
     install_signal_handlers();
     // Registered before connecting, so it also runs if the connection fails (database gone),
     // and after PostgreSQL's own cleanup of an open transaction.
     // SAFETY: registers a #[pg_guard]ed callback with the signature PostgreSQL calls, with the
     // database oid as its datum.
     unsafe { pg_sys::before_shmem_exit(Some(on_exit), arg) };
-    if !lock().claim_allocator(db) {
-        return; // another allocator serves this database
+    if !lock().claim_allocator(db, lane) {
+        return; // another allocator serves this database and lane
     }
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(db), None);
     force_settings();
-    log!("idgen allocator started for database {}", db.to_u32());
+    let kind = match lane {
+        Lane::Local => "allocator",
+        Lane::Registry => "registry allocator",
+    };
+    log!("idgen {kind} started for database {}", db.to_u32());
 
     let mut last_work = Instant::now();
     loop {
-        if terminating() {
+        if terminating() && lane == Lane::Local {
             // A fast shutdown (or pg_terminate_backend): the cached ranges of this database
             // give their unused numbers back before the worker exits below.
             // The LWLock is released before the give-back's transactions: a statement-level
@@ -63,9 +69,9 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
         if lock().retire_requested(db) {
             break;
         }
-        let work = take_work(db);
+        let work = take_work(db, lane);
         if let Some(work) = work {
-            run(db, work);
+            run(db, lane, work);
             last_work = Instant::now();
             continue;
         }
@@ -74,11 +80,17 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
         if idle >= idle_limit {
             // Segments not drawn from during the idle period leave the cache, giving their
             // unused numbers back; the worker stays while its database has others, so that
-            // they too are given back at a clean shutdown.
-            let idle = lock().take_out_idle(db, false);
-            give_back(&idle);
+            // they too are given back at a clean shutdown. The registry allocator gives nothing
+            // back (a global segment does not): it leaves once idle.
+            if lane == Lane::Local {
+                let idle = lock().take_out_idle(db, false);
+                give_back(&idle);
+            }
             let mut g = lock();
-            if !g.request_pending(db) && !g.refill_wanted(db) && !g.caches(db) {
+            if !g.request_pending(db, lane)
+                && !g.refill_wanted(db, lane)
+                && (lane == Lane::Registry || !g.caches(db))
+            {
                 g.leave(db);
                 break;
             }
@@ -87,7 +99,7 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
             continue;
         }
         // A refill put off after the registry did not answer is tried again in time.
-        let retry = lock().next_retry(db).map(|at| {
+        let retry = lock().next_retry(db, lane).map(|at| {
             Duration::from_micros((at - crate::time::now_timestamptz_us()).max(1) as u64)
         });
         crate::latch::wait(retry.map_or(idle_limit - idle, |r| r.min(idle_limit - idle)));
@@ -101,11 +113,11 @@ fn terminating() -> bool {
     unsafe { pg_sys::ProcDiePending != 0 }
 }
 
-/// The next unit of work for `db`'s allocator, by [`pick`]: a request (its state becomes
-/// running) or a refill.
-fn take_work(db: pg_sys::Oid) -> Option<Work> {
+/// The next unit of work for `db`'s `lane` allocator, by [`pick`]: a request (its state
+/// becomes running) or a refill.
+fn take_work(db: pg_sys::Oid, lane: Lane) -> Option<Work> {
     let mut g = lock();
-    match pick(g.pending_requests(db), g.refill_candidates(db))? {
+    match pick(g.pending_requests(db, lane), g.refill_candidates(db, lane))? {
         Next::Request(i) => {
             let (index, request) = g.take_request(i);
             Some(Work::Request(index, request))
@@ -162,6 +174,7 @@ pub(crate) fn pick(
 #[pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
     let db = pg_sys::Oid::from(arg.value() as u32);
+    let lane = Lane::from_bits(arg.value() as u64 >> 32);
     let mut g = lock();
     if g.leave(db) {
         let failure = Failure::from_error(&Error::Relayed {
@@ -170,7 +183,7 @@ unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
             detail: None,
             hint: Some("Check the server log, then retry.".into()),
         });
-        g.fail_running(db, failure);
+        g.fail_running(db, lane, failure);
         g.clear_frozen(db);
     }
     drop(g);

@@ -1,4 +1,5 @@
-//! The allocator table: which database has an allocator background worker, starting one on
+//! The allocator table: which database has which allocator background workers (a local one, and
+//! a registry one for work that calls the registry: [`Lane`]), starting one on
 //! demand (a dynamic background worker), its reporting in and out, and the holds that keep a
 //! database's allocator away while a command needs the database without other sessions
 //! (`CREATE DATABASE ... TEMPLATE`, `ALTER DATABASE ... RENAME`). The worker itself is in
@@ -11,7 +12,7 @@ use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::shared::{attached, broadcast, lock, Allocator, Guarded, Hold};
+use super::shared::{attached, broadcast, lock, Allocator, Guarded, Hold, Lane};
 use crate::backend;
 use crate::error::Error;
 use crate::time::now_timestamptz_us;
@@ -33,15 +34,36 @@ impl Guarded {
         self.holds.iter().any(|h| h.db == db && h.until > now)
     }
 
-    /// Makes sure database `db` has an allocator, registering a dynamic background worker if it
-    /// has none (or if one registered long ago never reported in), and wakes it. Errors with
-    /// 53400 when no background worker slot is free (`max_worker_processes`).
+    /// Makes sure database `db` has the allocators its work needs (the local one, and the
+    /// registry one while registry work waits: [`Lane`]), registering a dynamic background
+    /// worker for a lane that has none (or one registered long ago that never reported in), and
+    /// wakes them. Errors with 53400 when no background worker slot is free
+    /// (`max_worker_processes`).
     pub(crate) fn ensure_allocator(&mut self, db: pg_sys::Oid) -> Result<(), Error> {
+        let mut any = false;
+        for lane in Lane::ALL {
+            if self.request_pending(db, lane) || self.refill_wanted(db, lane) {
+                any = true;
+                self.ensure_lane(db, lane)?;
+            }
+        }
+        if !any {
+            self.ensure_lane(db, Lane::Local)?;
+        }
+        Ok(())
+    }
+
+    /// [`Guarded::ensure_allocator`] for one lane.
+    fn ensure_lane(&mut self, db: pg_sys::Oid, lane: Lane) -> Result<(), Error> {
         let now = now_timestamptz_us();
         if self.held(db) {
             return Ok(()); // a database command wants the database alone: callers wait
         }
-        if let Some(a) = self.allocators.iter_mut().find(|a| a.db == db) {
+        if let Some(a) = self
+            .allocators
+            .iter_mut()
+            .find(|a| a.db == db && a.lane == lane)
+        {
             if a.pid != 0 || now - a.launched_at < ALLOCATOR_START_GRACE_US {
                 wake(a);
                 return Ok(());
@@ -55,25 +77,30 @@ impl Guarded {
         else {
             return Err(unavailable());
         };
-        if builder(db).load_dynamic().is_err() {
+        if builder(db, lane).load_dynamic().is_err() {
             return Err(unavailable());
         }
         *entry = Allocator {
             db,
+            lane,
             launched_at: now,
             ..Allocator::default()
         };
         Ok(())
     }
 
-    /// Worker side: reports the calling process in as `db`'s allocator. False if another
-    /// allocator of `db` already reported in, or `db` is held (this one must exit).
-    pub(crate) fn claim_allocator(&mut self, db: pg_sys::Oid) -> bool {
+    /// Worker side: reports the calling process in as `db`'s `lane` allocator. False if another
+    /// allocator of `db` and `lane` already reported in, or `db` is held (this one must exit).
+    pub(crate) fn claim_allocator(&mut self, db: pg_sys::Oid, lane: Lane) -> bool {
         if self.held(db) {
             return false;
         }
         let (pid, latch) = (backend::pid(), backend::latch() as usize);
-        let entry = match self.allocators.iter().position(|a| a.db == db) {
+        let entry = match self
+            .allocators
+            .iter()
+            .position(|a| a.db == db && a.lane == lane)
+        {
             Some(i) => i,
             None => match self
                 .allocators
@@ -90,6 +117,7 @@ impl Guarded {
         }
         *a = Allocator {
             db,
+            lane,
             pid,
             latch,
             launched_at: a.launched_at,
@@ -98,14 +126,17 @@ impl Guarded {
         true
     }
 
-    /// Worker side: whether the allocator of `db` has been asked to exit.
+    /// Worker side: whether the calling allocator of `db` has been asked to exit.
     pub(crate) fn retire_requested(&self, db: pg_sys::Oid) -> bool {
-        self.allocators.iter().any(|a| a.db == db && a.retire)
+        let pid = backend::pid();
+        self.allocators
+            .iter()
+            .any(|a| a.db == db && a.pid == pid && a.retire)
     }
 
-    /// Asks the allocator of `db` to exit (its database is being dropped).
+    /// Asks the allocators of `db` to exit (its database is being dropped).
     pub(crate) fn retire_allocator(&mut self, db: pg_sys::Oid) {
-        if let Some(a) = self.allocators.iter_mut().find(|a| a.db == db) {
+        for a in self.allocators.iter_mut().filter(|a| a.db == db) {
             a.retire = true;
             wake(a);
         }
@@ -126,15 +157,22 @@ impl Guarded {
     }
 }
 
-/// The allocator's registration: one dynamic background worker for `db`, shown in
-/// `pg_stat_activity` with backend_type and application_name `idgen allocator`. No catalog
+/// The allocator's registration: one dynamic background worker for `db` and `lane`, shown in
+/// `pg_stat_activity` with backend_type `idgen allocator` (local) or `idgen registry
+/// allocator`. Its argument is the database oid, with the lane in bits 32 and up. No catalog
 /// access here: it runs under the LWLock.
-fn builder(db: pg_sys::Oid) -> BackgroundWorkerBuilder {
-    BackgroundWorkerBuilder::new(&format!("idgen allocator for database {}", db.to_u32()))
-        .set_type("idgen allocator")
+fn builder(db: pg_sys::Oid, lane: Lane) -> BackgroundWorkerBuilder {
+    let kind = match lane {
+        Lane::Local => "idgen allocator",
+        Lane::Registry => "idgen registry allocator",
+    };
+    BackgroundWorkerBuilder::new(&format!("{kind} for database {}", db.to_u32()))
+        .set_type(kind)
         .set_library("idgen")
         .set_function("idgen_allocator_main")
-        .set_argument(Some(pg_sys::Datum::from(db.to_u32())))
+        .set_argument(Some(pg_sys::Datum::from(
+            u64::from(db.to_u32()) | ((lane as u64) << 32),
+        )))
         .enable_spi_access()
         .set_start_time(BgWorkerStartTime::RecoveryFinished)
         .set_restart_time(None)
@@ -184,7 +222,7 @@ pub(crate) fn evict_allocator(db: pg_sys::Oid) {
             None => return, // too many at once: the command waits as PostgreSQL makes it
         }
         hold_until_transaction_end();
-        if let Some(a) = g.allocators.iter_mut().find(|a| a.db == db) {
+        for a in g.allocators.iter_mut().filter(|a| a.db == db) {
             if a.pid == 0 {
                 *a = Allocator::default(); // not started yet: it will find the hold and leave
             } else {

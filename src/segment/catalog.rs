@@ -141,6 +141,59 @@ fn step_and_cache(
     }
 }
 
+/// The marks of this database's global segments as its catalog keeps them (`max_id`, the last
+/// number of the last range this server, or the primary it was promoted from, took): each
+/// committed before any number of its range was used, and so on every synchronous standby.
+/// Empty when the extension predates global segments.
+pub(crate) fn global_marks() -> Result<Vec<(String, i64)>, Error> {
+    let table = table()?;
+    if !table.scoped {
+        return Ok(Vec::new());
+    }
+    let t = &table.name;
+    Spi::connect(|client| {
+        let rows = client.select(
+            &format!(
+                "SELECT name, max_id FROM {t} WHERE scope OPERATOR(pg_catalog.=) 'global' \
+                 AND max_id OPERATOR(pg_catalog.>) (-9223372036854775807 - 1)"
+            ),
+            None,
+            &[],
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            if let (Some(name), Some(mark)) = (row.get::<String>(1)?, row.get::<i64>(2)?) {
+                out.push((name, mark));
+            }
+        }
+        Ok(out)
+    })
+    .map_err(internal)
+}
+
+/// Whether the segment is global (its ranges come from the registry), without locking; 42704
+/// when there is no such segment.
+pub(crate) fn is_global(name: &str) -> Result<bool, Error> {
+    let table = table()?;
+    let (t, scope) = (&table.name, table.scope());
+    let row = Spi::connect(|client| {
+        let rows = client.select(
+            &format!(
+                "SELECT {scope} OPERATOR(pg_catalog.=) 'global' FROM {t} \
+                 WHERE name OPERATOR(pg_catalog.=) $1"
+            ),
+            Some(1),
+            &[name.into()],
+        )?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        rows.first().get_one::<bool>()
+    })
+    .map_err(internal)?;
+    row.ok_or_else(|| Error::UnknownSegment { name: name.into() })
+}
+
 /// The segment's step, without locking.
 pub(crate) fn step(name: &str) -> Result<i64, Error> {
     settings(name).map(|(step, _)| step)

@@ -1,9 +1,10 @@
 //! Global segments (DESIGN.md §6): their high-water marks live in the registry, and a node's
 //! segment allocator takes each range there, with one committed `UPDATE ... RETURNING`
 //! (`idgen_registry_segment_take`), before caching it in its double buffer: Leaf's original
-//! design, with the registry as Leaf's database. The allocator keeps one connection, opened at
-//! its first global segment and reopened after a failure; its waits obey the allocator's
-//! interrupts (PostgreSQL's own signal handlers).
+//! design, with the registry as Leaf's database. Only the database's registry allocator calls
+//! the registry (`shared::Lane`), so a registry that answers slowly or never delays no local
+//! refill. It keeps one connection, opened at its first global segment and reopened after a
+//! failure; its waits obey the allocator's interrupts (PostgreSQL's own signal handlers).
 //!
 //! A range is used only after the registry answered with it, i.e. after its commit (with the
 //! registry's synchronous standbys, if it has them); a lost answer skips the range's numbers,
@@ -19,22 +20,85 @@ use crate::libpq::{self as conn, Conn, ConnError, Wait};
 
 /// How long connecting, and each call, may take: a little more than the registry session's
 /// statement_timeout (3 s), so that the registry ends a statement first; short, since the
-/// database's one allocator (local segments too) waits meanwhile.
+/// database's other global refills wait meanwhile.
 const CALL_TIMEOUT: Duration = Duration::from_secs(4);
 
 thread_local! {
     /// The allocator's connection to the registry.
     static CONN: RefCell<Option<Conn>> = const { RefCell::new(None) };
     /// After the registry failed to answer: no call before this time, and how long the last
-    /// pause was. A registry that is reachable but silent would otherwise hold the database's
-    /// one allocator for a whole call timeout at every retry, and every other segment of the
-    /// database (local ones too) would wait behind it.
+    /// pause was. A registry that is reachable but silent would otherwise hold the registry
+    /// allocator for a whole call timeout at every retry, and every other global refill of the
+    /// database would wait behind it.
     static BACKOFF: Cell<(Option<Instant>, Duration)> = const { Cell::new((None, Duration::ZERO)) };
+}
+
+/// How long a name the registry did not have is answered "unknown" without asking again
+/// (S15: a plain role drawing from many unknown names would otherwise make the registry
+/// allocator ask for each, and the global refills wait behind those calls).
+const MISS_TTL: Duration = Duration::from_secs(1);
+/// At most this many such names are kept.
+const MISSES_MAX: usize = 4096;
+
+thread_local! {
+    /// Names the registry did not have, and when it said so.
+    static MISSES: RefCell<std::collections::HashMap<String, Instant>> =
+        RefCell::new(std::collections::HashMap::new());
+}
+
+/// Whether the registry said within [`MISS_TTL`] that it has no segment `name`.
+fn recently_missing(name: &str) -> bool {
+    MISSES.with_borrow(|m| m.get(name).is_some_and(|at| at.elapsed() < MISS_TTL))
+}
+
+/// Notes that the registry has no segment `name` (or, `missing` false, that it has one now).
+fn note_missing(name: &str, missing: bool) {
+    MISSES.with_borrow_mut(|m| {
+        if !missing {
+            m.remove(name);
+            return;
+        }
+        if m.len() >= MISSES_MAX {
+            m.retain(|_, at| at.elapsed() < MISS_TTL);
+            if m.len() >= MISSES_MAX {
+                m.clear();
+            }
+        }
+        m.insert(name.to_owned(), Instant::now());
+    })
 }
 
 /// The first pause after a failed call, and the longest.
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+/// Whether this server may serve numbers of a cached global range now: the registry's last
+/// contact (`crate::marks::contact`) is younger than this server's lease
+/// (`idgen.registry_lease`, at most the registry's `idgen.registry_max_lease`). A node cut
+/// off from the registry stops at a known time, as its Snowflake ids do, so a recovery that
+/// had to skip it can hand the numbers out again once the lease is over (the registry waits
+/// a longest lease after it). `what` names the range for the error. 55000 when not.
+pub(crate) fn check_contact(what: impl FnOnce() -> String) -> Result<(), Error> {
+    let (contact_us, registry_max_lease_ms) = crate::marks::contact();
+    let lease_ms = crate::guc::registry_lease_ms() as i64;
+    let now = crate::time::now_timestamptz_us();
+    if crate::marks::contact_fresh(now, contact_us, lease_ms, registry_max_lease_ms) {
+        return Ok(());
+    }
+    Err(Error::GlobalRangeStale {
+        what: what(),
+        age_ms: if contact_us == 0 {
+            -1
+        } else {
+            (now - contact_us) / 1000
+        },
+        lease_ms: if registry_max_lease_ms > 0 {
+            lease_ms.min(registry_max_lease_ms)
+        } else {
+            lease_ms
+        },
+    })
+}
 
 /// Whether this server has a registry (`idgen.registry`).
 pub(crate) fn configured() -> bool {
@@ -80,22 +144,29 @@ pub(crate) fn create(
             ))
         }
     };
+    note_missing(name, false);
     Ok((created, step_of(&row, 1, "idgen_registry_segment_create")?))
 }
 
-/// The step and the mark of global segment `name`, if the registry has it.
+/// The step and the mark of global segment `name`, if the registry has it. A name the
+/// registry did not have is answered "none" again for a second without asking.
 pub(crate) fn find(name: &str) -> Result<Option<(i32, i64)>, Error> {
-    call(
+    if recently_missing(name) {
+        return Ok(None);
+    }
+    let found = call(
         c"SELECT step, max_id FROM @extschema@.idgen_registry_segment_get($1::pg_catalog.text)",
         &[Some(name.into())],
     )?
     .map(|row| {
-        Ok((
+        Ok::<_, Error>((
             step_of(&row, 0, "idgen_registry_segment_get")?,
             number(&row, 1, "idgen_registry_segment_get", "max_id")?,
         ))
     })
-    .transpose()
+    .transpose()?;
+    note_missing(name, found.is_none());
+    Ok(found)
 }
 
 /// Takes the next range of global segment `name`, `step` numbers (fewer at the bigint
@@ -108,6 +179,7 @@ pub(crate) fn find(name: &str) -> Result<Option<(i32, i64)>, Error> {
 /// reached.
 pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Error> {
     let step = step.clamp(1, i64::from(i32::MAX));
+    let asked_at = crate::time::now_timestamptz_us();
     let row = call(
         c"SELECT first_id, last_id, base_step, revision \
           FROM @extschema@.idgen_registry_segment_take($1::pg_catalog.text, $2::pg_catalog.int4, \
@@ -145,6 +217,8 @@ pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Erro
         )
         .to_error());
     }
+    // An answer past the registry's checks (no recovery open): a contact.
+    crate::marks::note_contact(asked_at);
     Ok(taken)
 }
 

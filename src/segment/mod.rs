@@ -41,8 +41,20 @@ use shared::{DescriptionChange, Request, RequestKind};
 pub(crate) use buffer::DoubleBuffer;
 pub(crate) use range::Range;
 
-/// Runs `sql` on the registry from this database's allocator (the serials' global counters,
-/// `serial::shared`); the first row, if any. Errors: 08006 unreachable, the registry's own.
+/// The marks of this database's global segments in its catalog (`catalog::global_marks`).
+pub(crate) fn global_marks_in_catalog() -> Result<Vec<(String, i64)>, Error> {
+    catalog::global_marks()
+}
+
+/// Whether this server may serve numbers of a cached global range now (a global segment's, or
+/// a global serial counter's); `what` names it for the error. 55000 when not.
+pub(crate) fn check_registry_contact(what: impl FnOnce() -> String) -> Result<(), Error> {
+    global::check_contact(what)
+}
+
+/// Runs `sql` on the registry from this database's registry allocator (the serials' global
+/// counters, `serial::shared`); the first row, if any. Errors: 08006 unreachable, the
+/// registry's own.
 pub(crate) fn registry_call(
     sql: &std::ffi::CStr,
     params: &[Option<String>],
@@ -82,12 +94,21 @@ pub(crate) fn job_handler() -> Option<Job> {
 }
 
 /// Has this database's allocator run the registered job with `name`, `text` (up to 1023
-/// bytes) and `args`, and waits for
-/// its result at most `idgen.segment_wait_timeout` (55P03). Errors: the job's own, relayed;
-/// 25006 on a standby; 53400 no allocator could be started.
-pub(crate) fn run_job(name: &str, text: &str, args: [i64; 4]) -> Result<i64, Error> {
+/// bytes) and `args` (its registry allocator when `calls_registry`: a registry call never runs
+/// where a local refill waits), and waits for its result at most
+/// `idgen.segment_wait_timeout` (55P03). Errors: the job's own, relayed; 25006 on a standby;
+/// 53400 no allocator could be started.
+pub(crate) fn run_job(
+    name: &str,
+    text: &str,
+    args: [i64; 4],
+    calls_registry: bool,
+) -> Result<i64, Error> {
     let mut r = Request::new(RequestKind::Job, name);
     r.args = args;
+    if calls_registry {
+        r.lane = shared::Lane::Registry;
+    }
     r.description = crate::failure::FixedText::new(text);
     queue::submit(r, true)
 }
@@ -192,6 +213,9 @@ pub(crate) fn create(
     r.description_change = description_change;
     r.description = description;
     r.global = global;
+    if global {
+        r.lane = shared::Lane::Registry;
+    }
     r.cache = cache;
     admin(r);
 }

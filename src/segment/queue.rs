@@ -10,7 +10,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::shared::{
-    cancel_sleep, deadline, lock, wait_for, Guarded, Request, RequestState, MAX_REQUESTS,
+    cancel_sleep, deadline, lock, wait_for, Guarded, Lane, Request, RequestState, MAX_REQUESTS,
 };
 use crate::backend;
 use crate::error::Error;
@@ -141,15 +141,16 @@ impl Drop for AbandonOnUnwind {
 }
 
 impl Guarded {
-    /// The pending requests of `db`, as (index, ticket).
+    /// The pending requests of `db` for its `lane` allocator, as (index, ticket).
     pub(crate) fn pending_requests(
         &self,
         db: pg_sys::Oid,
+        lane: Lane,
     ) -> impl Iterator<Item = (usize, u64)> + '_ {
         self.requests
             .iter()
             .enumerate()
-            .filter(move |(_, r)| r.db == db && r.state == RequestState::Pending)
+            .filter(move |(_, r)| r.db == db && r.lane == lane && r.state == RequestState::Pending)
             .map(|(i, r)| (i, r.ticket))
     }
 
@@ -160,17 +161,43 @@ impl Guarded {
         (i, *r)
     }
 
-    /// Whether a request of `db` waits for its allocator.
-    pub(crate) fn request_pending(&self, db: pg_sys::Oid) -> bool {
+    /// Whether a request of `db` waits for its `lane` allocator.
+    pub(crate) fn request_pending(&self, db: pg_sys::Oid, lane: Lane) -> bool {
         self.requests
             .iter()
-            .any(|r| r.db == db && r.state == RequestState::Pending)
+            .any(|r| r.db == db && r.lane == lane && r.state == RequestState::Pending)
     }
 
-    /// After `db`'s allocator exited: the requests it was running fail with `failure` (their
-    /// callers stop waiting), and abandoned ones are freed.
-    pub(crate) fn fail_running(&mut self, db: pg_sys::Oid, failure: Failure) {
-        for r in self.requests.iter_mut().filter(|r| r.db == db) {
+    /// Worker side: hands request `index`, running here, to `db`'s `lane` allocator instead
+    /// (the local allocator's load of a name this database does not know: a registry lookup),
+    /// keeping its ticket; starts that allocator if needed. Errors: 53400 (no worker slot), for
+    /// the caller.
+    pub(crate) fn reroute(&mut self, index: usize, lane: Lane) -> Result<(), Failure> {
+        let r = &mut self.requests[index];
+        if r.state == RequestState::Abandoned {
+            *r = Request::default();
+            return Ok(());
+        }
+        let db = r.db;
+        r.lane = lane;
+        r.state = RequestState::Pending;
+        self.ensure_allocator(db).map_err(|e| {
+            // Still this allocator's, to finish with the error.
+            let r = &mut self.requests[index];
+            r.lane = Lane::Local;
+            r.state = RequestState::Running;
+            Failure::from_error(&e)
+        })
+    }
+
+    /// After `db`'s `lane` allocator exited: the requests it was running fail with `failure`
+    /// (their callers stop waiting), and abandoned ones are freed.
+    pub(crate) fn fail_running(&mut self, db: pg_sys::Oid, lane: Lane, failure: Failure) {
+        for r in self
+            .requests
+            .iter_mut()
+            .filter(|r| r.db == db && r.lane == lane)
+        {
             match r.state {
                 RequestState::Running => {
                     r.failed = true;

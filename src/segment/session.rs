@@ -48,6 +48,8 @@ struct Block {
     index: usize,
     generation: u64,
     clears: u64,
+    /// Of a global segment: served only while the registry's contact is fresh.
+    global: bool,
 }
 
 /// Largest block of the adaptive cache (`cache => 0`): a block doubles with every block a
@@ -116,6 +118,9 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
     if b.left > 0 {
         let s = slot(b.index);
         if s.generation.load(SeqCst) == b.generation && s.buffers.clears() == b.clears {
+            if b.global {
+                check_contact(&e.name)?;
+            }
             let count = b.left.min(left);
             if !s.referenced.load(Relaxed) {
                 s.referenced.store(true, Relaxed);
@@ -145,6 +150,7 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
             }
         };
         let s = slot(index);
+        let global = s.global.load(Relaxed);
         let (want, auto) = block_size(e, s.cache.load(Relaxed), left);
         // Read before the draw: a clear after this read drops the block at its next use (a
         // gap), and none between the draw and this read can leave it in use.
@@ -157,6 +163,11 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
             }) => {
                 if s.generation.load(SeqCst) != generation {
                     continue; // the slot was reused meanwhile: drop the numbers, look up again
+                }
+                // Checked once the numbers are taken, so that a first draw waits for its range
+                // (whose take is a contact); refused, they are skipped, a gap.
+                if global {
+                    check_contact(&e.name)?;
                 }
                 if prefetch {
                     ask_for_next_range(index, generation);
@@ -179,6 +190,7 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
                         index,
                         generation,
                         clears,
+                        global,
                     });
                 }
                 e.currval.set(Some(first + (given as i64 - 1)));
@@ -189,6 +201,12 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
         }
     }
     Ok(())
+}
+
+/// A global segment's numbers are served only while the registry's last contact is younger
+/// than the lease (55000 otherwise: `super::global::check_contact`).
+fn check_contact(name: &str) -> Result<(), Error> {
+    super::global::check_contact(|| format!("global segment \"{name}\""))
 }
 
 /// How many numbers to take from the shared range for `left` numbers asked for, given the

@@ -29,7 +29,7 @@ use crate::shmem::{Part, ShmemArray, ShmemHash, ShmemStruct};
 use crate::time::now_timestamptz_us;
 
 /// Databases with an allocator worker at the same time.
-pub(crate) const MAX_ALLOCATORS: usize = 64;
+pub(crate) const MAX_ALLOCATORS: usize = 128;
 /// Requests waiting for allocators at the same time.
 pub(crate) const MAX_REQUESTS: usize = 64;
 
@@ -50,6 +50,10 @@ pub(crate) struct Slot {
     /// 0 for the adaptive mode. Written under the LWLock when the slot is assigned and by
     /// `segment_alter`; read without a lock when a backend takes a block.
     pub(crate) cache: AtomicU32,
+    /// The slot holds a global segment: its ranges are served only while the registry's last
+    /// contact is younger than the lease (`global::check_contact`). Written under the LWLock
+    /// when the slot is assigned; read without a lock by draws.
+    pub(crate) global: AtomicBool,
 }
 
 /// A segment's metadata, guarded by the LWLock.
@@ -87,14 +91,58 @@ pub(crate) struct SlotMeta {
     pub(crate) frozen: bool,
     /// The last refill attempt failed; why is in [`Guarded::failures`].
     pub(crate) failed: bool,
+    /// A global segment: the registry allocator refills it.
+    pub(crate) global: bool,
 }
 
-/// The allocator background worker of one database.
+impl SlotMeta {
+    /// The allocator that refills it.
+    pub(crate) fn lane(&self) -> Lane {
+        if self.global {
+            Lane::Registry
+        } else {
+            Lane::Local
+        }
+    }
+}
+
+/// Which of a database's two allocators runs a unit of work. The local one runs everything
+/// that stays in this server: local segments' refills, loads of known segments, the admin
+/// calls, local serial counters. The registry one runs everything that calls the registry:
+/// global segments' refills, loads of names this database does not know (a registry lookup),
+/// the creation of global segments, global serial counters. So no registry call ever runs
+/// where a local refill waits: a registry that refuses, answers slowly or never answers delays
+/// only global work (DESIGN.md §2 "Allocators").
+#[repr(u8)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(crate) enum Lane {
+    #[default]
+    Local = 0,
+    Registry = 1,
+}
+
+impl Lane {
+    /// Both lanes.
+    pub(crate) const ALL: [Lane; 2] = [Lane::Local, Lane::Registry];
+
+    /// The lane a worker's argument names (`allocators::builder`).
+    pub(crate) fn from_bits(bits: u64) -> Lane {
+        if bits == Lane::Registry as u64 {
+            Lane::Registry
+        } else {
+            Lane::Local
+        }
+    }
+}
+
+/// An allocator background worker of one database, of one [`Lane`].
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Allocator {
     /// The database; `InvalidOid` while the entry is free.
     pub(crate) db: pg_sys::Oid,
+    /// Which work it runs.
+    pub(crate) lane: Lane,
     /// Process id once the worker has reported in; 0 while starting.
     pub(crate) pid: i32,
     /// The worker's latch (`MyLatch`, in shared memory), set to wake it.
@@ -197,6 +245,8 @@ pub(crate) struct Request {
     pub(crate) cache: i32,
     /// Job: its arguments.
     pub(crate) args: [i64; 4],
+    /// The allocator that runs it: [`Lane::Registry`] when it calls the registry.
+    pub(crate) lane: Lane,
     /// When it was submitted, in [`Guarded::tickets`] order.
     pub(crate) ticket: u64,
     /// Outcome: the result (load: slot index; setval: the value).

@@ -16,7 +16,8 @@ use pgrx::pg_sys;
 use super::buffer::BufferView;
 use super::range::Range;
 use super::shared::{
-    broadcast, cache_size, lock, slot, Guarded, NotedFailure, SlotKey, SlotMeta, NOTED_FAILURES,
+    broadcast, cache_size, lock, slot, Guarded, Lane, NotedFailure, SlotKey, SlotMeta,
+    NOTED_FAILURES,
 };
 use crate::error::Error;
 use crate::failure::{Failure, FixedText};
@@ -44,6 +45,7 @@ impl Guarded {
         name: &str,
         base_step: i64,
         cache: u32,
+        global: bool,
     ) -> Result<(usize, Option<Evicted>), Error> {
         let (index, evicted) = match self.free_slot() {
             Some(i) => (i, None),
@@ -60,12 +62,14 @@ impl Guarded {
             db,
             name: FixedText::new(name),
             base_step,
+            global,
             ..SlotMeta::default()
         };
         // The caller that loads it waits for its first range.
         self.want_refill(index);
         s.referenced.store(true, SeqCst);
         s.cache.store(cache, SeqCst);
+        s.global.store(global, SeqCst);
         s.generation.fetch_add(1, SeqCst);
         self.used += 1;
         if !self.index_insert(SlotKey::new(db, name), index) {
@@ -208,21 +212,24 @@ impl Guarded {
         }
     }
 
-    /// Whether a segment of `db` wants a refill.
-    pub(crate) fn refill_wanted(&self, db: pg_sys::Oid) -> bool {
-        self.metas.iter().any(|m| m.db == db && m.refill_wanted)
+    /// Whether a segment of `db` wants a refill by its `lane` allocator.
+    pub(crate) fn refill_wanted(&self, db: pg_sys::Oid, lane: Lane) -> bool {
+        self.metas
+            .iter()
+            .any(|m| m.db == db && m.refill_wanted && m.lane() == lane)
     }
 
-    /// The refills `db`'s allocator may run now: slots that want one, are not frozen and are
-    /// not waiting to retry a refill the registry did not answer, as (slot, ticket).
+    /// The refills `db`'s `lane` allocator may run now: slots that want one, are not frozen
+    /// and are not waiting to retry a refill the registry did not answer, as (slot, ticket).
     pub(crate) fn refill_candidates(
         &self,
         db: pg_sys::Oid,
+        lane: Lane,
     ) -> impl Iterator<Item = (usize, u64)> + '_ {
         let now = crate::time::now_timestamptz_us();
         (0..cache_size()).filter_map(move |i| {
             let m = &self.metas[i];
-            (m.db == db && m.refill_wanted && !m.frozen && m.retry_at <= now)
+            (m.db == db && m.lane() == lane && m.refill_wanted && !m.frozen && m.retry_at <= now)
                 .then_some((i, m.refill_ticket))
         })
     }
@@ -246,11 +253,12 @@ impl Guarded {
         }
     }
 
-    /// The earliest time a deferred refill of `db` may be tried again, if one is waiting.
-    pub(crate) fn next_retry(&self, db: pg_sys::Oid) -> Option<i64> {
+    /// The earliest time a deferred refill of `db` by its `lane` allocator may be tried again,
+    /// if one is waiting.
+    pub(crate) fn next_retry(&self, db: pg_sys::Oid, lane: Lane) -> Option<i64> {
         self.metas
             .iter()
-            .filter(|m| m.db == db && m.refill_wanted && m.retry_at > 0)
+            .filter(|m| m.db == db && m.lane() == lane && m.refill_wanted && m.retry_at > 0)
             .map(|m| m.retry_at)
             .min()
     }

@@ -9,7 +9,7 @@ use pgrx::prelude::*;
 
 use super::catalog;
 use super::range::{fenced_range, max_id_for_start, next_step, Fences, NoRange, Nodes, Range};
-use super::shared::{lock, slot, DescriptionChange, Request, RequestKind, SlotMeta};
+use super::shared::{lock, slot, DescriptionChange, Lane, Request, RequestKind, SlotMeta};
 use super::slots::{freeze, unfreeze, After, Evicted, Refilled};
 use super::unit::{
     in_transaction, in_unconfirmed_transaction, reload_now, warn, with_interrupts_held, Unfinished,
@@ -69,12 +69,21 @@ fn fences() -> Fences {
 /// How long a refill that the registry did not answer waits before it is tried again (µs).
 const RETRY_US: i64 = 500_000;
 
-/// Runs one unit of work and stores its outcome for the caller (or the cache).
-pub(crate) fn run(db: pg_sys::Oid, work: Work) {
+/// Runs one unit of work of the `lane` allocator and stores its outcome for the caller (or the
+/// cache).
+pub(crate) fn run(db: pg_sys::Oid, lane: Lane, work: Work) {
     match work {
         Work::Request(index, request) => {
             let outcome = match request.kind {
-                RequestKind::Load => load(db, &request),
+                RequestKind::Load => match load(db, lane, &request) {
+                    Ok(Loaded::Slot(i)) => Ok(i as i64),
+                    // A name this database does not know: the registry allocator looks it up.
+                    Ok(Loaded::InRegistry) => match lock().reroute(index, Lane::Registry) {
+                        Ok(()) => return,
+                        Err(f) => Err(f),
+                    },
+                    Err(f) => Err(f),
+                },
                 RequestKind::Create => create(db, &request),
                 RequestKind::Alter => alter(db, &request),
                 RequestKind::Drop => drop_segment(db, &request),
@@ -204,32 +213,52 @@ fn refill_global(
     })
 }
 
-/// Brings an existing segment into the shared cache; the result is its slot.
-fn load(db: pg_sys::Oid, request: &Request) -> Result<i64, Failure> {
+/// What a load found.
+enum Loaded {
+    /// The segment's slot.
+    Slot(usize),
+    /// This database does not know the name and has a registry: the registry allocator looks
+    /// it up (a registry call, which never runs in the local allocator).
+    InRegistry,
+}
+
+/// Brings an existing segment into the shared cache. In the registry allocator, a name this
+/// database does not know is looked up in the registry and declared here when it is a global
+/// segment there.
+fn load(db: pg_sys::Oid, lane: Lane, request: &Request) -> Result<Loaded, Failure> {
     let name = request.name.as_str();
     if let Some(i) = lock().find(db, name) {
-        return Ok(i as i64);
+        return Ok(Loaded::Slot(i));
     }
-    let (base_step, cache) = in_transaction(|| match catalog::settings(name) {
-        Err(Error::UnknownSegment { .. }) if super::global::configured() => {
-            declare_global(name).map(|step| (step, 1))
-        }
-        other => other,
+    let found = in_transaction(|| match catalog::settings(name) {
+        Err(Error::UnknownSegment { .. }) if super::global::configured() => match lane {
+            Lane::Local => Ok(None),
+            Lane::Registry => declare_global(name).map(|step| Some((step, 1, true))),
+        },
+        Err(e) => Err(e),
+        Ok((step, cache)) => Ok(Some((step, cache, catalog::is_global(name)?))),
     })?;
+    let Some((base_step, cache, global)) = found else {
+        return Ok(Loaded::InRegistry);
+    };
     let mut g = lock();
     if let Some(i) = g.find(db, name) {
-        return Ok(i as i64);
+        return Ok(Loaded::Slot(i));
     }
     let (index, evicted) = g
-        .assign(db, name, base_step, cache)
+        .assign(db, name, base_step, cache, global)
         .map_err(|e| Failure::from_error(&e))?;
+    if global {
+        // Its first refill is the registry allocator's: started now, not when the caller asks.
+        let _ = g.ensure_allocator(db);
+    }
     drop(g);
     // A segment of this database evicted to make room gives its unused numbers back; one of
     // another database skips them (only that database's allocator may write its table).
     if let Some(e) = evicted.filter(|e| e.db == db) {
         give_back(&[e]);
     }
-    Ok(index as i64)
+    Ok(Loaded::Slot(index))
 }
 
 /// Gives back the unused numbers of segments of this database taken out of the cache (evicted,

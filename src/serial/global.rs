@@ -32,6 +32,53 @@ pub(super) fn registry_format(format: &str) -> String {
     out
 }
 
+/// The marks file's name of a global serial's counter: `chr(1) || 'serial' || chr(1) || serial
+/// || chr(1) || period` (the control characters keep it apart from every segment name).
+pub(super) fn mark_name(serial: &str, period: &str) -> String {
+    format!("\u{1}serial\u{1}{serial}\u{1}{period}")
+}
+
+/// The marks of this database's global serials' counters as its catalog keeps them (the last
+/// mark this server, or the primary it was promoted from, took: committed before any number of
+/// its range was used), by their marks file names. Empty without serials, or before their
+/// scope (the extension's SQL not updated yet).
+pub(super) fn marks_in_catalog() -> Result<Vec<(String, i64)>, Error> {
+    let place = match catalog::place() {
+        Ok(p) => p,
+        Err(Error::ExtensionNotVisible) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let scoped = catalog::run(
+        &place,
+        "SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute a
+          WHERE a.attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('$S.idgen_serial')
+            AND a.attname OPERATOR(pg_catalog.=) 'scope'::pg_catalog.name
+            AND NOT a.attisdropped",
+        &[],
+        1,
+    )
+    .first()
+    .and_then(|r| r.int8(0))
+    .unwrap_or(0)
+        == 1;
+    if !scoped {
+        return Ok(Vec::new());
+    }
+    let rows = catalog::run(
+        &place,
+        "SELECT s.name::pg_catalog.text, c.period::pg_catalog.text, c.value
+           FROM $S.idgen_serial_counter c
+           JOIN $S.idgen_serial s ON s.id OPERATOR(pg_catalog.=) c.serial
+          WHERE s.scope OPERATOR(pg_catalog.=) 'global'",
+        &[],
+        0,
+    );
+    Ok(rows
+        .iter()
+        .filter_map(|r| Some((mark_name(&r.text(0)?, &r.text(1)?), r.int8(2)?)))
+        .collect())
+}
+
 /// The allocator's job (`segment::register_job`): moves the mark of a fast serial's counter
 /// up by `step` and returns the new mark, in the allocator's own committed transaction
 /// (local), or in the registry (global: the mark is also kept locally, and shown the registry
@@ -60,6 +107,7 @@ pub(super) fn take_in_allocator(
         .first()
         .and_then(|r| r.int8(0))
         .unwrap_or(0);
+        let asked_at = crate::time::now_timestamptz_us();
         let row = crate::segment::registry_call(
             c"SELECT mark, revision FROM @extschema@.idgen_registry_serial_take($1::pg_catalog.text, \
               $2::pg_catalog.text, $3::pg_catalog.int8, $4::pg_catalog.text, $5::pg_catalog.text, \
@@ -110,12 +158,9 @@ pub(super) fn take_in_allocator(
             .parse()
             .map_err(|_| refused("revision is not an integer"))?;
         crate::marks::note_revision(revision);
+        crate::marks::note_contact(asked_at);
         // Durable before any number of it is used: reported to the registry in a recovery.
-        crate::marks::record(
-            &format!("\u{1}serial\u{1}{serial}\u{1}{period}"),
-            mark,
-            revision,
-        )?;
+        crate::marks::record(&mark_name(serial, period), mark, revision)?;
         catalog::run(
             &place,
             "INSERT INTO $S.idgen_serial_counter AS c (serial, period, value) VALUES ($1, $2, $3)

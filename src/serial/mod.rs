@@ -42,6 +42,12 @@ fn parse(format: &str) -> Result<Format, Error> {
     Format::parse(format).map_err(|e| Error::InvalidSerialFormat { why: e.to_string() })
 }
 
+/// The marks of this database's global serials' counters in its catalog, by their marks file
+/// names (`global::marks_in_catalog`).
+pub(crate) fn global_marks_in_catalog() -> Result<Vec<(String, i64)>, Error> {
+    global::marks_in_catalog()
+}
+
 /// Checks `format` for a counter reset every `reset` ('day', 'month', 'year', 'never'), for
 /// `crate::upgrade::idgen_serial_check`. Errors: 22023 an invalid format (naming the token), a
 /// format that does not show the period its counter restarts in, or an unknown reset.
@@ -174,7 +180,7 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
         };
         let (id, global, reset) = (def.id, def.global, def.reset);
         let (name, format_text) = (&def.name, &def.format_text);
-        shared::draw(
+        let seq = shared::draw(
             key,
             &mut def.slot,
             shared::max_step(def.format.max_seq()),
@@ -198,9 +204,17 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
                     &job_name,
                     &definition,
                     [i64::from(global), id, i64::from(period), step],
+                    global,
                 )
             },
-        )?
+        )?;
+        // A global counter's range is served only while the registry's contact is fresh:
+        // checked once the number is taken, so that a first draw waits for its range (whose
+        // take is a contact); refused, it is skipped, a gap.
+        if global {
+            crate::segment::check_registry_contact(|| format!("global serial \"{name}\""))?;
+        }
+        seq
     };
     def.format
         .render(&local, seq, worker)

@@ -10,7 +10,7 @@ use idgen_cluster_tests::registry::{
     auto_fast, direct_hello, draw, draw_segment, held_worker, intruder, node, registry, restore,
     segment_mark, snapshot, status,
 };
-use idgen_cluster_tests::{sqlstate, wait_for, Cluster, One};
+use idgen_cluster_tests::{sqlstate, wait_for, Cluster, One, STANDBY_NAME};
 
 fn assert_no_repeats(what: &str, numbers: &[i64]) {
     let mut seen = HashSet::new();
@@ -91,6 +91,91 @@ fn a_node_restarted_since_it_took_a_range_still_reports_it_in_a_recovery() {
     // B draws on (its cached ranges first, then new ones), and so does A.
     numbers.extend(draw_segment(&b, "g", 200));
     numbers.extend(draw_segment(&a, "g", 100));
+    assert_no_repeats("numbers of g", &numbers);
+}
+
+/// A node's marks file is its own, not replicated (adversarial review of the recovery, HIGH):
+/// node A takes ranges of global segment `g` after the registry's backup, with a synchronous
+/// standby A2 whose marks file is its base backup's copy; A dies, A2 is promoted, the registry
+/// is restored, and the operator opens the recovery and skips A, gone for good. A2 reports `g`'s mark
+/// from its catalog (`idgen_segment.max_id`, committed with the standby before any number of a
+/// range was used, merged into its marks file when its registry client started), so
+/// `idgen_registry_recover()` raises `g` above every number A drew, and neither B nor A2 draws
+/// one of them again. (Before, A2 reported its stale marks file: `g` was raised only to what A
+/// held at the base backup, and B drew A's numbers again.)
+#[test]
+fn a_promoted_standby_reports_its_old_primarys_global_marks_from_its_catalog() {
+    let reg = registry("rec_fo_reg");
+    let settings = ["idgen.segment_worker_idle_timeout = '10min'"];
+    let a = node(&reg, "rec_fo_a", &settings);
+    let b = node(&reg, "rec_fo_b", &settings);
+    a.connect("postgres")
+        .batch_execute("SELECT segment_create('g', step => 50, scope => 'global')")
+        .unwrap();
+    let mut numbers = draw_segment(&a, "g", 10);
+    numbers.extend(draw_segment(&b, "g", 10));
+    let a2 = Cluster::standby_of(&a, "rec_fo_a2", &[]);
+    let mut admin = a.connect("postgres");
+    admin
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET synchronous_standby_names = '{STANDBY_NAME}'"
+        ))
+        .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_for("a synchronous standby", Duration::from_secs(60), || {
+        (admin.one_with::<i64>(
+            "SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND sync_state = 'sync'",
+            &[&STANDBY_NAME],
+        ) == 1)
+            .then_some(())
+    });
+    let backup = snapshot(&reg, "rec_fo_backup");
+
+    // After the backup: A takes more ranges (each committed with A2 before it is used), then dies.
+    let drawn_by_a = draw_segment(&a, "g", 300);
+    let a_max = *drawn_by_a.iter().max().unwrap();
+    numbers.extend(drawn_by_a);
+    drop(admin);
+    a.kill_postmaster();
+    a2.promote();
+
+    restore(&reg, &backup);
+    let mut r = reg.connect("postgres");
+    r.batch_execute("SELECT idgen_registry_begin_recovery('restored from a base backup')")
+        .unwrap();
+    // A2 (a node name of its own: its port) and B report; A is gone for good, and skipped.
+    wait_for_reports(&reg, 2);
+    let gone: Vec<String> = r
+        .query(
+            "SELECT node_name FROM idgen_registry_recovery WHERE NOT reported",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(
+        gone.len(),
+        1,
+        "only the dead primary has not reported: {gone:?}"
+    );
+    let raised: Vec<(String, i64)> = r
+        .query(
+            "SELECT subject, raised_to FROM idgen_registry_recover(skip_nodes => $1)",
+            &[&gone],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert!(
+        raised
+            .iter()
+            .any(|(s, to)| s == "global segment g" && *to >= a_max),
+        "g was not raised above {a_max}, the last number the promoted standby's old primary drew: {raised:?}"
+    );
+    numbers.extend(draw_segment(&b, "g", 300));
+    numbers.extend(draw_segment(&a2, "g", 100));
     assert_no_repeats("numbers of g", &numbers);
 }
 
