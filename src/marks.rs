@@ -134,23 +134,6 @@ pub(crate) fn contact() -> (i64, i64) {
     }
 }
 
-/// Whether a global range may be served at `now_us`: the last contact (`contact_us`) is younger
-/// than the lease, `lease_ms` (the node's), no longer than the registry's longest
-/// (`registry_max_lease_ms`, when known), strictly. Both µs values are `TimestampTz`.
-pub(crate) fn contact_fresh(
-    now_us: i64,
-    contact_us: i64,
-    lease_ms: i64,
-    registry_max_lease_ms: i64,
-) -> bool {
-    let lease_ms = if registry_max_lease_ms > 0 {
-        lease_ms.min(registry_max_lease_ms)
-    } else {
-        lease_ms
-    };
-    contact_us > 0 && now_us.saturating_sub(contact_us) < lease_ms.saturating_mul(1000)
-}
-
 /// Sets the node name the marks file records (the registry client, at its start).
 pub(crate) fn set_node_name(name: &str) {
     let _guard = LOCK.exclusive();
@@ -357,22 +340,6 @@ pub(crate) fn recorded() -> Result<Recorded, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_global_range_serves_only_within_a_lease_of_the_last_contact() {
-        let lease = 2_000; // ms
-                           // No contact yet: nothing is served.
-        assert!(!contact_fresh(10_000_000, 0, lease, 0));
-        assert!(contact_fresh(10_000_000, 9_000_000, lease, 0));
-        // Strictly younger than the lease.
-        assert!(contact_fresh(10_999_999, 9_000_000, lease, 0));
-        assert!(!contact_fresh(11_000_000, 9_000_000, lease, 0));
-        // The registry's longest lease bounds the node's.
-        assert!(!contact_fresh(10_000_000, 9_000_000, lease, 1_000));
-        assert!(contact_fresh(9_999_999, 9_000_000, lease, 1_000));
-        // A clock stepped back keeps it served (the registry's wait covers a second of it).
-        assert!(contact_fresh(8_000_000, 9_000_000, lease, 0));
-    }
 
     #[test]
     fn marks_round_trip_and_only_rise() {

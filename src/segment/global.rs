@@ -80,9 +80,15 @@ const BACKOFF_MAX: Duration = Duration::from_secs(8);
 /// a longest lease after it). `what` names the range for the error. 55000 when not.
 pub(crate) fn check_contact(what: impl FnOnce() -> String) -> Result<(), Error> {
     let (contact_us, registry_max_lease_ms) = crate::marks::contact();
-    let lease_ms = crate::guc::registry_lease_ms() as i64;
+    let mut lease_ms = crate::guc::registry_lease_ms() as i64;
+    if registry_max_lease_ms > 0 {
+        lease_ms = lease_ms.min(registry_max_lease_ms);
+    }
     let now = crate::time::now_timestamptz_us();
-    if crate::marks::contact_fresh(now, contact_us, lease_ms, registry_max_lease_ms) {
+    // No contact yet since the server started: nothing is served.
+    if contact_us > 0
+        && idgen_core::registry::range_usable(now / 1000, contact_us / 1000, lease_ms)
+    {
         return Ok(());
     }
     Err(Error::GlobalRangeStale {
@@ -92,11 +98,7 @@ pub(crate) fn check_contact(what: impl FnOnce() -> String) -> Result<(), Error> 
         } else {
             (now - contact_us) / 1000
         },
-        lease_ms: if registry_max_lease_ms > 0 {
-            lease_ms.min(registry_max_lease_ms)
-        } else {
-            lease_ms
-        },
+        lease_ms,
     })
 }
 

@@ -241,9 +241,11 @@ pub fn take(mark: i64, step: i64, max_value: i64) -> Result<Range, Refusal> {
 }
 
 /// Whether a node may hand out numbers from a global range it holds at `now` (its own clock,
-/// ms): only while its last registry contact, `last_contact` (its clock when the answer came),
-/// is younger than its lease. A partitioned node stops at a known time, as its Snowflake ids
-/// stop at the fence.
+/// ms): only while its last registry contact, `last_contact` (its clock when it sent the call
+/// an open registry answered: an answer delayed in the network proves nothing about later), is
+/// younger than its lease, and not ahead of its clock. A partitioned node stops at a known
+/// time, as its Snowflake ids stop at the fence. Used by the extension's draws of global
+/// segments and serials (`segment::global::check_contact`) and by the model.
 pub fn range_usable(now_ms: i64, last_contact_ms: i64, lease_ms: i64) -> bool {
     now_ms >= last_contact_ms && now_ms - last_contact_ms < lease_ms
 }
