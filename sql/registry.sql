@@ -172,7 +172,11 @@ CREATE TABLE idgen_registry_node (
     address     text,
     first_seen  timestamptz NOT NULL,
     last_seen   timestamptz NOT NULL,
-    revision    bigint      NOT NULL DEFAULT 0
+    revision    bigint      NOT NULL DEFAULT 0,
+    -- The completed recovery that used this node's report (its recovered_at): a node whose
+    -- report was not used in the last one (skipped, or silent) drops its cached global ranges
+    -- at its next hello.
+    ranges_kept_at timestamptz
 );
 COMMENT ON TABLE idgen_registry_node IS
   'Nodes known to the registry (each hello): a recovery waits for every one to report, or for the operator to skip it.';
@@ -295,6 +299,18 @@ AS $$
                       AND s.unit OPERATOR(pg_catalog.=) 'ms'), 60000::pg_catalog.int8)
 $$;
 
+-- The lease the waits after an epoch count with, ms: the longest of idgen.registry_max_lease now
+-- and of every value this registry answered (idgen_registry_server.max_lease_ms, recorded by the
+-- hello): a setting lowered by a reload, or a restore onto a server configured lower, never
+-- shortens a wait below a lease a node may still hold.
+CREATE FUNCTION idgen_registry_wait_lease_ms()
+RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT GREATEST(@extschema@.idgen_registry_max_lease_ms(),
+                  coalesce((SELECT s.max_lease_ms FROM @extschema@.idgen_registry_server s), 0))
+$$;
+
 -- The registry's revision now: the last value any change took (0 before the first).
 CREATE FUNCTION idgen_registry_revision_now()
 RETURNS bigint
@@ -382,7 +398,7 @@ RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT now_tick > greatest(floor(extract(epoch FROM @extschema@.idgen_registry_epoch()) * 1000)::bigint + 1000 - epoch_ms, 0) / tick_ms
-                    + ceil(@extschema@.idgen_registry_max_lease_ms()::numeric / tick_ms)::bigint
+                    + ceil(@extschema@.idgen_registry_wait_lease_ms()::numeric / tick_ms)::bigint
 $$;
 
 -- Refuses unless the registry may grant a worker id (grants) or hand out a range (NOT grants)
@@ -398,6 +414,7 @@ AS $$
 DECLARE
     s     @extschema@.idgen_registry_server;
     until timestamptz;
+    wait  bigint;
 BEGIN
     SELECT * INTO s FROM @extschema@.idgen_registry_server;
     IF NOT FOUND OR s.server_identity IS DISTINCT FROM @extschema@.idgen_registry_identity()
@@ -413,10 +430,13 @@ BEGIN
             DETAIL = pg_catalog.format('Open since %s: %s.', s.recovery_since, s.recovery_reason),
             HINT = 'On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (README "Recovering a registry").';
     END IF;
-    until := @extschema@.idgen_registry_epoch()
-             + pg_catalog.make_interval(secs => (CASE WHEN grants OR s.recovered_at >= @extschema@.idgen_registry_epoch()
-                                                      THEN 1.0 ELSE 0.5 END
-                                                 * @extschema@.idgen_registry_max_lease_ms() + 1000) / 1000.0);
+    wait  := @extschema@.idgen_registry_wait_lease_ms();
+    -- Ranges wait a whole lease after a recovery, whatever epoch came after it (a restart right
+    -- after recover() must not shorten it).
+    until := GREATEST(@extschema@.idgen_registry_epoch()
+                      + pg_catalog.make_interval(secs => ((CASE WHEN grants THEN 1.0 ELSE 0.5 END) * wait + 1000) / 1000.0),
+                      coalesce(s.recovered_at + pg_catalog.make_interval(secs => (wait + 1000) / 1000.0),
+                               '-infinity'::pg_catalog.timestamptz));
     IF pg_catalog.clock_timestamp() < until THEN
         RAISE EXCEPTION USING ERRCODE = '55P03',
             MESSAGE = pg_catalog.format('the registry %s until %s', CASE WHEN grants THEN 'grants no worker id' ELSE 'hands out no range' END, until),
@@ -437,7 +457,7 @@ $$;
 CREATE FUNCTION idgen_registry_hello(node text, incarnation_id text, seen_revision bigint, node_port integer)
 RETURNS TABLE (registry_now timestamptz, version text, revision bigint, recovery text,
                reported boolean, grants_from timestamptz, ranges_from timestamptz,
-               max_lease_ms bigint)
+               max_lease_ms bigint, recovered_at timestamptz, ranges_kept boolean)
 LANGUAGE plpgsql VOLATILE ROWS 1 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp SET lock_timeout = '2s'
 AS $$
@@ -452,6 +472,7 @@ DECLARE
     lease  bigint := @extschema@.idgen_registry_max_lease_ms();
     epoch  timestamptz;
     known  bigint;
+    wait   bigint;
 BEGIN
     IF node IS NULL OR octet_length(node) NOT BETWEEN 1 AND 63 OR node !~ '^[A-Za-z0-9._:-]+$' THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('invalid node name %L', node),
@@ -469,7 +490,8 @@ BEGIN
     -- Most hellos change nothing of the server's row: only those that do lock it.
     SELECT * INTO s FROM @extschema@.idgen_registry_server;
     IF FOUND AND s.server_identity = me AND s.timeline IS NOT DISTINCT FROM tl
-       AND NOT (seen_revision > coalesce(known, 0) AND s.recovery_since IS NULL) THEN
+       AND NOT (seen_revision > coalesce(known, 0) AND s.recovery_since IS NULL)
+       AND s.max_lease_ms >= lease THEN
         NULL;
     ELSE
         SELECT * INTO s FROM @extschema@.idgen_registry_server FOR UPDATE;
@@ -508,6 +530,10 @@ BEGIN
             UPDATE @extschema@.idgen_registry_server x SET timeline = tl, epoch_at = now_ts
             RETURNING * INTO s;
         END IF;
+        -- The longest lease answered: the waits after an epoch count with it.
+        IF s.max_lease_ms < lease THEN
+            UPDATE @extschema@.idgen_registry_server x SET max_lease_ms = lease RETURNING * INTO s;
+        END IF;
         -- A node this registry never answered (no row) and that saw a revision proves a loss
         -- too: a registry restored to before the node's first hello.
         IF seen_revision > coalesce(known, 0) AND s.recovery_since IS NULL THEN
@@ -533,15 +559,20 @@ BEGIN
      WHERE i.role = excluded.role;
     DELETE FROM @extschema@.idgen_registry_incarnation i WHERE i.seen_at < now_ts - interval '1 day';
     epoch := greatest(pg_postmaster_start_time(), s.epoch_at, s.recovered_at);
+    wait := @extschema@.idgen_registry_wait_lease_ms();
     RETURN QUERY SELECT now_ts, (SELECT e.extversion FROM pg_extension e WHERE e.extname = 'idgen')::text,
         rev,
         CASE WHEN s.recovery_since IS NOT NULL THEN format('the registry is recovering since %s: %s', s.recovery_since, s.recovery_reason) END,
         EXISTS (SELECT FROM @extschema@.idgen_registry_recovery_report r
                  WHERE r.node_name = node AND r.recovery_since = s.recovery_since
                    AND incarnation_id = ANY (r.incarnations)),
-        epoch + make_interval(secs => (lease + 1000) / 1000.0),
-        epoch + make_interval(secs => ((CASE WHEN s.recovered_at >= epoch THEN 1.0 ELSE 0.5 END) * lease + 1000) / 1000.0),
-        lease;
+        epoch + make_interval(secs => (wait + 1000) / 1000.0),
+        GREATEST(epoch + make_interval(secs => (0.5 * wait + 1000) / 1000.0),
+                 coalesce(s.recovered_at + make_interval(secs => (wait + 1000) / 1000.0), '-infinity')),
+        lease,
+        s.recovered_at,
+        s.recovered_at IS NULL OR EXISTS (SELECT FROM @extschema@.idgen_registry_node n
+                                           WHERE n.node_name = node AND n.ranges_kept_at = s.recovered_at);
 END
 $$;
 
@@ -1206,6 +1237,7 @@ DECLARE
     missing text[];
     rev     bigint;
     top     bigint;
+    done_at timestamptz;
 BEGIN
     SELECT * INTO s FROM @extschema@.idgen_registry_server FOR UPDATE;
     IF NOT FOUND OR s.recovery_since IS NULL THEN
@@ -1288,11 +1320,19 @@ BEGIN
     PERFORM pg_catalog.setval('@extschema@.idgen_registry_revision'::pg_catalog.regclass,
                               greatest(rev, coalesce(top, 0)) + 1);
     RETURN QUERY SELECT 'revision'::text, rev, greatest(rev, coalesce(top, 0)) + 1;
-    -- Every node's memory is below the registry now.
-    UPDATE @extschema@.idgen_registry_node n SET revision = greatest(rev, coalesce(top, 0)) + 1;
+    -- Every node's memory is below the registry now; the nodes whose reports were used keep
+    -- their cached ranges (raised above), the others drop them at their next hello.
+    done_at := clock_timestamp();
+    UPDATE @extschema@.idgen_registry_node n
+       SET revision = greatest(rev, coalesce(top, 0)) + 1,
+           ranges_kept_at = CASE WHEN n.node_name <> ALL (coalesce(skip_nodes, '{}'))
+                                      AND EXISTS (SELECT FROM @extschema@.idgen_registry_recovery_report r
+                                                   WHERE r.node_name = n.node_name
+                                                     AND r.recovery_since = s.recovery_since)
+                                 THEN done_at END;
     UPDATE @extschema@.idgen_registry_server x
        SET recovery_since = NULL, recovery_reason = NULL, recovery_opened_by = NULL,
-           recovered_at = clock_timestamp(), epoch_at = clock_timestamp();
+           recovered_at = done_at, epoch_at = done_at;
     DELETE FROM @extschema@.idgen_registry_recovery_report;
 END
 $$;
@@ -1341,6 +1381,7 @@ GRANT EXECUTE ON FUNCTION idgen_registry_client_status() TO pg_monitor;
 REVOKE EXECUTE ON FUNCTION idgen_registry_identity() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_timeline() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_max_lease_ms() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION idgen_registry_wait_lease_ms() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_revision_now() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_next_revision(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_check_node(text) FROM PUBLIC;
@@ -1383,6 +1424,7 @@ COMMENT ON FUNCTION idgen_registry_client_status() IS
 COMMENT ON FUNCTION idgen_registry_identity() IS 'Registry: its install token and system identifier.';
 COMMENT ON FUNCTION idgen_registry_timeline() IS 'Registry: the timeline it writes on (NULL on a standby).';
 COMMENT ON FUNCTION idgen_registry_max_lease_ms() IS 'Registry: the longest lease it grants, ms (idgen.registry_max_lease).';
+COMMENT ON FUNCTION idgen_registry_wait_lease_ms() IS 'Registry: the lease its waits after an epoch count with, ms: the longest it ever answered.';
 COMMENT ON FUNCTION idgen_registry_revision_now() IS 'Registry: its revision now.';
 COMMENT ON FUNCTION idgen_registry_next_revision(text) IS 'Registry: takes the next revision and records it as answered to the node.';
 COMMENT ON FUNCTION idgen_registry_check_node(text) IS 'Registry: 42501 for a node name that belongs to another role.';

@@ -46,14 +46,22 @@ struct MarksShared {
     /// and the allocators'); shown to the registry at each hello: one above what the registry
     /// answered this node proves it lost commits.
     seen_revision: AtomicI64,
-    /// When the call of the registry's latest answer that counts as contact was sent
-    /// (`TimestampTz`, µs); 0 before the first.
-    contact_us: AtomicI64,
+    /// When the call of the registry's latest answer that counts as contact was sent (the
+    /// monotonic clock, ms, so that a wall clock stepped back or forward changes nothing);
+    /// 0 before the first.
+    contact_ms: AtomicI64,
+    /// The registry's last completed recovery as its last hello said (`recovered_at`, ms since
+    /// the Unix epoch; 0 for none): a hello that shows another one, without this node's
+    /// report used in it, drops the cached global ranges first.
+    recovered_at_ms: AtomicI64,
     /// The registry's longest lease (ms), as its last hello said; 0 before the first.
     registry_max_lease_ms: AtomicI64,
     /// The merge of the databases' catalogs into the file (`registry::catalog_marks`): 0 not
-    /// started, the `TimestampTz` it started at while it runs, -1 once done.
+    /// started, when it started ([`contact_clock_ms`]) while it runs, -1 once done, -2 failed.
     catalog_merge: AtomicI64,
+    /// The database the merge's last database worker merged (its oid), set by that worker
+    /// once it is done: the launcher's check that it did.
+    catalog_merged_db: AtomicI64,
     /// Under [`LOCK`].
     node_name: UnsafeCell<FixedText<64>>,
 }
@@ -98,15 +106,36 @@ pub(crate) fn seen_revision() -> i64 {
     }
 }
 
-/// Notes a contact with the registry: a call sent at `asked_at_us` (`TimestampTz`) that an open
-/// registry answered. Sent, not answered: an answer delayed in the network proves nothing about
-/// the time after the registry made it.
-pub(crate) fn note_contact(asked_at_us: i64) {
+/// The clock contacts are dated by: monotonic, ms ([`crate::time::monotonic_ms`]).
+pub(crate) fn contact_clock_ms() -> i64 {
+    crate::time::monotonic_ms()
+}
+
+/// Notes a contact with the registry: a call sent at `asked_at_ms` ([`contact_clock_ms`]) that
+/// an open registry answered. Sent, not answered: an answer delayed in the network proves
+/// nothing about the time after the registry made it.
+pub(crate) fn note_contact(asked_at_ms: i64) {
     if SHARED.attached() {
         SHARED
             .get()
-            .contact_us
-            .fetch_max(asked_at_us, Ordering::AcqRel);
+            .contact_ms
+            .fetch_max(asked_at_ms, Ordering::AcqRel);
+    }
+}
+
+/// The registry's last completed recovery as last seen (ms since the Unix epoch, 0 for none).
+pub(crate) fn recovered_at_seen() -> i64 {
+    if SHARED.attached() {
+        SHARED.get().recovered_at_ms.load(Ordering::Acquire)
+    } else {
+        0
+    }
+}
+
+/// Notes the registry's last completed recovery ([`recovered_at_seen`]).
+pub(crate) fn note_recovered_at(ms: i64) {
+    if SHARED.attached() {
+        SHARED.get().recovered_at_ms.store(ms, Ordering::Release);
     }
 }
 
@@ -120,13 +149,13 @@ pub(crate) fn note_registry_max_lease(ms: i64) {
     }
 }
 
-/// The last contact with the registry (`TimestampTz`, µs; 0 for none since the server started)
-/// and the registry's longest lease as last told (ms; 0 when not told yet).
+/// The last contact with the registry ([`contact_clock_ms`]; 0 for none since the server
+/// started) and the registry's longest lease as last told (ms; 0 when not told yet).
 pub(crate) fn contact() -> (i64, i64) {
     if SHARED.attached() {
         let s = SHARED.get();
         (
-            s.contact_us.load(Ordering::Acquire),
+            s.contact_ms.load(Ordering::Acquire),
             s.registry_max_lease_ms.load(Ordering::Acquire),
         )
     } else {
@@ -314,13 +343,29 @@ pub(crate) fn merge(marks: &[(String, i64)]) -> Result<usize, String> {
     Ok(raised)
 }
 
-/// The state of the catalogs' merge: 0 not started, its start (`TimestampTz`) while it runs,
-/// -1 once done.
+/// The state of the catalogs' merge: 0 not started, its start ([`contact_clock_ms`]) while it
+/// runs, -1 once done, -2 failed.
 pub(crate) fn catalog_merge() -> i64 {
     if SHARED.attached() {
         SHARED.get().catalog_merge.load(Ordering::Acquire)
     } else {
         -1
+    }
+}
+
+/// The database the merge's last database worker merged (0 for none).
+pub(crate) fn catalog_merged_db() -> i64 {
+    if SHARED.attached() {
+        SHARED.get().catalog_merged_db.load(Ordering::Acquire)
+    } else {
+        0
+    }
+}
+
+/// Sets [`catalog_merged_db`].
+pub(crate) fn set_catalog_merged_db(db: i64) {
+    if SHARED.attached() {
+        SHARED.get().catalog_merged_db.store(db, Ordering::Release);
     }
 }
 

@@ -5,8 +5,9 @@
 //! `idgen_serial_counter.value` are committed (with the synchronous standbys) before any number
 //! of their range is used. So when the registry client starts (a server start, or a standby's
 //! promotion), a launcher background worker lists the databases and starts one worker per
-//! database, one at a time, that raises the file's marks to its catalog's; the client reports
-//! in a recovery only once the merge is done (or has run a minute).
+//! database, one at a time, that raises the file's marks to its catalog's. The client reports in
+//! a recovery only once a merge has succeeded for every database; a merge that failed (no free
+//! worker slot, a database that could not be read) is started again before the next report.
 
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
@@ -15,25 +16,38 @@ use pgrx::prelude::*;
 /// The launcher's argument; a database worker's is its database oid.
 const LAUNCHER: u32 = 0;
 
-/// Starts the merge (from the registry client, at its start). Without a free background
-/// worker slot nothing is merged: logged, and the report comes from the marks file alone.
+/// A merge still running this long is presumed lost (its launcher died), and started again.
+const MERGE_LOST_MS: i64 = 300_000;
+
+/// Starts the merge (from the registry client). Without a free background worker slot, the
+/// merge has failed: the next [`merged`] starts it again.
 pub(crate) fn launch() {
-    crate::marks::set_catalog_merge(crate::time::now_timestamptz_us().max(1));
+    crate::marks::set_catalog_merge(crate::marks::contact_clock_ms().max(1));
     if builder(LAUNCHER, "idgen catalog marks")
         .load_dynamic()
         .is_err()
     {
-        log!("idgen registry client: no background worker slot to merge the catalogs' global marks into the marks file; a recovery gets the marks file's alone");
-        crate::marks::set_catalog_merge(-1);
+        log!("idgen registry client: no background worker slot to merge the catalogs' global marks into the marks file (max_worker_processes); tried again before the report");
+        crate::marks::set_catalog_merge(-2);
     }
 }
 
-/// Whether the client may report now: the merge is done, or has run a minute (a database worker
-/// that cannot connect must not keep the report back for ever).
+/// Whether the client may report now: a merge has succeeded. A failed or lost one is started
+/// again (so a node that can never merge never reports: the operator sees it in
+/// `idgen_registry_recovery`, and its log says why).
 pub(crate) fn merged() -> bool {
     match crate::marks::catalog_merge() {
-        0 | -1 => true,
-        started => crate::time::now_timestamptz_us() - started > 60_000_000,
+        -1 => true,
+        0 | -2 => {
+            launch();
+            false
+        }
+        started => {
+            if crate::marks::contact_clock_ms() - started > MERGE_LOST_MS {
+                launch();
+            }
+            false
+        }
     }
 }
 
@@ -49,12 +63,15 @@ fn builder(arg: u32, name: &str) -> BackgroundWorkerBuilder {
 }
 
 /// Entry point of the launcher (argument 0) and of a database's worker (its oid).
-// SAFETY: called by PostgreSQL's background worker machinery in a new process; #[pg_guard]
-// turns a Rust panic into a PostgreSQL ERROR (the worker exits).
+// SAFETY: called by PostgreSQL's background worker machinery in a new process, with signals
+// blocked until the handlers are installed; #[pg_guard] turns a Rust panic into a PostgreSQL
+// ERROR (the worker exits).
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn idgen_catalog_marks_main(arg: pg_sys::Datum) {
-    BackgroundWorker::attach_signal_handlers(pgrx::bgworkers::SignalWakeFlags::SIGTERM);
+    // PostgreSQL's own handlers, as the allocator's: SIGTERM is `die`, so a lock wait or the
+    // launcher's wait for a database worker ends at a fast shutdown.
+    crate::segment::install_worker_signal_handlers();
     let arg = arg.value() as u32;
     if arg == LAUNCHER {
         launcher();
@@ -63,9 +80,11 @@ pub extern "C-unwind" fn idgen_catalog_marks_main(arg: pg_sys::Datum) {
     }
 }
 
-/// Lists the databases that accept connections (by a scan of the shared catalog
-/// `pg_database`, as PostgreSQL's autovacuum launcher does: a worker connected to no database
-/// cannot run SQL), then merges each with a worker of its own, one at a time.
+/// Lists the databases (by a scan of the shared catalog `pg_database`, as PostgreSQL's
+/// autovacuum launcher does: a worker connected to no database cannot run SQL), then merges
+/// each with a worker of its own, one at a time. Every database is merged, also one that
+/// refuses connections (its owner's `ALLOW_CONNECTIONS false` must not keep its marks out),
+/// except one a `DROP DATABASE` left invalid.
 fn launcher() {
     BackgroundWorker::connect_worker_to_spi(None, None);
     let databases = BackgroundWorker::transaction(|| {
@@ -85,7 +104,8 @@ fn launcher() {
                     break;
                 }
                 let db = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(tuple);
-                if (*db).datallowconn {
+                // -2: DATCONNLIMIT_INVALID_DB, a database an interrupted DROP DATABASE left.
+                if (*db).datconnlimit != -2 {
                     out.push((*db).oid.to_u32());
                 }
             }
@@ -96,32 +116,71 @@ fn launcher() {
     });
     // SAFETY: MyProcPid is this process's pid, set at its start.
     let me = unsafe { pg_sys::MyProcPid };
+    let mut failed = Vec::new();
     for db in databases {
-        if BackgroundWorker::sigterm_received() {
-            break;
-        }
+        crate::marks::set_catalog_merged_db(0);
         let worker = builder(db, &format!("idgen catalog marks for database {db}"))
             .set_notify_pid(me)
             .load_dynamic();
-        match worker {
-            Ok(w) => {
-                let _ = w.wait_for_shutdown();
-            }
-            Err(_) => log!(
-                "idgen catalog marks: no background worker slot for database {db}; its global marks are not merged"
-            ),
+        let done = match worker {
+            Ok(w) => w.wait_for_shutdown().is_ok(),
+            Err(_) => false,
+        };
+        if !done || crate::marks::catalog_merged_db() != i64::from(db) {
+            failed.push(db);
         }
     }
-    crate::marks::set_catalog_merge(-1);
+    if failed.is_empty() {
+        crate::marks::set_catalog_merge(-1);
+    } else {
+        log!(
+            "idgen catalog marks: the global marks of database(s) {failed:?} could not be merged into the marks file (see the log above; max_worker_processes?); the registry client tries again before it reports"
+        );
+        crate::marks::set_catalog_merge(-2);
+    }
+}
+
+/// This worker's own settings, over whatever the database's and the role's stored settings
+/// say (a database owner may set them): no schema a user can write is searched, and no
+/// statement or lock wait outlasts a bound.
+fn force_settings() {
+    let set = |name: &std::ffi::CStr, value: &std::ffi::CStr| {
+        // SAFETY: NUL-terminated names of existing settings and valid values, set with the
+        // override source (which outranks the files and the stored settings) outside any
+        // transaction.
+        unsafe {
+            pg_sys::SetConfigOption(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_SUSET,
+                pg_sys::GucSource::PGC_S_OVERRIDE,
+            )
+        }
+    };
+    set(c"search_path", c"");
+    set(c"statement_timeout", c"60s");
+    set(c"lock_timeout", c"10s");
+    set(c"default_transaction_read_only", c"on");
+    set(c"application_name", c"idgen catalog marks");
 }
 
 /// Raises the marks file's marks to those of database `db`'s catalog (nothing when idgen is not
-/// installed there).
+/// installed there), and says it did ([`crate::marks::set_catalog_merged_db`]).
 fn merge_database(db: pg_sys::Oid) {
-    BackgroundWorker::connect_worker_to_spi_by_oid(Some(db), None);
+    // SAFETY: called once, at the start of a background worker with database access; the
+    // flag lets it connect to a database whose owner refuses connections.
+    unsafe {
+        pg_sys::BackgroundWorkerInitializeConnectionByOid(
+            db,
+            pg_sys::InvalidOid,
+            pg_sys::BGWORKER_BYPASS_ALLOWCONN,
+        )
+    };
+    force_settings();
     let marks = BackgroundWorker::transaction(|| {
         let installed = Spi::get_one::<bool>(
-            "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'idgen')",
+            "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension \
+              WHERE extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name)",
         )
         .ok()
         .flatten()
@@ -133,22 +192,32 @@ fn merge_database(db: pg_sys::Oid) {
         marks.extend(crate::serial::global_marks_in_catalog()?);
         Ok::<_, crate::error::Error>(marks)
     });
-    match marks {
-        Ok(marks) if marks.is_empty() => {}
+    let merged = match marks {
+        Ok(marks) if marks.is_empty() => true,
         Ok(marks) => match crate::marks::merge(&marks) {
-            Ok(0) => {}
-            Ok(raised) => log!(
-                "idgen catalog marks: {raised} global marks of database {} raised in the marks file from its catalog",
-                db.to_u32()
-            ),
-            Err(why) => log!(
-                "idgen catalog marks: database {}: {why}",
-                db.to_u32()
-            ),
+            Ok(raised) => {
+                if raised > 0 {
+                    log!(
+                        "idgen catalog marks: {raised} global marks of database {} raised in the marks file from its catalog",
+                        db.to_u32()
+                    );
+                }
+                true
+            }
+            Err(why) => {
+                log!("idgen catalog marks: database {}: {why}", db.to_u32());
+                false
+            }
         },
-        Err(e) => log!(
-            "idgen catalog marks: database {}: the global marks could not be read: {e}",
-            db.to_u32()
-        ),
+        Err(e) => {
+            log!(
+                "idgen catalog marks: database {}: the global marks could not be read: {e}",
+                db.to_u32()
+            );
+            false
+        }
+    };
+    if merged {
+        crate::marks::set_catalog_merged_db(i64::from(db.to_u32()));
     }
 }

@@ -354,10 +354,12 @@ impl Client {
             Some(seen.to_string()),
             Some(self.identity.port.to_string()),
         ];
-        let asked_at = crate::time::now_timestamptz_us();
+        let asked_at = crate::marks::contact_clock_ms();
         let (row, offset_us, bound_us) = self.call(
             c"SELECT extract(epoch FROM registry_now) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric, \
-              version, revision, recovery, reported, max_lease_ms \
+              version, revision, recovery, reported, max_lease_ms, \
+              (extract(epoch FROM recovered_at) OPERATOR(pg_catalog.*) 1000::pg_catalog.numeric)::pg_catalog.int8, \
+              ranges_kept \
               FROM @extschema@.idgen_registry_hello($1::pg_catalog.text, $2::pg_catalog.text, \
               $3::pg_catalog.int8, $4::pg_catalog.int4)",
             &params,
@@ -373,9 +375,33 @@ impl Client {
         self.registry_max_lease_ms = Some(max_lease_ms.max(1));
         crate::marks::note_registry_max_lease(max_lease_ms.max(1) as i64);
         let recovery = row.get(3).cloned().flatten();
+        let recovered_at_ms = match row.get(6).cloned().flatten() {
+            None => 0,
+            Some(text) => text
+                .parse::<i64>()
+                .map_err(|_| refused_answer("idgen_registry_hello: recovered_at is not a time"))?,
+        };
+        let ranges_kept = answer::boolean(Some(&row[7..]), "ranges_kept")
+            .map_err(|why| refused_answer(&format!("idgen_registry_hello: {why}")))?;
+        // A recovery completed since the last hello, without this node's report used in it
+        // (skipped, or cut off the whole time): its numbers may be handed out again, so every
+        // cached global range is dropped before this hello counts as a contact.
+        if recovered_at_ms != crate::marks::recovered_at_seen() {
+            if !ranges_kept {
+                let segments = crate::segment::void_global_ranges();
+                let counters = crate::serial::void_global_ranges();
+                if segments + counters > 0 {
+                    pgrx::log!(
+                        "idgen registry client: the registry completed a recovery without this node's report; the cached ranges of {segments} global segment(s) and {counters} global serial counter(s) are dropped"
+                    );
+                }
+            }
+            crate::marks::note_recovered_at(recovered_at_ms);
+        }
         // An open registry, or one whose recovery has this node's report: cached global ranges
-        // go on serving (`crate::marks::contact_fresh`). A recovery without it does not renew
-        // them: an operator who completes it skipping this node finds its ranges stopped.
+        // go on serving (`crate::segment::check_registry_contact`). A recovery without it does
+        // not renew them: an operator who completes it skipping this node finds its ranges
+        // stopped, and dropped at its next hello.
         if recovery.is_none() || reported {
             crate::marks::note_contact(asked_at);
         }

@@ -155,7 +155,7 @@ pub(crate) fn global_marks() -> Result<Vec<(String, i64)>, Error> {
         let rows = client.select(
             &format!(
                 "SELECT name, max_id FROM {t} WHERE scope OPERATOR(pg_catalog.=) 'global' \
-                 AND max_id OPERATOR(pg_catalog.>) (-9223372036854775807 - 1)"
+                 AND max_id OPERATOR(pg_catalog.>) '-9223372036854775808'::pg_catalog.int8"
             ),
             None,
             &[],

@@ -79,24 +79,22 @@ const BACKOFF_MAX: Duration = Duration::from_secs(8);
 /// had to skip it can hand the numbers out again once the lease is over (the registry waits
 /// a longest lease after it). `what` names the range for the error. 55000 when not.
 pub(crate) fn check_contact(what: impl FnOnce() -> String) -> Result<(), Error> {
-    let (contact_us, registry_max_lease_ms) = crate::marks::contact();
+    let (contact_ms, registry_max_lease_ms) = crate::marks::contact();
     let mut lease_ms = crate::guc::registry_lease_ms() as i64;
     if registry_max_lease_ms > 0 {
         lease_ms = lease_ms.min(registry_max_lease_ms);
     }
-    let now = crate::time::now_timestamptz_us();
+    let now = crate::marks::contact_clock_ms();
     // No contact yet since the server started: nothing is served.
-    if contact_us > 0
-        && idgen_core::registry::range_usable(now / 1000, contact_us / 1000, lease_ms)
-    {
+    if contact_ms > 0 && idgen_core::registry::range_usable(now, contact_ms, lease_ms) {
         return Ok(());
     }
     Err(Error::GlobalRangeStale {
         what: what(),
-        age_ms: if contact_us == 0 {
+        age_ms: if contact_ms == 0 {
             -1
         } else {
-            (now - contact_us) / 1000
+            now - contact_ms
         },
         lease_ms,
     })
@@ -181,7 +179,7 @@ pub(crate) fn find(name: &str) -> Result<Option<(i32, i64)>, Error> {
 /// reached.
 pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Error> {
     let step = step.clamp(1, i64::from(i32::MAX));
-    let asked_at = crate::time::now_timestamptz_us();
+    let asked_at = crate::marks::contact_clock_ms();
     let row = call(
         c"SELECT first_id, last_id, base_step, revision \
           FROM @extschema@.idgen_registry_segment_take($1::pg_catalog.text, $2::pg_catalog.int4, \

@@ -41,6 +41,25 @@ use shared::{DescriptionChange, Request, RequestKind};
 pub(crate) use buffer::DoubleBuffer;
 pub(crate) use range::Range;
 
+/// Installs the allocator's signal handlers (PostgreSQL's own: SIGTERM is `die`, so every wait
+/// obeys it) in another background worker of idgen, before its signals are unblocked.
+pub(crate) fn install_worker_signal_handlers() {
+    unit::install_signal_handlers();
+}
+
+/// Drops every cached range of a global segment, in every database (the registry's hello said
+/// a recovery completed without this node's report: those numbers may be handed out again).
+/// Their numbers are skipped; a refill in flight is thrown away (its slot's generation
+/// changed). Returns how many segments lost their ranges.
+pub(crate) fn void_global_ranges() -> usize {
+    if !shared::attached() {
+        return 0;
+    }
+    let released = shared::lock().release_global();
+    shared::broadcast();
+    released
+}
+
 /// The marks of this database's global segments in its catalog (`catalog::global_marks`).
 pub(crate) fn global_marks_in_catalog() -> Result<Vec<(String, i64)>, Error> {
     catalog::global_marks()

@@ -117,10 +117,12 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
     let b = e.block.get();
     if b.left > 0 {
         let s = slot(b.index);
+        // A global segment's contact is checked before its slot's generation: a void of the
+        // cached global ranges (`void_global_ranges`) precedes the contact that follows it.
+        if b.global {
+            check_contact(&e.name)?;
+        }
         if s.generation.load(SeqCst) == b.generation && s.buffers.clears() == b.clears {
-            if b.global {
-                check_contact(&e.name)?;
-            }
             let count = b.left.min(left);
             if !s.referenced.load(Relaxed) {
                 s.referenced.store(true, Relaxed);
@@ -161,13 +163,14 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
                 count,
                 prefetch,
             }) => {
-                if s.generation.load(SeqCst) != generation {
-                    continue; // the slot was reused meanwhile: drop the numbers, look up again
-                }
                 // Checked once the numbers are taken, so that a first draw waits for its range
-                // (whose take is a contact); refused, they are skipped, a gap.
+                // (whose take is a contact); refused, they are skipped, a gap. Before the
+                // generation: a void of the cached global ranges precedes the contact after it.
                 if global {
                     check_contact(&e.name)?;
+                }
+                if s.generation.load(SeqCst) != generation {
+                    continue; // the slot was reused meanwhile: drop the numbers, look up again
                 }
                 if prefetch {
                     ask_for_next_range(index, generation);

@@ -176,6 +176,19 @@ impl Guarded {
         self.metas[index] = SlotMeta::default();
     }
 
+    /// Frees every slot that holds a global segment (all databases): their cached ranges are
+    /// skipped. Returns how many.
+    pub(crate) fn release_global(&mut self) -> usize {
+        let mut released = 0;
+        for i in 0..cache_size() {
+            if in_use(i) && self.metas[i].global {
+                self.release(i);
+                released += 1;
+            }
+        }
+        released
+    }
+
     /// Frees every slot of database `db` (its `idgen_segment` or the database is being dropped).
     pub(crate) fn release_database(&mut self, db: pg_sys::Oid) {
         for i in 0..cache_size() {

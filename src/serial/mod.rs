@@ -42,6 +42,11 @@ fn parse(format: &str) -> Result<Format, Error> {
     Format::parse(format).map_err(|e| Error::InvalidSerialFormat { why: e.to_string() })
 }
 
+/// Drops every cached range of a global serial's counter (`shared::void_global`).
+pub(crate) fn void_global_ranges() -> usize {
+    shared::void_global()
+}
+
 /// The marks of this database's global serials' counters in its catalog, by their marks file
 /// names (`global::marks_in_catalog`).
 pub(crate) fn global_marks_in_catalog() -> Result<Vec<(String, i64)>, Error> {
@@ -184,6 +189,7 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
             key,
             &mut def.slot,
             shared::max_step(def.format.max_seq()),
+            global,
             |step| {
                 // Only when a range is taken: the period's text, and for a global serial its
                 // name and definition (which the registry compares with the other nodes').
@@ -207,13 +213,17 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
                     global,
                 )
             },
+            // A global counter's range is served only while the registry's contact is fresh:
+            // checked once the number is taken, so that a first draw waits for its range
+            // (whose take is a contact); refused, it is skipped, a gap.
+            || {
+                if global {
+                    crate::segment::check_registry_contact(|| format!("global serial \"{name}\""))
+                } else {
+                    Ok(())
+                }
+            },
         )?;
-        // A global counter's range is served only while the registry's contact is fresh:
-        // checked once the number is taken, so that a first draw waits for its range (whose
-        // take is a contact); refused, it is skipped, a gap.
-        if global {
-            crate::segment::check_registry_contact(|| format!("global serial \"{name}\""))?;
-        }
         seq
     };
     def.format

@@ -64,6 +64,8 @@ pub(crate) struct Key {
 struct Meta {
     key: Key,
     in_use: bool,
+    /// A global serial's counter: dropped by [`void_global`].
+    global: bool,
     /// A backend is taking the next range; others wait for it.
     refilling: bool,
     /// The pid of that backend: its exit clears `refilling` ([`release_at_exit`]), however it
@@ -150,20 +152,28 @@ pub(crate) fn max_step(max_seq: Option<i64>) -> i64 {
     }
 }
 
-/// Draws the next number of counter `key`. `cached` is the caller's note of its slot (updated
-/// here); `take(step)` moves the counter's durable mark up by `step` numbers and returns the
-/// new mark (the allocator's job, or the registry's), after which its range is used.
+/// Draws the next number of counter `key` (a global serial's when `global`). `cached` is the
+/// caller's note of its slot (updated here); `take(step)` moves the counter's durable mark up by
+/// `step` numbers and returns the new mark (the allocator's job, or the registry's), after
+/// which its range is used; `usable()` is asked after each number is taken and before it is
+/// handed out (a global counter's range is served only while the registry's contact is fresh):
+/// asked before the slot's generation is checked again, so that a [`void_global`] followed by
+/// a fresh contact never lets a voided number through.
 pub(crate) fn draw(
     key: Key,
     cached: &mut Option<Cached>,
     max_step: i64,
+    global: bool,
     take: impl Fn(i64) -> Result<i64, Error>,
+    usable: impl Fn() -> Result<(), Error>,
 ) -> Result<i64, Error> {
     loop {
         if let Some(c) = cached.filter(|c| c.key == key) {
             let s = slot(c.index);
             if s.generation.load(SeqCst) == c.generation {
                 if let Some(d) = s.buffers.draw(1) {
+                    // Refused, the number is skipped (a gap).
+                    usable()?;
                     if s.generation.load(SeqCst) == c.generation {
                         return Ok(d.first);
                     }
@@ -180,7 +190,7 @@ pub(crate) fn draw(
             let m = metas(&mut guard);
             let index = match m.iter().position(|x| x.in_use && x.key == key) {
                 Some(i) => i,
-                None => match assign(m, key) {
+                None => match assign(m, key, global) {
                     Some(i) => i,
                     None => {
                         drop(guard);
@@ -264,7 +274,7 @@ fn next_step(meta: &Meta, max_step: i64) -> i64 {
 
 /// Assigns a slot to `key`: a free one, else the least recently refilled one not being
 /// refilled. None when every slot is being refilled.
-fn assign(m: &mut [Meta; SLOTS], key: Key) -> Option<usize> {
+fn assign(m: &mut [Meta; SLOTS], key: Key, global: bool) -> Option<usize> {
     let index = m.iter().position(|x| !x.in_use).or_else(|| {
         m.iter()
             .enumerate()
@@ -278,10 +288,35 @@ fn assign(m: &mut [Meta; SLOTS], key: Key) -> Option<usize> {
     m[index] = Meta {
         key,
         in_use: true,
+        global,
         ..Meta::default()
     };
     s.generation.fetch_add(1, SeqCst);
     Some(index)
+}
+
+/// Drops every cached range of a global serial's counter (all databases): the registry's
+/// hello said a recovery completed without this node's report, so those numbers may be handed
+/// out again. Their numbers are skipped; a refill in flight is thrown away (its generation
+/// changed). Returns how many were dropped.
+pub(crate) fn void_global() -> usize {
+    if !SHARED.attached() {
+        return 0;
+    }
+    let mut guard = LOCK.exclusive();
+    let m = metas(&mut guard);
+    let mut dropped = 0;
+    for (index, meta) in m.iter_mut().enumerate() {
+        if meta.in_use && meta.global {
+            let s = slot(index);
+            s.generation.fetch_add(1, SeqCst);
+            s.buffers.clear();
+            *meta = Meta::default();
+            s.generation.fetch_add(1, SeqCst);
+            dropped += 1;
+        }
+    }
+    dropped
 }
 
 /// Clears the refilling flag of a slot whose refill failed (an error unwinds through here),

@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use idgen_cluster_tests::registry::{
-    auto_fast, direct_hello, draw, draw_segment, held_worker, intruder, node, registry, restore,
-    segment_mark, snapshot, status,
+    auto_fast, client_pid, direct_hello, draw, draw_segment, held_worker, intruder, node, recover,
+    registry, restore, segment_mark, snapshot, status, wait_for_reports, Stopped,
 };
 use idgen_cluster_tests::{sqlstate, wait_for, Cluster, One, STANDBY_NAME};
 
@@ -25,15 +25,6 @@ fn assert_no_repeats(what: &str, numbers: &[i64]) {
         &repeated[..repeated.len().min(10)],
         numbers.len()
     );
-}
-
-/// Waits until every known node has reported in the registry's open recovery.
-fn wait_for_reports(reg: &Cluster, nodes: i64) {
-    let mut r = reg.connect("postgres");
-    wait_for("every node's report", Duration::from_secs(20), || {
-        (r.one::<i64>("SELECT count(*) FROM idgen_registry_recovery WHERE reported") == nodes)
-            .then_some(())
-    });
 }
 
 /// Review finding S3: a node takes ranges of global segment `g` after the registry's backup,
@@ -71,16 +62,8 @@ fn a_node_restarted_since_it_took_a_range_still_reports_it_in_a_recovery() {
     let mut r = reg.connect("postgres");
     r.batch_execute("SELECT idgen_registry_begin_recovery('restored from a base backup')")
         .unwrap();
-    wait_for_reports(&reg, 2);
-    let raised: Vec<(String, i64)> = r
-        .query(
-            "SELECT subject, raised_to FROM idgen_registry_recover()",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    wait_for_reports(&reg, 2, Duration::from_secs(20));
+    let raised = recover(&reg, &[]);
     let drawn_max = *numbers.iter().max().unwrap();
     assert!(
         raised
@@ -144,7 +127,7 @@ fn a_promoted_standby_reports_its_old_primarys_global_marks_from_its_catalog() {
     r.batch_execute("SELECT idgen_registry_begin_recovery('restored from a base backup')")
         .unwrap();
     // A2 (a node name of its own: its port) and B report; A is gone for good, and skipped.
-    wait_for_reports(&reg, 2);
+    wait_for_reports(&reg, 2, Duration::from_secs(20));
     let gone: Vec<String> = r
         .query(
             "SELECT node_name FROM idgen_registry_recovery WHERE NOT reported",
@@ -159,15 +142,7 @@ fn a_promoted_standby_reports_its_old_primarys_global_marks_from_its_catalog() {
         1,
         "only the dead primary has not reported: {gone:?}"
     );
-    let raised: Vec<(String, i64)> = r
-        .query(
-            "SELECT subject, raised_to FROM idgen_registry_recover(skip_nodes => $1)",
-            &[&gone],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    let raised = recover(&reg, &gone);
     assert!(
         raised
             .iter()
@@ -209,7 +184,7 @@ fn a_registry_installed_again_under_live_nodes_recovers_and_repeats_nothing() {
         r.one::<Option<String>>("SELECT max(recovery_reason) FROM idgen_registry_server")
             .filter(|reason| reason.contains("had seen revision"))
     });
-    wait_for_reports(&reg, 2);
+    wait_for_reports(&reg, 2, Duration::from_secs(20));
     // Recovering: the nodes say so.
     for n in [&a, &b] {
         let mut client = n.connect("postgres");
@@ -268,7 +243,7 @@ fn a_restore_a_few_changes_back_still_opens_the_recovery() {
         r.one::<bool>("SELECT recovery_since IS NOT NULL FROM idgen_registry_server")
             .then_some(())
     });
-    wait_for_reports(&reg, 2);
+    wait_for_reports(&reg, 2, Duration::from_secs(20));
     r.batch_execute("SELECT * FROM idgen_registry_recover()")
         .unwrap();
     numbers.extend(draw_segment(&a, "g", 150));
@@ -320,7 +295,7 @@ fn a_member_cannot_report_for_another_node_nor_stop_the_fleet_with_a_revision() 
         ))),
         "42501"
     );
-    wait_for_reports(&reg, 2);
+    wait_for_reports(&reg, 2, Duration::from_secs(20));
     let reporter: String = r.one(&format!(
         "SELECT reported_by FROM idgen_registry_recovery WHERE node_name = '{a_name}'"
     ));
@@ -411,5 +386,185 @@ fn with_coarse_ticks_a_grant_after_the_wait_starts_above_a_lost_grants_fence() {
     assert!(
         floor > lost_fence,
         "the grant after the restore starts at tick {floor}, not above the lost grant's fence {lost_fence}"
+    );
+}
+
+/// A node cut off during a recovery that skipped it must not serve its cached ranges when it
+/// comes back (adversarial review of the contact rule, HIGH): B holds `g`'s first range; the
+/// registry's backup; A takes the next range (lost in the restore) and is cut off (its registry
+/// client stopped); the operator restores the registry, B reports, and the recovery skips A.
+/// B uses up its range and takes A's lost one again. When A's client is back, its first hello
+/// shows a recovery that did not use A's report, so A drops its cached ranges before the hello
+/// counts as a contact: A's next numbers come from a new range, none of them one B drew.
+/// (Before, the hello counted as contact and A went on with its old range: B's numbers again.)
+#[test]
+fn a_node_skipped_by_a_recovery_drops_its_cached_ranges_when_it_comes_back() {
+    let reg = registry("rec_skip_reg");
+    let settings = ["idgen.segment_worker_idle_timeout = '10min'"];
+    let a = node(&reg, "rec_skip_a", &settings);
+    let b = node(&reg, "rec_skip_b", &settings);
+    b.connect("postgres")
+        .batch_execute("SELECT segment_create('g', step => 1000, scope => 'global')")
+        .unwrap();
+    let mut numbers = draw_segment(&b, "g", 5);
+    let backup = snapshot(&reg, "rec_skip_backup");
+    // A's first numbers come from a range the restore loses: skipping A, the operator accepts
+    // that B hands those out again (the recovery waits for reports to prevent it); what A must
+    // never do is serve that range after the recovery.
+    let before_cut = draw_segment(&a, "g", 5);
+    assert!(before_cut.iter().all(|&n| n > 1000), "{before_cut:?}");
+    let a_client = client_pid(&a).expect("A's registry client");
+    let cut_off = Stopped::new(a_client);
+
+    restore(&reg, &backup);
+    reg.connect("postgres")
+        .batch_execute("SELECT idgen_registry_begin_recovery('restored from a base backup')")
+        .unwrap();
+    wait_for_reports(&reg, 1, Duration::from_secs(20));
+    let gone: Vec<String> = reg
+        .connect("postgres")
+        .query(
+            "SELECT node_name FROM idgen_registry_recovery WHERE NOT reported",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(gone.len(), 1, "only A has not reported: {gone:?}");
+    recover(&reg, &gone);
+    // B uses up its range and takes the next ones (after the registry's wait): A's lost range.
+    let mut b_client = b.connect("postgres");
+    wait_for(
+        "B's numbers after the recovery",
+        Duration::from_secs(30),
+        || {
+            b_client
+                .query(
+                    "SELECT segment_nextval('g') FROM generate_series(1, 1500)",
+                    &[],
+                )
+                .ok()
+                .map(|rows| numbers.extend(rows.iter().map(|r| r.get::<_, i64>(0))))
+        },
+    );
+
+    // A comes back.
+    drop(cut_off);
+    let mut a_db = a.connect("postgres");
+    let mut drawn_by_a = Vec::new();
+    wait_for(
+        "A's numbers after it came back",
+        Duration::from_secs(60),
+        || {
+            // A's own saved revision may open another recovery; complete it once A reported.
+            let mut r = reg.connect("postgres");
+            let open: i64 = r.one("SELECT count(*) FROM idgen_registry_recovery");
+            let reported: i64 =
+                r.one("SELECT count(*) FROM idgen_registry_recovery WHERE reported");
+            if open > 0 && open == reported {
+                let _ = r.batch_execute("SELECT * FROM idgen_registry_recover()");
+            }
+            match a_db.query(
+                "SELECT segment_nextval('g') FROM generate_series(1, 20)",
+                &[],
+            ) {
+                Ok(rows) => {
+                    drawn_by_a.extend(rows.iter().map(|r| r.get::<_, i64>(0)));
+                    Some(())
+                }
+                Err(_) => None,
+            }
+        },
+    );
+    numbers.extend(drawn_by_a);
+    assert_no_repeats("numbers of g", &numbers);
+}
+
+/// The catalogs' merge runs as a superuser in every database: a database owner must not be able
+/// to make it run their code (adversarial review, HIGH). The owner of a database with idgen
+/// plants `public.-(bigint, integer)` calling a function that makes them a superuser, and puts
+/// `public` first in the database's `search_path`; the node restarts (the registry client starts
+/// the merge). The merge raises the database's global mark into the (removed) marks file, and
+/// the owner is still no superuser. (Before, the merge's query used an unqualified `-` under the
+/// database's stored `search_path`, and the owner became a superuser.)
+#[test]
+fn a_database_owner_cannot_run_code_in_the_catalogs_merge() {
+    let reg = registry("rec_owner_reg");
+    let a = node(&reg, "rec_owner_a", &[]);
+    let mut su = a.connect("postgres");
+    for sql in [
+        "CREATE ROLE alice LOGIN",
+        "CREATE DATABASE alicedb OWNER alice",
+        "ALTER DATABASE alicedb SET search_path = public, pg_catalog",
+    ] {
+        su.batch_execute(sql).unwrap();
+    }
+    let mut su_db = a.connect("alicedb");
+    for sql in [
+        "CREATE EXTENSION idgen",
+        "SELECT segment_create('g', step => 10, scope => 'global')",
+        "SELECT segment_nextval('g')",
+    ] {
+        su_db.batch_execute(sql).unwrap();
+    }
+    drop(su_db);
+    let mut alice = a.connect_as("alicedb", "alice");
+    alice
+        .batch_execute(
+            "CREATE FUNCTION public.grab(a bigint, b integer) RETURNS bigint LANGUAGE plpgsql AS $$ \
+             BEGIN EXECUTE 'ALTER ROLE alice SUPERUSER'; RETURN a OPERATOR(pg_catalog.-) b; END $$; \
+             CREATE OPERATOR public.- (FUNCTION = public.grab, LEFTARG = bigint, RIGHTARG = integer)",
+        )
+        .unwrap();
+    drop(alice);
+    drop(su);
+    a.stop("fast");
+    std::fs::remove_file(a.data().join("idgen_registry.marks")).unwrap();
+    a.start_server();
+    wait_for("the catalogs' merge", Duration::from_secs(30), || {
+        a.log().contains("global marks of database").then_some(())
+    });
+    let superuser: bool = a
+        .connect("postgres")
+        .one("SELECT rolsuper FROM pg_roles WHERE rolname = 'alice'");
+    assert!(
+        !superuser,
+        "the catalogs' merge ran the database owner's operator as a superuser"
+    );
+}
+
+/// The catalogs' merge reads every database, also one whose owner refuses connections
+/// (adversarial review, MEDIUM: a database skipped silently leaves its global marks out of a
+/// promoted standby's report). A database with a drawn global segment is closed to connections;
+/// the node restarts without its marks file, and the merge still raises that database's mark in
+/// it. (Before, the merge listed only databases that allow connections.)
+#[test]
+fn the_catalogs_merge_reads_a_database_closed_to_connections() {
+    let reg = registry("rec_closed_reg");
+    let a = node(&reg, "rec_closed_a", &[]);
+    let mut su = a.connect("postgres");
+    su.batch_execute("CREATE DATABASE closed").unwrap();
+    let mut db = a.connect("closed");
+    for sql in [
+        "CREATE EXTENSION idgen",
+        "SELECT segment_create('g', step => 10, scope => 'global')",
+        "SELECT segment_nextval('g')",
+    ] {
+        db.batch_execute(sql).unwrap();
+    }
+    drop(db);
+    su.batch_execute("ALTER DATABASE closed ALLOW_CONNECTIONS false")
+        .unwrap();
+    let oid: i64 = su.one("SELECT oid::int8 FROM pg_database WHERE datname = 'closed'");
+    drop(su);
+    a.stop("fast");
+    std::fs::remove_file(a.data().join("idgen_registry.marks")).unwrap();
+    a.start_server();
+    let line = format!("global marks of database {oid} raised");
+    wait_for(
+        "the closed database's marks merged",
+        Duration::from_secs(30),
+        || a.log().contains(&line).then_some(()),
     );
 }
