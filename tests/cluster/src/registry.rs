@@ -303,3 +303,47 @@ impl Drop for Stopped {
             .status();
     }
 }
+
+/// Waits until the registry's clock has passed the final reservation (`released_tick`) of
+/// `worker`'s released lease: from then on an `auto` node may be granted the id (no grant
+/// starts above the registry's clock, nor below a tick its last holder reserved).
+pub fn wait_until_released_id_is_free(reg: &Cluster, worker: i32) {
+    let mut r = reg.connect("postgres");
+    wait_for(
+        "the registry's clock to pass the released lease's final tick",
+        Duration::from_secs(20),
+        || {
+            r.one_with::<bool>(
+                "SELECT coalesce(clock_timestamp() >= to_timestamp((epoch_unix_ms \
+                 + released_tick * time_unit_ms) / 1000.0), false) \
+                 FROM idgen_registry_workers WHERE worker_id = $1",
+                &[&worker],
+            )
+            .then_some(())
+        },
+    );
+}
+
+/// Waits (at most `within`) until `nodes` known nodes have reported in the registry's open
+/// recovery.
+pub fn wait_for_reports(reg: &Cluster, nodes: i64, within: Duration) {
+    let mut r = reg.connect("postgres");
+    wait_for("the nodes' reports", within, || {
+        (r.one::<i64>("SELECT count(*) FROM idgen_registry_recovery WHERE reported") == nodes)
+            .then_some(())
+    });
+}
+
+/// Completes the registry's open recovery as its superuser, skipping `skip` (node names);
+/// returns what it raised, as (subject, raised to).
+pub fn recover(reg: &Cluster, skip: &[String]) -> Vec<(String, i64)> {
+    reg.connect("postgres")
+        .query(
+            "SELECT subject, raised_to FROM idgen_registry_recover(skip_nodes => $1)",
+            &[&skip],
+        )
+        .unwrap_or_else(|e| panic!("idgen_registry_recover(): {e}"))
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use idgen_cluster_tests::registry::{
     direct_hello, draw, held_worker, node, nothing_issued, refused, registry, registry_setting,
-    status, DURABLE, FAST,
+    status, wait_until_released_id_is_free, DURABLE, FAST,
 };
 use idgen_cluster_tests::{column, db_error, sqlstate, twitter, wait_for, Cluster, One};
 
@@ -30,26 +30,6 @@ use idgen_cluster_tests::{column, db_error, sqlstate, twitter, wait_for, Cluster
 fn registry_with_max_lease(tag: &str, max_lease: &str) -> Cluster {
     let longest = format!("idgen.registry_max_lease = {max_lease}");
     Cluster::with_idgen(tag, 0, &[DURABLE[0], DURABLE[1], &longest])
-}
-
-/// Waits until the registry's clock has passed the final reservation (`released_tick`) of
-/// `worker`'s released lease: from then on the id is free again (no grant starts above the
-/// registry's clock, nor below a tick its last holder reserved).
-fn wait_until_released_id_is_free(reg: &Cluster, worker: i32) {
-    let mut r = reg.connect("postgres");
-    wait_for(
-        "the registry's clock to pass the released lease's final tick",
-        Duration::from_secs(20),
-        || {
-            r.one_with::<bool>(
-                "SELECT coalesce(clock_timestamp() >= to_timestamp((epoch_unix_ms \
-                 + released_tick * time_unit_ms) / 1000.0), false) \
-                 FROM idgen_registry_workers WHERE worker_id = $1",
-                &[&worker],
-            )
-            .then_some(())
-        },
-    );
 }
 
 /// Three `auto` nodes get three distinct worker ids (the registry's view agrees) and draw 6,000

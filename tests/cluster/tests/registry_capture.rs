@@ -607,6 +607,7 @@ const REGISTRY_FUNCTIONS: &[&str] = &[
     "idgen_registry_segment_take",
     "idgen_registry_serial_take",
     "idgen_registry_timeline",
+    "idgen_registry_wait_lease_ms",
 ];
 
 /// What a member of `idgen_registry` may call: the node's side of the protocol.
@@ -1184,30 +1185,7 @@ fn a_failover_that_lost_ranges_shows_in_the_next_hello() {
         .unwrap();
     assert_eq!(take(&mut a, "g", 100, "a", &secret).unwrap().1, 100);
     // The standby has all of that, then stops receiving (an asynchronous standby behind).
-    let lsn: String = reg
-        .connect("postgres")
-        .one("SELECT pg_current_wal_lsn()::text");
-    let mut sb = standby.connect("postgres");
-    wait_for("the standby's replay", Duration::from_secs(30), || {
-        sb.one_with::<bool>(
-            "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
-            &[&lsn],
-        )
-        .then_some(())
-    });
-    drop(sb);
-    standby.stop("fast");
-    let mut seen = 0;
-    let mut lost = Vec::new();
-    for _ in 0..3 {
-        let (first, last, revision) = take(&mut a, "g", 100, "a", &secret).unwrap();
-        lost.push((first, last));
-        seen = revision;
-    }
-    drop(a);
-    reg.stop("immediate");
-    standby.start_server();
-    standby.promote();
+    let (lost, seen) = lose_takes_in_a_failover(&reg, &standby, a, "a", &secret);
 
     let mut a = standby.connect_as("postgres", "node_a");
     let row = a
@@ -1271,30 +1249,7 @@ fn a_member_that_knows_a_nodes_incarnation_cannot_hide_its_lost_ranges() {
         take(&mut a, "g", 100, "a-incarnation", &secret).unwrap().1,
         100
     );
-    let lsn: String = reg
-        .connect("postgres")
-        .one("SELECT pg_current_wal_lsn()::text");
-    let mut sb = standby.connect("postgres");
-    wait_for("the standby's replay", Duration::from_secs(30), || {
-        sb.one_with::<bool>(
-            "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
-            &[&lsn],
-        )
-        .then_some(())
-    });
-    drop(sb);
-    standby.stop("fast");
-    let mut seen = 0;
-    let mut lost = Vec::new();
-    for _ in 0..3 {
-        let (first, last, revision) = take(&mut a, "g", 100, "a-incarnation", &secret).unwrap();
-        lost.push((first, last));
-        seen = revision;
-    }
-    drop(a);
-    reg.stop("immediate");
-    standby.start_server();
-    standby.promote();
+    let (lost, seen) = lose_takes_in_a_failover(&reg, &standby, a, "a-incarnation", &secret);
 
     // The intruder, on the promoted registry, before a is back.
     let mut intruder = standby.connect_as("postgres", "intruder");
@@ -1427,4 +1382,42 @@ fn a_member_cannot_take_the_name_of_a_node_with_a_live_lease_after_the_update() 
         told(&squat),
         told(&own)
     );
+}
+
+/// The registry's asynchronous standby replays everything so far and stops receiving; `a`
+/// (a node session of incarnation `incarnation`) takes three more ranges of `g` on the
+/// registry; the registry dies and its standby is promoted: those takes are lost. Returns the
+/// lost ranges and the highest revision answered.
+fn lose_takes_in_a_failover(
+    reg: &Cluster,
+    standby: &Cluster,
+    mut a: Client,
+    incarnation: &str,
+    secret: &str,
+) -> (Vec<(i64, i64)>, i64) {
+    let lsn: String = reg
+        .connect("postgres")
+        .one("SELECT pg_current_wal_lsn()::text");
+    let mut sb = standby.connect("postgres");
+    wait_for("the standby's replay", Duration::from_secs(30), || {
+        sb.one_with::<bool>(
+            "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+            &[&lsn],
+        )
+        .then_some(())
+    });
+    drop(sb);
+    standby.stop("fast");
+    let mut seen = 0;
+    let mut lost = Vec::new();
+    for _ in 0..3 {
+        let (first, last, revision) = take(&mut a, "g", 100, incarnation, secret).unwrap();
+        lost.push((first, last));
+        seen = revision;
+    }
+    drop(a);
+    reg.stop("immediate");
+    standby.start_server();
+    standby.promote();
+    (lost, seen)
 }

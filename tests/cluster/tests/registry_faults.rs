@@ -9,8 +9,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use idgen_cluster_tests::registry::{
-    auto_fast, client_pid, draw, draw_segment, held_worker, node, refused, registry, repeated,
-    restore, segment_mark, signal, snapshot, snowflake_until_failure, status, DURABLE, FAST,
+    auto_fast, client_pid, draw, draw_segment, held_worker, node, recover, refused, registry,
+    repeated, restore, segment_mark, signal, snapshot, snowflake_until_failure, status,
+    wait_for_reports, DURABLE, FAST,
 };
 use idgen_cluster_tests::{twitter, wait_for, Cluster, One};
 
@@ -186,22 +187,11 @@ fn a_registry_restored_from_a_snapshot_is_detected_and_repeats_nothing() {
     let mut r = reg.connect("postgres");
     let reason: String = r.one("SELECT recovery_reason FROM idgen_registry_server");
     assert!(reason.contains("had seen revision"), "{reason}");
-    wait_for("both nodes' reports", Duration::from_secs(10), || {
-        (r.one::<i64>("SELECT count(*) FROM idgen_registry_recovery WHERE reported") == 2)
-            .then_some(())
-    });
+    wait_for_reports(&reg, 2, Duration::from_secs(10));
 
     // The operator's command raises g's mark above every number drawn; then both nodes hold
     // their worker ids again and draw on.
-    let raised: Vec<(String, i64)> = r
-        .query(
-            "SELECT subject, raised_to FROM idgen_registry_recover()",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    let raised = recover(&reg, &[]);
     eprintln!("recover raised {raised:?}");
     assert!(
         raised

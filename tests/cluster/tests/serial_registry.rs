@@ -10,7 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use idgen_cluster_tests::registry::{
-    auto_fast, failure_text, held_worker, node, registry, restore, snapshot,
+    auto_fast, failure_text, held_worker, node, recover, registry, restore, snapshot,
+    wait_for_reports, wait_until_released_id_is_free,
 };
 use idgen_cluster_tests::{column, sqlstate, wait_for, Cluster, One};
 
@@ -39,25 +40,6 @@ fn draw_serial(n: &Cluster, name: &str, count: i32) -> Vec<String> {
 fn assert_distinct(texts: &[String]) {
     let set: HashSet<&String> = texts.iter().collect();
     assert_eq!(set.len(), texts.len(), "a text twice: {texts:?}");
-}
-
-/// Waits until the registry's clock has passed the final reservation of `worker`'s released
-/// lease: from then on an `auto` node may be granted the id.
-fn wait_until_released_id_is_free(reg: &Cluster, worker: i32) {
-    let mut r = reg.connect("postgres");
-    wait_for(
-        "the registry's clock to pass the released lease's final tick",
-        Duration::from_secs(20),
-        || {
-            r.one_with::<bool>(
-                "SELECT coalesce(clock_timestamp() >= to_timestamp((epoch_unix_ms \
-                 + released_tick * time_unit_ms) / 1000.0), false) \
-                 FROM idgen_registry_workers WHERE worker_id = $1",
-                &[&worker],
-            )
-            .then_some(())
-        },
-    );
 }
 
 /// Two `auto` nodes draw global serial `inv` (its texts show the worker id), two clients each
@@ -309,19 +291,8 @@ fn a_registry_that_lost_a_global_serials_counter_recovers_without_repeating_a_te
     assert_distinct(&texts);
 
     // Both nodes report; the operator completes the recovery, raising r's counter.
-    wait_for("both nodes' reports", Duration::from_secs(20), || {
-        (r.one::<i64>("SELECT count(*) FROM idgen_registry_recovery WHERE reported") == 2)
-            .then_some(())
-    });
-    let raised: Vec<(String, i64)> = r
-        .query(
-            "SELECT subject, raised_to FROM idgen_registry_recover()",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    wait_for_reports(&reg, 2, Duration::from_secs(20));
+    let raised = recover(&reg, &[]);
     assert!(
         raised
             .iter()
