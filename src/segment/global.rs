@@ -254,27 +254,39 @@ fn call_within(
     }
     let result = CONN.with_borrow_mut(|slot| {
         let deadline = Instant::now() + timeout;
-        if slot.is_none() {
-            let conninfo = crate::guc::registry_conninfo().unwrap_or_default();
-            *slot = Some(
-                conn::connect(&conninfo, deadline, Wait::Interrupts).map_err(|e| match e {
-                    // The registry answered (idgen is not installed there): not a lost registry.
-                    ConnError::Remote(r) => remote(&r),
-                    other => lost(other),
-                })?,
-            );
-        }
-        let conn = slot.as_mut().expect("connected above");
-        match conn.query(sql, params, deadline, Wait::Interrupts) {
-            Ok(rows) => Ok(rows.into_iter().next()),
-            Err(ConnError::Remote(r)) => {
-                // Any error may leave the session unusable: the next call connects afresh.
-                *slot = None;
-                Err(remote(&r))
+        // A connection kept from an earlier call may have been closed meanwhile (the registry
+        // restarted or failed over): a call that fails on it with a lost connection is tried
+        // once more on a new one. A take the registry committed before the connection was lost
+        // is only skipped (its answer never came): a gap, never a number twice.
+        let mut reused = slot.is_some();
+        loop {
+            if slot.is_none() {
+                let conninfo = crate::guc::registry_conninfo().unwrap_or_default();
+                *slot = Some(
+                    conn::connect(&conninfo, deadline, Wait::Interrupts).map_err(|e| match e {
+                        // The registry answered (idgen is not installed there): not a lost
+                        // registry.
+                        ConnError::Remote(r) => remote(&r),
+                        other => lost(other),
+                    })?,
+                );
             }
-            Err(e) => {
-                *slot = None;
-                Err(lost(e))
+            let conn = slot.as_mut().expect("connected above");
+            match conn.query(sql, params, deadline, Wait::Interrupts) {
+                Ok(rows) => return Ok(rows.into_iter().next()),
+                Err(ConnError::Remote(r)) => {
+                    // Any error may leave the session unusable: the next call connects afresh.
+                    *slot = None;
+                    return Err(remote(&r));
+                }
+                Err(e) => {
+                    *slot = None;
+                    if reused && Instant::now() < deadline {
+                        reused = false;
+                        continue;
+                    }
+                    return Err(lost(e));
+                }
             }
         }
     });
