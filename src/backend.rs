@@ -101,3 +101,19 @@ pub(crate) fn set_local(name: &std::ffi::CStr, value: &std::ffi::CStr) {
         );
     }
 }
+
+/// Sets setting `name` to `value` for the rest of this process, over the configuration files
+/// and the database's and role's stored settings (the override source): a background worker's
+/// own settings. Call outside a transaction; a value the setting refuses raises an ERROR.
+pub(crate) fn set_override(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    // SAFETY: NUL-terminated names and values; SetConfigOption with the override source, which
+    // outranks every other source, outside any transaction.
+    unsafe {
+        pg_sys::SetConfigOption(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_OVERRIDE,
+        )
+    }
+}

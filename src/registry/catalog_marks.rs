@@ -144,19 +144,7 @@ fn launcher() {
 /// say (a database owner may set them): no schema a user can write is searched, and no
 /// statement or lock wait outlasts a bound.
 fn force_settings() {
-    let set = |name: &std::ffi::CStr, value: &std::ffi::CStr| {
-        // SAFETY: NUL-terminated names of existing settings and valid values, set with the
-        // override source (which outranks the files and the stored settings) outside any
-        // transaction.
-        unsafe {
-            pg_sys::SetConfigOption(
-                name.as_ptr(),
-                value.as_ptr(),
-                pg_sys::GucContext::PGC_SUSET,
-                pg_sys::GucSource::PGC_S_OVERRIDE,
-            )
-        }
-    };
+    use crate::backend::set_override as set;
     set(c"search_path", c"");
     set(c"statement_timeout", c"60s");
     set(c"lock_timeout", c"10s");

@@ -115,18 +115,7 @@ pub(crate) fn reload_now() {
 /// The allocator's own settings: commits are durable (locally and, with synchronous standbys,
 /// on them) before a range is used; no user schema is searched; a clear application_name.
 pub(crate) fn force_settings() {
-    let set = |name: &std::ffi::CStr, value: &std::ffi::CStr| {
-        // SAFETY: NUL-terminated names of existing settings and valid values, set with the
-        // override source (which outranks the files) outside any transaction.
-        unsafe {
-            pg_sys::SetConfigOption(
-                name.as_ptr(),
-                value.as_ptr(),
-                pg_sys::GucContext::PGC_SUSET,
-                pg_sys::GucSource::PGC_S_OVERRIDE,
-            )
-        }
-    };
+    use crate::backend::set_override as set;
     // SAFETY: a plain int GUC variable of this process, read on its only thread.
     if unsafe { pg_sys::synchronous_commit }
         < pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH as i32
