@@ -77,8 +77,34 @@ const BACKOFF_MAX: Duration = Duration::from_secs(8);
 /// (`idgen.registry_lease`, at most the registry's `idgen.registry_max_lease`). A node cut
 /// off from the registry stops at a known time, as its Snowflake ids do, so a recovery that
 /// had to skip it can hand the numbers out again once the lease is over (the registry waits
-/// a longest lease after it). `what` names the range for the error. 55000 when not.
+/// a longest lease after it). `what` names the range for the error. Waits for the next contact
+/// up to `idgen.segment_wait_timeout`; 55000 when it does not come.
 pub(crate) fn check_contact(what: impl FnOnce() -> String) -> Result<(), Error> {
+    // A registry that restarts or fails over is out of contact for a moment: callers wait for
+    // the next contact as they wait for a range, up to `idgen.segment_wait_timeout`, and only
+    // then fail. Interruptible (a cancel ends the wait).
+    let deadline = super::shared::deadline();
+    loop {
+        let stale = match contact_stale() {
+            None => return Ok(()),
+            Some(stale) => stale,
+        };
+        // No deadline (`idgen.segment_wait_timeout` = 0): until cancelled.
+        if deadline.is_some_and(|d| crate::time::now_timestamptz_us() >= d) {
+            let (age_ms, lease_ms) = stale;
+            return Err(Error::GlobalRangeStale {
+                what: what(),
+                age_ms,
+                lease_ms,
+            });
+        }
+        crate::latch::sleep_interruptibly(Duration::from_millis(10));
+    }
+}
+
+/// `None` while a cached global range may be served; else the contact's age (ms, -1 for none
+/// since the server started) and the lease it is compared with (ms).
+fn contact_stale() -> Option<(i64, i64)> {
     let (contact_ms, registry_max_lease_ms) = crate::marks::contact();
     let mut lease_ms = crate::guc::registry_lease_ms() as i64;
     if registry_max_lease_ms > 0 {
@@ -87,17 +113,16 @@ pub(crate) fn check_contact(what: impl FnOnce() -> String) -> Result<(), Error> 
     let now = crate::marks::contact_clock_ms();
     // No contact yet since the server started: nothing is served.
     if contact_ms > 0 && idgen_core::registry::range_usable(now, contact_ms, lease_ms) {
-        return Ok(());
+        return None;
     }
-    Err(Error::GlobalRangeStale {
-        what: what(),
-        age_ms: if contact_ms == 0 {
+    Some((
+        if contact_ms == 0 {
             -1
         } else {
             now - contact_ms
         },
         lease_ms,
-    })
+    ))
 }
 
 /// Whether this server has a registry (`idgen.registry`).

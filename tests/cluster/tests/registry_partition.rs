@@ -401,16 +401,24 @@ fn a_silent_registry_never_delays_local_segments() {
 
 /// A node with a 2 s lease holds cached ranges of global segment `g` (step 10,000) and of
 /// global serial `s` (each drawn once). The registry stops: just after, both still draw (their
-/// last contact with the registry is younger than the lease); 1.5 s past the lease, both are
-/// refused with 55000 ("... is not served: the registry's last contact is older than the
-/// lease") although numbers remain cached, so that a node cut off from the registry stops at a
-/// known time. Once the registry is started again both draw again by themselves within 30 s,
+/// last contact with the registry is younger than the lease); 1.5 s past the lease, both wait
+/// for a contact (`idgen.segment_wait_timeout`, 500 ms here) and are refused with 55000 ("...
+/// is not served: the registry's last contact is older than the lease") although numbers
+/// remain cached, so that a node cut off from the registry stops at a known time. Once the registry is started again both draw again by themselves within 30 s,
 /// and every number of `g` drawn is unique and increasing, every text of `s` too.
 #[test]
 fn a_cut_off_node_stops_serving_cached_global_ranges_after_its_lease() {
     const LEASE: Duration = Duration::from_secs(2);
     let reg = registry("part_lease_reg");
-    let n = node(&reg, "part_lease_node", &["idgen.registry_lease = '2s'"]);
+    // A caller waits for the next contact up to idgen.segment_wait_timeout, then is refused.
+    let n = node(
+        &reg,
+        "part_lease_node",
+        &[
+            "idgen.registry_lease = '2s'",
+            "idgen.segment_wait_timeout = '500ms'",
+        ],
+    );
     let mut c = n.connect("postgres");
     c.batch_execute(
         "SELECT segment_create('g', start => 1, step => 10000, scope => 'global'); \
