@@ -391,9 +391,9 @@ BEGIN
        OR seen_revision IS NULL OR seen_revision < 0 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid hello';
     END IF;
-    -- A revision is believed up to 2^62 (one above opens a recovery as well, and the
-    -- recovery's revision never reaches the bigint maximum).
-    seen_revision := least(seen_revision, 4611686018427387904);
+    -- Compared as it is: any revision above the one answered this node opens a recovery, also
+    -- past 2^62 (a report believes revisions up to 2^62 only, so no recovery's revision
+    -- reaches the bigint maximum, but the registry's may stand above 2^62 after one).
     PERFORM @extschema@.idgen_registry_check_node(node);
     SELECT n.revision INTO known FROM @extschema@.idgen_registry_node n WHERE n.node_name = node;
     -- Most hellos change nothing of the server's row: only those that do lock it.

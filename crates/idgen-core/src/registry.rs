@@ -31,8 +31,9 @@ pub const MIN_LEASE_MS: i64 = 100;
 /// machine, a failover to a standby whose clock is behind), ms. Part of the wait after an epoch.
 pub const CLOCK_STEP_MS: i64 = 1_000;
 
-/// The largest step a global take hands out (a range of at most this many numbers).
-pub const MAX_STEP: i64 = 1 << 30;
+/// The largest step a global take hands out (a range of at most this many numbers): the
+/// registry's `step_size integer`, 2^31 - 1.
+pub const MAX_STEP: i64 = i32::MAX as i64;
 
 /// Why the registry refuses a call. Each maps to one SQLSTATE in the registry's SQL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -923,6 +923,12 @@ const REGISTRY_OVERLOADS: &str = "
     BEGIN
         PERFORM public.idgen_trap_spring('idgen_registry_revision_now(VARIADIC bigint[])');
         RETURN 0;
+    END $$;
+    CREATE FUNCTION public.idgen_registry_wait_lease_ms(VARIADIC parts bigint[]) RETURNS bigint
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM public.idgen_trap_spring('idgen_registry_wait_lease_ms(VARIADIC bigint[])');
+        RETURN 0;
     END $$;";
 
 /// Every SECURITY DEFINER function of idgen that this test calls, directly or (the internal
@@ -946,6 +952,7 @@ const REGISTRY_DEFINERS: &[&str] = &[
     "idgen_registry_segment_get(",
     "idgen_registry_segment_take(",
     "idgen_registry_serial_take(",
+    "idgen_registry_wait_lease_ms(",
     "serial_",
 ];
 
