@@ -12,7 +12,7 @@
 //!
 //! The shared part also keeps the registry's last contact: when the latest call it answered as
 //! an open registry was sent (a hello with no recovery open, or one this node has reported in;
-//! a take). A global range, segment or serial counter, is served only while that contact is
+//! not a take, which knows nothing of a recovery that made the cached ranges void). A global range, segment or serial counter, is served only while that contact is
 //! younger than the lease (DESIGN.md §6 "Cached global ranges"), so a node cut off from the
 //! registry stops at a known time, as its Snowflake ids do at the end of their lease.
 //!
@@ -47,7 +47,7 @@ struct MarksShared {
     /// answered this node proves it lost commits.
     seen_revision: AtomicI64,
     /// When the call of the registry's latest answer that counts as contact was sent (the
-    /// monotonic clock, ms, so that a wall clock stepped back or forward changes nothing);
+    /// boot-time clock, ms, so that a wall clock stepped back or forward changes nothing);
     /// 0 before the first.
     contact_ms: AtomicI64,
     /// The registry's last completed recovery as its last hello said (`recovered_at`, ms since
@@ -106,9 +106,10 @@ pub(crate) fn seen_revision() -> i64 {
     }
 }
 
-/// The clock contacts are dated by: monotonic, ms ([`crate::time::monotonic_ms`]).
+/// The clock contacts are dated by: the boot-time clock, ms ([`crate::time::boottime_ms`]):
+/// unaffected by steps of the wall clock, and counting a suspended machine's sleep.
 pub(crate) fn contact_clock_ms() -> i64 {
-    crate::time::monotonic_ms()
+    crate::time::boottime_ms()
 }
 
 /// Notes a contact with the registry: a call sent at `asked_at_ms` ([`contact_clock_ms`]) that

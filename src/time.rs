@@ -45,6 +45,12 @@ pub(crate) fn monotonic_ms() -> i64 {
     read_clock(libc::CLOCK_MONOTONIC).0
 }
 
+/// CLOCK_BOOTTIME in ms: as [`monotonic_ms`], but counting the time the machine was suspended
+/// too (a node suspended for hours must find its registry contact hours old when it resumes).
+pub(crate) fn boottime_ms() -> i64 {
+    read_clock(libc::CLOCK_BOOTTIME).0
+}
+
 /// The current time as PostgreSQL's `TimestampTz` (µs since 2000-01-01), as
 /// `GetCurrentTimestamp` gives it: what the segment cache records and compares.
 pub(crate) fn now_timestamptz_us() -> i64 {

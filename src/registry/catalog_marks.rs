@@ -5,9 +5,11 @@
 //! `idgen_serial_counter.value` are committed (with the synchronous standbys) before any number
 //! of their range is used. So when the registry client starts (a server start, or a standby's
 //! promotion), a launcher background worker lists the databases and starts one worker per
-//! database, one at a time, that raises the file's marks to its catalog's. The client reports in
-//! a recovery only once a merge has succeeded for every database; a merge that failed (no free
-//! worker slot, a database that could not be read) is started again before the next report.
+//! database, one at a time, each given [`DATABASE_DEADLINE`], that raises the file's marks to its
+//! catalog's. The client reports in a recovery once the merge has run: a database that could not
+//! be read in time (its owner's settings or open transactions, no free worker slot) is logged
+//! as a WARNING and left out, so that no database owner can keep the node from reporting; its
+//! marks then come from the marks file alone (enough unless the node was promoted).
 
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
@@ -16,8 +18,11 @@ use pgrx::prelude::*;
 /// The launcher's argument; a database worker's is its database oid.
 const LAUNCHER: u32 = 0;
 
+/// How long the launcher gives one database's worker before it terminates it.
+const DATABASE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A merge still running this long is presumed lost (its launcher died), and started again.
-const MERGE_LOST_MS: i64 = 300_000;
+const MERGE_LOST_MS: i64 = 600_000;
 
 /// Starts the merge (from the registry client). Without a free background worker slot, the
 /// merge has failed: the next [`merged`] starts it again.
@@ -32,13 +37,12 @@ pub(crate) fn launch() {
     }
 }
 
-/// Whether the client may report now: a merge has succeeded. A failed or lost one is started
-/// again (so a node that can never merge never reports: the operator sees it in
-/// `idgen_registry_recovery`, and its log says why).
+/// Whether the client may report now: a merge has run (every database read, or those that
+/// could not be read logged). One that never started is started now; a lost one again.
 pub(crate) fn merged() -> bool {
     match crate::marks::catalog_merge() {
-        -1 => true,
-        0 | -2 => {
+        -1 | -2 => true,
+        0 => {
             launch();
             false
         }
@@ -123,7 +127,7 @@ fn launcher() {
             .set_notify_pid(me)
             .load_dynamic();
         let done = match worker {
-            Ok(w) => w.wait_for_shutdown().is_ok(),
+            Ok(w) => wait_or_terminate(w),
             Err(_) => false,
         };
         if !done || crate::marks::catalog_merged_db() != i64::from(db) {
@@ -133,22 +137,44 @@ fn launcher() {
     if failed.is_empty() {
         crate::marks::set_catalog_merge(-1);
     } else {
-        log!(
-            "idgen catalog marks: the global marks of database(s) {failed:?} could not be merged into the marks file (see the log above; max_worker_processes?); the registry client tries again before it reports"
+        warning!(
+            "idgen catalog marks: the global marks of database(s) {failed:?} could not be merged into the marks file (see the log above; max_worker_processes, or a database's settings or open transactions): a report in a recovery comes from the marks file for them"
         );
         crate::marks::set_catalog_merge(-2);
     }
 }
 
+/// Waits for a database's worker to exit, at most [`DATABASE_DEADLINE`]; past it, terminates
+/// it (a wait it cannot leave by itself: a lock, a safe snapshot, a settings trap). Whether it
+/// exited by itself.
+fn wait_or_terminate(worker: pgrx::bgworkers::DynamicBackgroundWorker) -> bool {
+    let deadline = std::time::Instant::now() + DATABASE_DEADLINE;
+    loop {
+        match worker.pid() {
+            Err(pgrx::bgworkers::BackgroundWorkerStatus::Stopped)
+            | Err(pgrx::bgworkers::BackgroundWorkerStatus::PostmasterDied) => return true,
+            _ if std::time::Instant::now() >= deadline => {
+                let _ = worker.terminate().wait_for_shutdown();
+                return false;
+            }
+            _ => crate::latch::sleep_interruptibly(std::time::Duration::from_millis(50)),
+        }
+    }
+}
+
 /// This worker's own settings, over whatever the database's and the role's stored settings
-/// say (a database owner may set them): no schema a user can write is searched, and no
-/// statement or lock wait outlasts a bound.
+/// say (a database owner may set them): no schema a user can write is searched, the session's
+/// own role (a superuser), a read-only READ COMMITTED transaction that waits for no safe
+/// snapshot, and lock waits bounded (the launcher bounds the whole worker: a background
+/// worker's statements have no `statement_timeout`).
 fn force_settings() {
     use crate::backend::set_override as set;
     set(c"search_path", c"");
-    set(c"statement_timeout", c"60s");
+    set(c"role", c"none");
     set(c"lock_timeout", c"10s");
     set(c"default_transaction_read_only", c"on");
+    set(c"default_transaction_isolation", c"read committed");
+    set(c"default_transaction_deferrable", c"off");
     set(c"application_name", c"idgen catalog marks");
 }
 

@@ -204,7 +204,6 @@ pub(crate) fn find(name: &str) -> Result<Option<(i32, i64)>, Error> {
 /// reached.
 pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Error> {
     let step = step.clamp(1, i64::from(i32::MAX));
-    let asked_at = crate::marks::contact_clock_ms();
     let row = call(
         c"SELECT first_id, last_id, base_step, revision \
           FROM @extschema@.idgen_registry_segment_take($1::pg_catalog.text, $2::pg_catalog.int4, \
@@ -242,8 +241,8 @@ pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Erro
         )
         .to_error());
     }
-    // An answer past the registry's checks (no recovery open): a contact.
-    crate::marks::note_contact(asked_at);
+    // Not a contact: only the registry client's hello is (it first drops the cached ranges a
+    // recovery made void, which a take knows nothing of).
     Ok(taken)
 }
 

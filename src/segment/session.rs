@@ -163,8 +163,8 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
                 count,
                 prefetch,
             }) => {
-                // Checked once the numbers are taken, so that a first draw waits for its range
-                // (whose take is a contact); refused, they are skipped, a gap. Before the
+                // Checked once the numbers are taken (a first draw waits for its range, then for
+                // the contact if need be); refused, they are skipped, a gap. Before the
                 // generation: a void of the cached global ranges precedes the contact after it.
                 if global {
                     check_contact(&e.name)?;

@@ -107,7 +107,6 @@ pub(super) fn take_in_allocator(
         .first()
         .and_then(|r| r.int8(0))
         .unwrap_or(0);
-        let asked_at = crate::marks::contact_clock_ms();
         let row = crate::segment::registry_call(
             c"SELECT mark, revision FROM @extschema@.idgen_registry_serial_take($1::pg_catalog.text, \
               $2::pg_catalog.text, $3::pg_catalog.int8, $4::pg_catalog.text, $5::pg_catalog.text, \
@@ -158,7 +157,6 @@ pub(super) fn take_in_allocator(
             .parse()
             .map_err(|_| refused("revision is not an integer"))?;
         crate::marks::note_revision(revision);
-        crate::marks::note_contact(asked_at);
         // Durable before any number of it is used: reported to the registry in a recovery.
         crate::marks::record(&mark_name(serial, period), mark, revision)?;
         catalog::run(

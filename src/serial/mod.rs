@@ -214,8 +214,8 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
                 )
             },
             // A global counter's range is served only while the registry's contact is fresh:
-            // checked once the number is taken, so that a first draw waits for its range
-            // (whose take is a contact); refused, it is skipped, a gap.
+            // checked once the number is taken (after its range, the contact is waited for if
+            // need be); refused, it is skipped, a gap.
             || {
                 if global {
                     crate::segment::check_registry_contact(|| format!("global serial \"{name}\""))

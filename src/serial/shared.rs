@@ -226,14 +226,16 @@ pub(crate) fn draw(
             Some(None) => {}
             Some(Some((index, step, generation))) => {
                 release_at_exit();
-                let guard = Refilling(index);
+                let guard = Refilling(index, generation);
                 let mark = take(step)?;
                 std::mem::forget(guard);
                 let mut lock = LOCK.exclusive();
                 let m = metas(&mut lock);
-                m[index].refilling = false;
                 let s = slot(index);
+                // A slot that changed hands meanwhile (a void, an eviction) is another
+                // counter's now: its refilling flag is its new refiller's.
                 if s.generation.load(SeqCst) == generation {
+                    m[index].refilling = false;
                     m[index].step = step;
                     m[index].last_refill_at = now_timestamptz_us();
                     let first = mark.saturating_sub(step - 1).max(1);
@@ -321,12 +323,15 @@ pub(crate) fn void_global() -> usize {
 
 /// Clears the refilling flag of a slot whose refill failed (an error unwinds through here),
 /// so that the next caller tries again.
-struct Refilling(usize);
+struct Refilling(usize, u64);
 
 impl Drop for Refilling {
     fn drop(&mut self) {
         let mut guard = LOCK.exclusive();
-        metas(&mut guard)[self.0].refilling = false;
+        // Only while the slot still holds the counter this backend was refilling.
+        if slot(self.0).generation.load(SeqCst) == self.1 {
+            metas(&mut guard)[self.0].refilling = false;
+        }
     }
 }
 

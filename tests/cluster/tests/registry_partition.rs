@@ -410,15 +410,7 @@ fn a_silent_registry_never_delays_local_segments() {
 fn a_cut_off_node_stops_serving_cached_global_ranges_after_its_lease() {
     const LEASE: Duration = Duration::from_secs(2);
     let reg = registry("part_lease_reg");
-    // A caller waits for the next contact up to idgen.segment_wait_timeout, then is refused.
-    let n = node(
-        &reg,
-        "part_lease_node",
-        &[
-            "idgen.registry_lease = '2s'",
-            "idgen.segment_wait_timeout = '500ms'",
-        ],
-    );
+    let n = node(&reg, "part_lease_node", &["idgen.registry_lease = '2s'"]);
     let mut c = n.connect("postgres");
     c.batch_execute(
         "SELECT segment_create('g', start => 1, step => 10000, scope => 'global'); \
@@ -437,8 +429,11 @@ fn a_cut_off_node_stops_serving_cached_global_ranges_after_its_lease() {
     let served_until = stopping.elapsed();
     println!("registry stopped in {stopped_in:?}; cached ranges still served {served_until:?} after the stop began");
 
-    // Past the lease: refused, although numbers remain cached.
+    // Past the lease: refused, although numbers remain cached (after waiting for a contact up
+    // to idgen.segment_wait_timeout, 500 ms in this session).
     thread::sleep((LEASE + Duration::from_millis(1500)).saturating_sub(stopping.elapsed()));
+    c.batch_execute("SET idgen.segment_wait_timeout = '500ms'")
+        .unwrap();
     for (sql, what) in [
         ("SELECT segment_nextval('g')::text", "global segment \"g\""),
         ("SELECT serial_nextval('s')", "global serial \"s\""),
@@ -459,6 +454,7 @@ fn a_cut_off_node_stops_serving_cached_global_ranges_after_its_lease() {
     }
 
     // The registry is back: both draw again by themselves.
+    c.batch_execute("RESET idgen.segment_wait_timeout").unwrap();
     reg.start_server();
     let started = Instant::now();
     let (g_back, g_failures) =
@@ -697,4 +693,31 @@ fn unknown_names_are_asked_once_a_second_and_never_delay_local_refills() {
         distinct.len() == 1 && outcomes.get("42704") == Some(&(2 * NAMES)),
         "every unknown name is 42704: {outcomes:?}"
     );
+}
+
+/// Only the registry client's hello renews the contact, never a take (second adversarial
+/// review, HIGH): a take knows nothing of a recovery that made the cached ranges void, which
+/// only the hello answers, so a take that counted as contact could let a skipped node serve
+/// its old ranges again before its client processed the hello. Here the node's registry client
+/// is stopped (no hello) while the registry answers its allocator's takes: past the lease,
+/// draws of global segment `g` (step 1, so each draw needs a take) are refused with 55000
+/// although every take succeeds. (Before, the first take made the contact fresh again.)
+#[test]
+fn a_take_does_not_renew_the_contact_only_a_hello_does() {
+    let reg = registry("part_take_reg");
+    let n = node(&reg, "part_take_node", &["idgen.registry_lease = '2s'"]);
+    let mut c = n.connect("postgres");
+    c.batch_execute("SELECT segment_create('g', start => 1, step => 1, scope => 'global')")
+        .unwrap();
+    let _: i64 = c.one("SELECT segment_nextval('g')");
+    let client = idgen_cluster_tests::registry::client_pid(&n).expect("the registry client");
+    let _stopped = idgen_cluster_tests::registry::Stopped::new(client);
+    thread::sleep(Duration::from_millis(3000));
+    c.batch_execute("SET idgen.segment_wait_timeout = '1s'")
+        .unwrap();
+    for _ in 0..5 {
+        let e = db_error(c.query_one("SELECT segment_nextval('g')", &[]));
+        assert_eq!(e.code().code(), "55000", "{}", e.message());
+        assert!(e.message().contains("last contact"), "{}", e.message());
+    }
 }

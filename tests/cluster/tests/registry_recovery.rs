@@ -568,3 +568,42 @@ fn the_catalogs_merge_reads_a_database_closed_to_connections() {
         || a.log().contains(&line).then_some(()),
     );
 }
+
+/// No database owner can keep a node from reporting in a recovery (adversarial review of the
+/// catalogs' merge, HIGH): a database whose stored settings make every transaction
+/// SERIALIZABLE READ ONLY DEFERRABLE waits for a safe snapshot while a serializable transaction
+/// stays open there, and a background worker's statements have no `statement_timeout`. The
+/// merge sets its own isolation and gives each database a deadline; with such a trap set and a
+/// transaction held open, the registry client restarts (its merge runs again), a recovery opens,
+/// and the node reports within a minute. (Before, the merge waited for ever and the node never
+/// reported.)
+#[test]
+fn a_database_owner_cannot_keep_the_node_from_reporting() {
+    let reg = registry("rec_trap_reg");
+    let a = node(&reg, "rec_trap_a", &[]);
+    let mut su = a.connect("postgres");
+    for sql in [
+        "CREATE DATABASE trap",
+        "ALTER DATABASE trap SET default_transaction_isolation = 'serializable'",
+        "ALTER DATABASE trap SET default_transaction_deferrable = on",
+    ] {
+        su.batch_execute(sql).unwrap();
+    }
+    a.connect("trap")
+        .batch_execute("CREATE EXTENSION idgen")
+        .unwrap();
+    let mut held = a.connect("trap");
+    held.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT 1")
+        .unwrap();
+    // The registry client starts again, and with it the merge.
+    let client = client_pid(&a).expect("the registry client");
+    idgen_cluster_tests::registry::signal(client, "-TERM");
+    wait_for("a new registry client", Duration::from_secs(20), || {
+        client_pid(&a).filter(|&p| p != client)
+    });
+    reg.connect("postgres")
+        .batch_execute("SELECT idgen_registry_begin_recovery('a test')")
+        .unwrap();
+    wait_for_reports(&reg, 1, Duration::from_secs(60));
+    held.batch_execute("COMMIT").unwrap();
+}
