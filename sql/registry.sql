@@ -1123,7 +1123,6 @@ BEGIN
        OR (worker IS NULL) <> (reserved IS NULL) OR worker < 0 OR reserved < 0 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'invalid recovery report';
     END IF;
-    seen_revision := least(seen_revision, 4611686018427387904);
     -- Only as its own node: a node says hello (which records its role) before it reports.
     IF NOT EXISTS (SELECT FROM @extschema@.idgen_registry_node n
                     WHERE n.node_name = node AND n.role = session_user) THEN
@@ -1315,7 +1314,10 @@ BEGIN
       FROM before b JOIN raised r ON r.serial = b.serial AND r.period = b.period;
     -- The revision: above every one a node saw.
     rev := @extschema@.idgen_registry_revision_now();
-    SELECT max(r.revision) INTO top FROM @extschema@.idgen_registry_recovery_report r
+    -- A reported revision is kept as sent (the view shows it) and believed up to 2^62, so that
+    -- no recovery's revision reaches the bigint maximum.
+    SELECT least(max(r.revision), 4611686018427387904) INTO top
+      FROM @extschema@.idgen_registry_recovery_report r
      WHERE r.recovery_since = s.recovery_since AND r.node_name <> ALL (coalesce(skip_nodes, '{}'));
     PERFORM pg_catalog.setval('@extschema@.idgen_registry_revision'::pg_catalog.regclass,
                               greatest(rev, coalesce(top, 0)) + 1);

@@ -6,10 +6,12 @@
 //! of their range is used. So when the registry client starts (a server start, or a standby's
 //! promotion), a launcher background worker lists the databases and starts one worker per
 //! database, one at a time, each given [`DATABASE_DEADLINE`], that raises the file's marks to its
-//! catalog's. The client reports in a recovery once the merge has run: a database that could not
-//! be read in time (its owner's settings or open transactions, no free worker slot) is logged
-//! as a WARNING and left out, so that no database owner can keep the node from reporting; its
-//! marks then come from the marks file alone (enough unless the node was promoted).
+//! catalog's. The client reports in a recovery only once a merge read every database: a report
+//! without a database's marks could let a promoted node's old ranges be handed out again. A
+//! merge that failed (no free worker slot, a database that could not be read in time: its
+//! owner's settings, a lock) is logged as a WARNING naming the databases and started again
+//! [`RETRY`] later, so the node's missing report is visible in `idgen_registry_recovery` and its
+//! log says why; no database owner can make it hang (every attempt is bounded).
 
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
@@ -24,26 +26,50 @@ const DATABASE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30
 /// A merge still running this long is presumed lost (its launcher died), and started again.
 const MERGE_LOST_MS: i64 = 600_000;
 
+/// How long after a failed merge the next one starts.
+const RETRY: std::time::Duration = std::time::Duration::from_secs(30);
+
+thread_local! {
+    /// When the registry client (the only caller of [`merged`]) last started a merge.
+    static LAST_LAUNCH: std::cell::Cell<Option<std::time::Instant>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Starts the merge at the registry client's start, unless one runs or has succeeded (a
+/// restarted client of a running server).
+pub(crate) fn launch_at_start() {
+    if matches!(crate::marks::catalog_merge(), 0 | -2) {
+        launch();
+    }
+}
+
 /// Starts the merge (from the registry client). Without a free background worker slot, the
 /// merge has failed: the next [`merged`] starts it again.
-pub(crate) fn launch() {
+fn launch() {
+    LAST_LAUNCH.set(Some(std::time::Instant::now()));
     crate::marks::set_catalog_merge(crate::marks::contact_clock_ms().max(1));
     if builder(LAUNCHER, "idgen catalog marks")
         .load_dynamic()
         .is_err()
     {
-        log!("idgen registry client: no background worker slot to merge the catalogs' global marks into the marks file (max_worker_processes); tried again before the report");
+        warning!("idgen registry client: no background worker slot to merge the catalogs' global marks into the marks file (max_worker_processes); tried again in 30 s, and no report in a recovery before it succeeds");
         crate::marks::set_catalog_merge(-2);
     }
 }
 
-/// Whether the client may report now: a merge has run (every database read, or those that
-/// could not be read logged). One that never started is started now; a lost one again.
+/// Whether the client may report now: a merge read every database. One that never started is
+/// started now; a failed one [`RETRY`] after the last start; a lost one again.
 pub(crate) fn merged() -> bool {
     match crate::marks::catalog_merge() {
-        -1 | -2 => true,
+        -1 => true,
         0 => {
             launch();
+            false
+        }
+        -2 => {
+            if LAST_LAUNCH.get().is_none_or(|at| at.elapsed() >= RETRY) {
+                launch();
+            }
             false
         }
         started => {
@@ -138,7 +164,7 @@ fn launcher() {
         crate::marks::set_catalog_merge(-1);
     } else {
         warning!(
-            "idgen catalog marks: the global marks of database(s) {failed:?} could not be merged into the marks file (see the log above; max_worker_processes, or a database's settings or open transactions): a report in a recovery comes from the marks file for them"
+            "idgen catalog marks: the global marks of database(s) {failed:?} could not be merged into the marks file (see the log above; max_worker_processes, or a database's settings or locks): the registry client reports in a recovery only after a merge that reads them, tried again in 30 s"
         );
         crate::marks::set_catalog_merge(-2);
     }
@@ -192,6 +218,19 @@ fn merge_database(db: pg_sys::Oid) {
     };
     force_settings();
     let marks = BackgroundWorker::transaction(|| {
+        // The bootstrap superuser, whatever the database's stored settings say (a stored
+        // session_authorization): a merge as anyone else could read forged tables.
+        // SAFETY: in a transaction; superuser() reads the current user's pg_authid row.
+        if !unsafe { pg_sys::superuser() } {
+            return Err(crate::error::Error::Relayed {
+                sqlstate: PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE as i32,
+                message:
+                    "the merge does not run as a superuser here (the database's stored settings?)"
+                        .into(),
+                detail: None,
+                hint: None,
+            });
+        }
         let installed = Spi::get_one::<bool>(
             "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension \
               WHERE extname OPERATOR(pg_catalog.=) 'idgen'::pg_catalog.name)",

@@ -175,7 +175,7 @@ impl Client {
             shared::set_state(State::Connecting);
         }
         // The catalogs' marks into the marks file, for a recovery's report.
-        super::catalog_marks::launch();
+        super::catalog_marks::launch_at_start();
         // The highest revision a take of this server was answered with, before its restart: a
         // registry that lost those takes is found at the first hello.
         match crate::marks::recorded() {
