@@ -1321,3 +1321,37 @@ COMMENT ON COLUMN @extschema@.idgen_registry_segment.taken_first IS
 COMMENT ON COLUMN @extschema@.idgen_registry_segment.given_back_by IS NULL;
 COMMENT ON COLUMN @extschema@.idgen_registry_lease.attested_standbys IS
   'Unused since 0.9.0, which removed succession by promotion: kept so that dumps of earlier releases restore.';
+
+-- A dropped serial's name keeps what it printed (issue 38): its id, format, reset and scope.
+-- A serial created under the name again goes on counting under that id (same format but for
+-- the width of {seq}, same reset and scope) or is refused until serial_forget(name); before,
+-- it counted from 1 and could print the dropped serial's texts again.
+CREATE TABLE idgen_serial_dropped (
+    name       text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 40),
+    id         bigint      NOT NULL UNIQUE,
+    format     text        NOT NULL,
+    reset      text        NOT NULL,
+    scope      text        NOT NULL,
+    dropped_at timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('idgen_serial_dropped', '');
+REVOKE ALL ON TABLE idgen_serial_dropped FROM PUBLIC;
+COMMENT ON TABLE idgen_serial_dropped IS
+  'Dropped serials'' names, with the id their counters stay under: a serial created under the name again goes on counting (same format but the {seq} width, reset, scope) or is refused until serial_forget.';
+CREATE FUNCTION serial_forget(name text)
+RETURNS void VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'serial_forget_wrapper';
+REVOKE EXECUTE ON FUNCTION serial_forget(text) FROM PUBLIC;
+DO $grant$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) 'idgen_admin') THEN
+        GRANT EXECUTE ON FUNCTION @extschema@.serial_forget(pg_catalog.text) TO idgen_admin;
+    END IF;
+END
+$grant$;
+COMMENT ON FUNCTION serial_forget(text) IS
+  'Forgets what a dropped serial printed: a serial created under its name counts from 1 and may print its texts again.';
+COMMENT ON FUNCTION serial_alter(text, text, text) IS
+  'Changes a serial''s description, and the width of {seq} in its format (nothing else of the format: the counters go on).';
+COMMENT ON FUNCTION serial_drop(text) IS
+  'Drops a serial (transactional); its name keeps what it printed: a serial created under it goes on counting, with the same format (a wider {seq}), reset and scope only.';

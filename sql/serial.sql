@@ -42,16 +42,32 @@ CREATE TABLE idgen_serial_counter (
     PRIMARY KEY (serial, period)
 );
 
--- pg_dump carries the definitions, the counters and the id sequence.
+-- What a dropped serial's name printed: its id (its counters stay under it), format, reset and
+-- scope. A serial created under the name again goes on counting under that id when its
+-- definition could only print other texts (the same format but for the width of {seq}, the
+-- same reset and scope); another definition is refused until serial_forget(name).
+CREATE TABLE idgen_serial_dropped (
+    name       text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 40),
+    id         bigint      NOT NULL UNIQUE,
+    format     text        NOT NULL,
+    reset      text        NOT NULL,
+    scope      text        NOT NULL,
+    dropped_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- pg_dump carries the definitions, the counters, the dropped names and the id sequence.
 SELECT pg_catalog.pg_extension_config_dump('idgen_serial', '');
 SELECT pg_catalog.pg_extension_config_dump('idgen_serial_counter', '');
+SELECT pg_catalog.pg_extension_config_dump('idgen_serial_dropped', '');
 SELECT pg_catalog.pg_extension_config_dump('idgen_serial_id_seq', '');
 
 -- Only through idgen_serials (which shows a role the serials it may use) and the functions.
-REVOKE ALL ON TABLE idgen_serial, idgen_serial_counter FROM PUBLIC;
+REVOKE ALL ON TABLE idgen_serial, idgen_serial_counter, idgen_serial_dropped FROM PUBLIC;
 REVOKE ALL ON SEQUENCE idgen_serial_id_seq FROM PUBLIC;
 COMMENT ON TABLE idgen_serial IS
   'Serial number definitions: id, format, reset period, time zone, mode, scope, who may draw (usage_public; usage_roles with usage_role_oids: USAGE). Changed by serial_create/alter/drop/grant/revoke.';
+COMMENT ON TABLE idgen_serial_dropped IS
+  'Dropped serials'' names, with the id their counters stay under: a serial created under the name again goes on counting (same format but the {seq} width, reset, scope) or is refused until serial_forget.';
 COMMENT ON TABLE idgen_serial_counter IS
   'Counters of serials, per serial id and period: the last number committed (gapless) or the high-water mark (fast: numbers up to it may have been handed out).';
 
@@ -66,6 +82,9 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'serial_alter_wrapper';
 CREATE FUNCTION serial_drop(name text)
 RETURNS void VOLATILE PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'serial_drop_wrapper';
+CREATE FUNCTION serial_forget(name text)
+RETURNS void VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'serial_forget_wrapper';
 CREATE FUNCTION serial_grant(name text, role text)
 RETURNS void VOLATILE PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'serial_grant_wrapper';
@@ -102,20 +121,24 @@ COMMENT ON VIEW idgen_serials IS
 REVOKE EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION serial_alter(text, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION serial_drop(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION serial_forget(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION serial_grant(text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION serial_revoke(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION serial_create(text, text, text, text, boolean, text, text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION serial_alter(text, text, text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION serial_drop(text) TO idgen_admin;
+GRANT EXECUTE ON FUNCTION serial_forget(text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION serial_grant(text, text) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION serial_revoke(text, text) TO idgen_admin;
 
 COMMENT ON FUNCTION serial_create(text, text, text, text, boolean, text, text) IS
   'Creates a serial number: format like ''INV-{YYYY}{MM}{DD}-{seq:06}'', counter reset every day, month, year or never in an IANA time_zone; gapless => true counts in the caller''s transaction; scope => ''global'' takes counter ranges from the registry.';
 COMMENT ON FUNCTION serial_alter(text, text, text) IS
-  'Changes a serial''s format (e.g. a wider {seq:0N}) and description.';
+  'Changes a serial''s description, and the width of {seq} in its format (nothing else of the format: the counters go on).';
 COMMENT ON FUNCTION serial_drop(text) IS
-  'Drops a serial (transactional); its name may be used again by a new serial, counting from 1.';
+  'Drops a serial (transactional); its name keeps what it printed: a serial created under it goes on counting, with the same format (a wider {seq}), reset and scope only.';
+COMMENT ON FUNCTION serial_forget(text) IS
+  'Forgets what a dropped serial printed: a serial created under its name counts from 1 and may print its texts again.';
 COMMENT ON FUNCTION serial_grant(text, text) IS
   'Lets a role (or PUBLIC) draw from a serial.';
 COMMENT ON FUNCTION serial_revoke(text, text) IS

@@ -83,6 +83,19 @@ pub(crate) enum Error {
     /// `serial_create` of a name that exists (42710).
     #[error("serial \"{name}\" already exists")]
     SerialExists { name: String },
+    /// `serial_create` of a dropped serial's name with a format, reset or scope that could
+    /// print the dropped serial's texts again (42710): the name keeps what it printed.
+    #[error("serial \"{name}\" was dropped, and a serial of this {what} under its name could print its texts again")]
+    SerialNameDropped { name: String, what: &'static str },
+    /// `serial_forget` of a name no dropped serial has (42704).
+    #[error("no dropped serial \"{name}\"")]
+    UnknownDroppedSerial { name: String },
+    /// `serial_alter` to a format that could print a text the serial printed (22023).
+    #[error("{why}")]
+    SerialFormatChange { why: String },
+    /// A gapless `serial_nextval` on a standby (25006): its counter row cannot be written.
+    #[error("cannot draw from a gapless serial during recovery")]
+    SerialInRecovery,
     /// A draw from a serial the role has no USAGE on (42501), as sequences' "permission denied".
     #[error("permission denied for serial \"{name}\"")]
     SerialPermissionDenied { name: String },
@@ -304,7 +317,12 @@ impl Error {
                 ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
             }
             Error::UnknownSerial { .. } => ERRCODE_UNDEFINED_OBJECT,
-            Error::SerialExists { .. } => ERRCODE_DUPLICATE_OBJECT,
+            Error::SerialExists { .. } | Error::SerialNameDropped { .. } => {
+                ERRCODE_DUPLICATE_OBJECT
+            }
+            Error::UnknownDroppedSerial { .. } => ERRCODE_UNDEFINED_OBJECT,
+            Error::SerialFormatChange { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            Error::SerialInRecovery => ERRCODE_READ_ONLY_SQL_TRANSACTION,
             Error::SerialPermissionDenied { .. } => ERRCODE_INSUFFICIENT_PRIVILEGE,
             Error::InvalidSerialTimeZone { .. } | Error::InvalidSerialArgument { .. } => {
                 ERRCODE_INVALID_PARAMETER_VALUE
@@ -427,6 +445,14 @@ impl Error {
     pub(crate) fn hint(&self) -> Option<String> {
         match self {
             Error::UnknownSerial { .. } => Some("Create it with serial_create(name, format, reset => ...).".into()),
+            Error::SerialNameDropped { name, .. } => Some(format!(
+                "Create it with the dropped serial's format (its {{seq}} may be wider), reset and scope to go on counting, or use another name; SELECT serial_forget('{}') forgets what the dropped serial printed, after which a serial under the name may print those texts again.",
+                name.replace('\'', "''")
+            )),
+            Error::SerialFormatChange { .. } => Some(
+                "Only the width of {seq} can change (a wider {seq:0N} for more numbers a period); a serial with another format is a new serial (serial_create under a new name).".into(),
+            ),
+            Error::SerialInRecovery => Some("Draw serial numbers on the primary.".into()),
             Error::SerialPermissionDenied { name } => Some(format!(
                 "An idgen_admin member grants it: SELECT serial_grant('{}', 'role');",
                 name.replace('\'', "''")

@@ -123,14 +123,21 @@ fn create(
     check_description(description)?;
     let place = catalog::place()?;
     let creator = catalog::current_role();
+    let revived = if place.tombstones {
+        carry_over(&place, name, &f, reset_text, scope)?
+    } else {
+        None
+    };
     let rows = catalog::run(
         &place,
         if place.role_oids {
+            // A dropped serial's id when the name goes on counting ($9), else a new one.
             "INSERT INTO $S.idgen_serial AS s (name, format, reset, time_zone, gapless, scope,
-                                               description, usage_roles, usage_role_oids)
+                                               description, usage_roles, usage_role_oids, id)
              VALUES ($1, $2, $3, $4, $5, $6, $7,
                      ARRAY[(SELECT r.rolname::text FROM pg_catalog.pg_roles r WHERE r.oid = $8)],
-                     ARRAY[$8])
+                     ARRAY[$8],
+                     COALESCE($9, pg_catalog.nextval(pg_catalog.format('%s.idgen_serial_id_seq', $10::pg_catalog.text)::pg_catalog.regclass)))
              ON CONFLICT (name) DO NOTHING RETURNING s.id"
         } else {
             "INSERT INTO $S.idgen_serial AS s (name, format, reset, time_zone, gapless, scope,
@@ -148,7 +155,9 @@ fn create(
             Arg::Text(Some(scope)),
             Arg::Text(description),
             Arg::Oid(creator),
-        ],
+            Arg::Int8Null(revived),
+            Arg::Text(Some(&place.schema)),
+        ][..if place.role_oids { 10 } else { 8 }],
         0,
     );
     cache::note_change();
@@ -158,11 +167,60 @@ fn create(
     Ok(())
 }
 
-/// Changes serial `name`'s format (checked as at creation: widen `{seq:06}` to `{seq:07}`, say)
-/// and description (NULL keeps either; '' clears the description). The reset, time zone, mode
-/// and scope stay: changing them would restart or repeat counters. Transactional; not
-/// executable by PUBLIC (idgen_admin). Errors: 22004 name NULL; 42704 no such serial; 22023 an
-/// invalid format or a description over 1024 bytes.
+/// What a serial created as `name` keeps of a dropped serial of that name: its id (so its
+/// counters go on, and it prints none of the dropped serial's texts again) when the new
+/// definition could print them only that way (the same format but for the width of `{seq}`,
+/// the same reset and scope), the tombstone then gone; None when no serial of that name was
+/// dropped, or `serial_forget` forgot it. Errors: 42710 any other definition.
+fn carry_over(
+    place: &catalog::Place,
+    name: &str,
+    format: &super::format::Format,
+    reset: &str,
+    scope: &str,
+) -> Result<Option<i64>, Error> {
+    let rows = catalog::run(
+        place,
+        "SELECT d.id, d.format, d.reset, d.scope FROM $S.idgen_serial_dropped d
+          WHERE d.name = $1 FOR UPDATE",
+        &[Arg::Text(Some(name))],
+        0,
+    );
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let refused = |what| Error::SerialNameDropped {
+        name: name.into(),
+        what,
+    };
+    if row.text(2).as_deref() != Some(reset) {
+        return Err(refused("reset"));
+    }
+    if row.text(3).as_deref() != Some(scope) {
+        return Err(refused("scope"));
+    }
+    let old = row.text(1).and_then(|t| parse(&t).ok());
+    if old.is_none_or(|old| old.check_change(format).is_err()) {
+        return Err(refused("format"));
+    }
+    let id = row.int8(0);
+    catalog::run(
+        place,
+        "DELETE FROM $S.idgen_serial_dropped d WHERE d.name = $1",
+        &[Arg::Text(Some(name))],
+        0,
+    );
+    Ok(id)
+}
+
+/// Changes serial `name`'s format and description (NULL keeps either; '' clears the
+/// description). The counters go on, so the new format may differ from the old one only in the
+/// width of `{seq}` (widen `{seq:06}` to `{seq:07}`, say): any other change could print a text
+/// the serial already printed ([`super::format::Format::check_change`]), and is a new serial.
+/// The reset, time zone, mode and scope stay: changing them would restart or repeat counters.
+/// Transactional; not executable by PUBLIC (idgen_admin). Errors: 22004 name NULL; 42704 no
+/// such serial; 22023 an invalid format, a format that differs in more than the width of
+/// `{seq}`, or a description over 1024 bytes.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn serial_alter(name: Option<&str>, format: Option<&str>, description: Option<&str>) {
     alter(name, format, description).or_report()
@@ -174,11 +232,11 @@ fn alter(name: Option<&str>, format: Option<&str>, description: Option<&str>) ->
     let place = catalog::place()?;
     let rows = catalog::run(
         &place,
-        "SELECT s.reset FROM $S.idgen_serial s WHERE s.name = $1 FOR UPDATE",
+        "SELECT s.reset, s.format FROM $S.idgen_serial s WHERE s.name = $1 FOR UPDATE",
         &[Arg::Text(Some(name))],
         0,
     );
-    let Some(reset) = rows.first().and_then(|r| r.text(0)) else {
+    let Some((reset, old)) = rows.first().and_then(|r| Some((r.text(0)?, r.text(1)?))) else {
         return Err(Error::UnknownSerial {
             name: name.chars().take(MAX_NAME_BYTES).collect(),
         });
@@ -187,9 +245,13 @@ fn alter(name: Option<&str>, format: Option<&str>, description: Option<&str>) ->
         let reset = Reset::parse(&reset).ok_or_else(|| Error::InvalidSerialFormat {
             why: "the serial's reset is invalid".into(),
         })?;
-        parse(f)?
-            .check_reset(reset)
+        let new = parse(f)?;
+        new.check_reset(reset)
             .map_err(|e| Error::InvalidSerialFormat { why: e.to_string() })?;
+        // The counters go on under the new format: it must not print an old text.
+        parse(&old)?
+            .check_change(&new)
+            .map_err(|e| Error::SerialFormatChange { why: e.to_string() })?;
     }
     catalog::run(
         &place,
@@ -210,9 +272,11 @@ fn alter(name: Option<&str>, format: Option<&str>, description: Option<&str>) ->
 }
 
 /// Drops serial `name`. Transactional: a ROLLBACK keeps it, and its counters, as they were.
-/// Its counters stay in `idgen_serial_counter` under its id, which no serial gets again (a
-/// serial created with the same name is another serial and counts from 1). Not executable by
-/// PUBLIC (idgen_admin). Errors: 22004 NULL; 42704 no such serial.
+/// Its counters stay in `idgen_serial_counter` under its id, and the name keeps what it
+/// printed (a row of `idgen_serial_dropped`): a serial created under the name again with the
+/// same format (its `{seq}` may be wider), reset and scope goes on counting where this one
+/// stopped; another definition is refused (42710) until `serial_forget(name)`. Not executable
+/// by PUBLIC (idgen_admin). Errors: 22004 NULL; 42704 no such serial.
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn serial_drop(name: Option<&str>) {
     drop_serial(name).or_report()
@@ -223,13 +287,55 @@ fn drop_serial(name: Option<&str>) -> Result<(), Error> {
     let place = catalog::place()?;
     let rows = catalog::run(
         &place,
-        "DELETE FROM $S.idgen_serial s WHERE s.name = $1 RETURNING s.id",
+        if place.tombstones {
+            "WITH d AS (DELETE FROM $S.idgen_serial s WHERE s.name = $1
+                        RETURNING s.name, s.id, s.format, s.reset, s.scope)
+             INSERT INTO $S.idgen_serial_dropped AS t (name, id, format, reset, scope)
+             SELECT d.name, d.id, d.format, d.reset, d.scope FROM d
+             ON CONFLICT (name) DO UPDATE
+                SET id = EXCLUDED.id, format = EXCLUDED.format, reset = EXCLUDED.reset,
+                    scope = EXCLUDED.scope, dropped_at = EXCLUDED.dropped_at
+             RETURNING t.id"
+        } else {
+            "DELETE FROM $S.idgen_serial s WHERE s.name = $1 RETURNING s.id"
+        },
         &[Arg::Text(Some(name))],
         0,
     );
     cache::note_change();
     if rows.is_empty() {
         return Err(Error::UnknownSerial {
+            name: name.chars().take(MAX_NAME_BYTES).collect(),
+        });
+    }
+    Ok(())
+}
+
+/// Forgets what dropped serial `name` printed: a serial created under the name afterwards is
+/// another serial, counts from 1 and may print the dropped serial's texts again. The dropped
+/// serial's counters stay in `idgen_serial_counter` (under an id no serial gets again).
+/// Transactional; not executable by PUBLIC (idgen_admin). Errors: 22004 NULL; 42704 no dropped
+/// serial of that name.
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
+fn serial_forget(name: Option<&str>) {
+    forget(name).or_report()
+}
+
+fn forget(name: Option<&str>) -> Result<(), Error> {
+    let name = required(name, "name")?;
+    let place = catalog::place()?;
+    let rows = if place.tombstones {
+        catalog::run(
+            &place,
+            "DELETE FROM $S.idgen_serial_dropped d WHERE d.name = $1 RETURNING d.id",
+            &[Arg::Text(Some(name))],
+            0,
+        )
+    } else {
+        Vec::new()
+    };
+    if rows.is_empty() {
+        return Err(Error::UnknownDroppedSerial {
             name: name.chars().take(MAX_NAME_BYTES).collect(),
         });
     }

@@ -22,6 +22,8 @@ use crate::error::Error;
 /// A value bound to a statement parameter.
 pub(crate) enum Arg<'a> {
     Int8(i64),
+    /// A bigint that may be NULL.
+    Int8Null(Option<i64>),
     Oid(pg_sys::Oid),
     Text(Option<&'a str>),
     Bool(bool),
@@ -30,7 +32,7 @@ pub(crate) enum Arg<'a> {
 impl Arg<'_> {
     fn type_oid(&self) -> pg_sys::Oid {
         match self {
-            Arg::Int8(_) => pg_sys::INT8OID,
+            Arg::Int8(_) | Arg::Int8Null(_) => pg_sys::INT8OID,
             Arg::Oid(_) => pg_sys::OIDOID,
             Arg::Text(_) => pg_sys::TEXTOID,
             Arg::Bool(_) => pg_sys::BOOLOID,
@@ -40,6 +42,7 @@ impl Arg<'_> {
     fn datum(&self) -> Option<pg_sys::Datum> {
         match self {
             Arg::Int8(v) => v.into_datum(),
+            Arg::Int8Null(v) => v.and_then(|v| v.into_datum()),
             // Not `into_datum`, which binds InvalidOid (PUBLIC's 0) as NULL.
             Arg::Oid(v) => Some(pg_sys::Datum::from(v.to_u32())),
             Arg::Text(v) => v.and_then(|t| t.into_datum()),
@@ -96,6 +99,9 @@ pub(crate) struct Place {
     /// Whether `idgen_serial` has `usage_role_oids` (idgen 0.8.0): until the database's
     /// `ALTER EXTENSION idgen UPDATE`, grants are kept and matched by name only, as before.
     pub(crate) role_oids: bool,
+    /// Whether `idgen_serial_dropped` exists (idgen 0.9.0): until the database's `ALTER
+    /// EXTENSION idgen UPDATE`, a drop keeps nothing of the name, as before.
+    pub(crate) tombstones: bool,
 }
 
 /// Finds the extension's schema and the owner of `idgen_serial`. Errors: 55000 idgen is not
@@ -108,7 +114,10 @@ pub(crate) fn place() -> Result<Place, Error> {
                         EXISTS (SELECT FROM pg_catalog.pg_attribute a
                                  WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid
                                    AND a.attname OPERATOR(pg_catalog.=) 'usage_role_oids'::pg_catalog.name
-                                   AND NOT a.attisdropped)
+                                   AND NOT a.attisdropped),
+                        EXISTS (SELECT FROM pg_catalog.pg_class d
+                                 WHERE d.relnamespace OPERATOR(pg_catalog.=) n.oid
+                                   AND d.relname OPERATOR(pg_catalog.=) 'idgen_serial_dropped'::pg_catalog.name)
                    FROM pg_catalog.pg_extension e
                    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
                    JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid
@@ -125,6 +134,7 @@ pub(crate) fn place() -> Result<Place, Error> {
                         r.get::<pg_sys::Oid>(2)?,
                         r.get::<pg_sys::Oid>(3)?,
                         r.get::<bool>(4)?,
+                        r.get::<bool>(5)?,
                     ));
                 }
                 Ok(out)
@@ -137,12 +147,15 @@ pub(crate) fn place() -> Result<Place, Error> {
         hint: None,
     })?;
     match row {
-        Some((Some(schema), Some(owner), Some(serials), Some(role_oids))) => Ok(Place {
-            schema,
-            owner,
-            serials,
-            role_oids,
-        }),
+        Some((Some(schema), Some(owner), Some(serials), Some(role_oids), Some(tombstones))) => {
+            Ok(Place {
+                schema,
+                owner,
+                serials,
+                role_oids,
+                tombstones,
+            })
+        }
         _ => Err(Error::ExtensionNotVisible),
     }
 }

@@ -108,6 +108,9 @@ pub(crate) enum FormatError {
         reset: &'static str,
         token: &'static str,
     },
+    /// A serial's new format differs from its old one beyond the width of `{seq}`
+    /// ([`Format::check_change`]).
+    ChangedBeyondWidth,
 }
 
 impl std::fmt::Display for FormatError {
@@ -134,6 +137,10 @@ impl std::fmt::Display for FormatError {
                     "format lacks the {token} token that a counter reset every {reset} needs"
                 )
             }
+            FormatError::ChangedBeyondWidth => write!(
+                f,
+                "the new format differs from the serial's format in more than the width of {{seq}}, so it could print a text the serial already printed"
+            ),
         }
     }
 }
@@ -267,6 +274,33 @@ impl Format {
         match needs.iter().find(|(present, _)| !present) {
             Some(&(_, token)) => Err(FormatError::MissingPeriod { reset: name, token }),
             None => Ok(()),
+        }
+    }
+
+    /// Checks that a serial whose format changes from `self` to `new` (its counters going on)
+    /// cannot print a text `self` printed: `new` must be `self` with only the width of `{seq}`
+    /// changed (or none). Why that suffices: every other token has a fixed width, so two texts
+    /// of the two formats are equal only if their pieces are, piece by piece: the same period
+    /// fields (the same period, as [`Format::check_reset`] makes the text show it) and the same
+    /// counter value (decimal digits with leading zeros name one number). In one period the
+    /// counter goes on above every value the old format printed, so no pair is equal. Any
+    /// other change (a literal, a token moved, swapped or added) can line two texts up (`A1{seq:03}`
+    /// → `A{seq:04}` prints `A1001` again after 1,000 draws; `{DD}{MM}` → `{MM}{DD}` prints
+    /// 4 March's texts again on 3 April) and is refused: such a format is a new serial.
+    pub(crate) fn check_change(&self, new: &Format) -> Result<(), FormatError> {
+        let shape = |f: &Format| -> Vec<Piece> {
+            f.pieces
+                .iter()
+                .map(|p| match p {
+                    Piece::Seq(_) => Piece::Seq(None),
+                    other => other.clone(),
+                })
+                .collect()
+        };
+        if shape(self) == shape(new) {
+            Ok(())
+        } else {
+            Err(FormatError::ChangedBeyondWidth)
         }
     }
 
@@ -444,7 +478,153 @@ mod tests {
         }
     }
 
+    /// Four days in four months of four years, a few hours: dates repeat often.
+    fn near_times() -> impl Strategy<Value = LocalTime> {
+        (2025i32..2029, 1u8..=4, 1u8..=4, 0u8..3).prop_map(|(year, month, day, hour)| LocalTime {
+            year,
+            month,
+            day,
+            hour,
+            minute: 0,
+            second: 0,
+            milli: 0,
+        })
+    }
+
+    fn resets() -> impl Strategy<Value = Reset> {
+        prop_oneof![
+            1 => Just(Reset::Day),
+            1 => Just(Reset::Month),
+            1 => Just(Reset::Year),
+            3 => Just(Reset::Never)
+        ]
+    }
+
+    /// The pieces formats are made of here: short literals of digits and a letter, so that a
+    /// literal can pass for a counter's or a date's digits.
+    const ELEMENTS: [&str; 9] = [
+        "A", "1", "0", "-", "{YYYY}", "{YY}", "{MM}", "{DD}", "{HH24}",
+    ];
+
+    fn seq_token() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("{seq}".to_owned()),
+            (1usize..=5).prop_map(|n| format!("{{seq:0{n}}}"))
+        ]
+    }
+
+    /// A format: up to six elements with one counter among them.
+    fn format_texts() -> impl Strategy<Value = String> {
+        (
+            proptest::collection::vec(0usize..ELEMENTS.len(), 0..6),
+            seq_token(),
+            0usize..6,
+        )
+            .prop_map(|(elements, seq, at)| {
+                let mut parts: Vec<String> =
+                    elements.iter().map(|&i| ELEMENTS[i].to_owned()).collect();
+                parts.insert(at.min(parts.len()), seq);
+                parts.concat()
+            })
+    }
+
+    /// How a DBA might change a format: the counter's width, an element added, removed or
+    /// replaced, two neighbours swapped, or a format made anew.
+    #[derive(Debug, Clone)]
+    enum Edit {
+        Width(String),
+        Insert(usize, usize),
+        Remove(usize),
+        Replace(usize, usize),
+        Swap(usize),
+        Anew(String),
+    }
+
+    fn format_edits() -> impl Strategy<Value = Edit> {
+        prop_oneof![
+            3 => seq_token().prop_map(Edit::Width),
+            1 => (0usize..8, 0usize..ELEMENTS.len()).prop_map(|(a, e)| Edit::Insert(a, e)),
+            1 => (0usize..8).prop_map(Edit::Remove),
+            1 => (0usize..8, 0usize..ELEMENTS.len()).prop_map(|(a, e)| Edit::Replace(a, e)),
+            1 => (0usize..8).prop_map(Edit::Swap),
+            1 => format_texts().prop_map(Edit::Anew),
+        ]
+    }
+
+    impl Edit {
+        fn apply(&self, old: &str) -> String {
+            // The format's elements: tokens whole, literal characters one by one.
+            let mut parts: Vec<String> = Vec::new();
+            let mut rest = old;
+            while !rest.is_empty() {
+                let n = if rest.starts_with('{') {
+                    rest.find('}').map_or(rest.len(), |i| i + 1)
+                } else {
+                    1
+                };
+                parts.push(rest[..n].to_owned());
+                rest = &rest[n..];
+            }
+            let len = parts.len();
+            let is_seq = |p: &String| p.starts_with("{seq");
+            match self {
+                Edit::Width(seq) => {
+                    for p in parts.iter_mut().filter(|p| is_seq(p)) {
+                        p.clone_from(seq);
+                    }
+                }
+                Edit::Insert(at, e) => parts.insert(at % (len + 1), ELEMENTS[*e].to_owned()),
+                Edit::Remove(at) if !is_seq(&parts[at % len]) => {
+                    parts.remove(at % len);
+                }
+                Edit::Remove(_) => {}
+                Edit::Replace(at, e) if !is_seq(&parts[at % len]) => {
+                    parts[at % len] = ELEMENTS[*e].to_owned();
+                }
+                Edit::Replace(_, _) => {}
+                Edit::Swap(at) if len > 1 => parts.swap(at % (len - 1), at % (len - 1) + 1),
+                Edit::Swap(_) => {}
+                Edit::Anew(text) => return text.clone(),
+            }
+            parts.concat()
+        }
+    }
+
+    #[test]
+    fn a_format_change_keeps_every_piece_but_the_counters_width() {
+        let change = |old: &str, new: &str| {
+            Format::parse(old)
+                .unwrap()
+                .check_change(&Format::parse(new).unwrap())
+        };
+        assert!(change("INV-{YYYY}{MM}{DD}-{seq:06}", "INV-{YYYY}{MM}{DD}-{seq:07}").is_ok());
+        assert!(change("A{seq}", "A{seq:04}").is_ok());
+        assert!(change("A{seq:05}", "A{seq:03}").is_ok());
+        // The review's two: each prints an old text again, shown here by rendering.
+        assert!(change("A1{seq:03}", "A{seq:04}").is_err());
+        let (old, new) = (
+            Format::parse("A1{seq:03}").unwrap(),
+            Format::parse("A{seq:04}").unwrap(),
+        );
+        assert_eq!(old.render(&T, 1, None), new.render(&T, 1001, None));
+        let (dm, md) = (
+            Format::parse("INV-{DD}{MM}{YYYY}-{seq:04}").unwrap(),
+            Format::parse("INV-{MM}{DD}{YYYY}-{seq:04}").unwrap(),
+        );
+        assert!(dm.check_change(&md).is_err());
+        let day = |month, day| LocalTime { month, day, ..T };
+        assert_eq!(
+            dm.render(&day(3, 4), 1, None),
+            md.render(&day(4, 3), 1, None)
+        );
+        assert!(change("{seq}", "{seq}-{worker}").is_err());
+        assert!(change("{worker:02}{seq}", "{worker:03}{seq}").is_err());
+        assert!(change("X{seq}", "X{{{seq}").is_err());
+    }
+
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
         /// Within one period, different counters give different texts, in counter order when
         /// padded.
         #[test]
@@ -473,6 +653,36 @@ mod tests {
             let (ta, tb) = (f.render(&t1, a, None).unwrap(), f.render(&t2, b, None).unwrap());
             if (period(&t1, reset), a) != (period(&t2, reset), b) {
                 prop_assert_ne!(ta, tb);
+            }
+        }
+
+        /// A format change that check_change accepts never prints a text of the old format:
+        /// old and new formats (the new one often the old one edited), any reset both pass,
+        /// any old draw (t1, c1) and new draw (t2, c2), where in one period the counter went on
+        /// (c2 > c1) and in another it is anything. Small sets of dates and counters make
+        /// equal texts likely wherever the check would let one through.
+        #[test]
+        fn accepted_format_changes_never_print_an_old_text(
+            old in format_texts(), edit in format_edits(), reset in resets(),
+            t1 in near_times(), t2 in near_times(), c1 in 1i64..120,
+        ) {
+            let new_text = edit.apply(&old);
+            let (Ok(old), Ok(new)) = (Format::parse(&old), Format::parse(&new_text)) else {
+                return Ok(());
+            };
+            if old.check_reset(reset).is_err() || new.check_reset(reset).is_err()
+                || old.check_change(&new).is_err() {
+                return Ok(());
+            }
+            let Ok(printed) = old.render(&t1, c1, None) else {
+                return Ok(());
+            };
+            // Every counter the new format can show at t2: above c1 in c1's period.
+            let first = if period(&t1, reset) == period(&t2, reset) { c1 + 1 } else { 1 };
+            for c2 in first..first + 1200 {
+                if let Ok(text) = new.render(&t2, c2, None) {
+                    prop_assert_ne!(&printed, &text, "{} at {:?} then {} {}", c1, t1, new_text, c2);
+                }
             }
         }
 

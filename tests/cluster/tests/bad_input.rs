@@ -393,8 +393,15 @@ fn matrix(known: &str) -> Vec<Case> {
             "22023",
             "unclosed",
         ),
+        (
+            "serial_alter('known_serial', format => 'Y{seq}')",
+            "22023",
+            "width of {seq}",
+        ),
         ("serial_drop(NULL)", "22004", "name"),
         ("serial_drop('unknown_serial')", "42704", "unknown_serial"),
+        ("serial_forget(NULL)", "22004", "name"),
+        ("serial_forget('unknown_serial')", "42704", "unknown_serial"),
     ];
     for (call, code, names) in CALLS {
         cases.push(case(format!("SELECT {call}"), code, *names));

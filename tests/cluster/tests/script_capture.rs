@@ -908,7 +908,7 @@ fn exercise_statements(p: &str, worker: &str) -> Vec<String> {
         format!("SELECT serial_nextval('{p}gap')"),
         format!("SELECT serial_nextval('{p}fast')"),
         format!("SELECT serial_nextval('{p}glob')"),
-        format!("SELECT serial_alter('{p}inv', format => 'INV2-{{seq:06}}', description => 'x')"),
+        format!("SELECT serial_alter('{p}inv', format => 'INV-{{seq:07}}', description => 'x')"),
         format!("SELECT serial_grant('{p}inv', 'capture_plain')"),
         format!("SELECT serial_revoke('{p}inv', 'capture_plain')"),
         format!("SELECT serial_grant('{p}fast', 'capture_plain')"),
@@ -954,6 +954,9 @@ fn exercise_statements(p: &str, worker: &str) -> Vec<String> {
         format!("SELECT idgen_registry_release({worker}, '{p}inc1', '{secret}', 0::bigint)"),
         // Dropping.
         format!("SELECT serial_drop('{p}fast')"),
+        format!("SELECT serial_create('{p}fast', 'F{{seq:09}}')"),
+        format!("SELECT serial_drop('{p}fast')"),
+        format!("SELECT serial_forget('{p}fast')"),
         format!("SELECT segment_drop('{p}gseg')"),
     ]
     .into_iter()

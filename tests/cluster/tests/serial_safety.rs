@@ -830,6 +830,10 @@ fn a_database_owner_cannot_get_her_overloads_run_by_serial_functions() {
         "SELECT * FROM idgen_serials",
         "BEGIN; SELECT serial_drop('esc_never'); ROLLBACK;",
         "SELECT serial_drop('esc_fast')",
+        "SELECT serial_create('esc_fast', 'E{YYYY}{MM}{DD}-{seq:07}', reset => 'day', time_zone => 'Europe/Paris')",
+        "SELECT serial_nextval('esc_fast')",
+        "SELECT serial_drop('esc_fast')",
+        "SELECT serial_forget('esc_fast')",
         "SELECT serial_drop('esc_gapless')",
     ] {
         db.run(sql);
