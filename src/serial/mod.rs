@@ -123,7 +123,8 @@ fn worker_id_can_move() -> bool {
 /// locked); 22003 the counter outgrew its `{seq:0N}` in this period (never a truncated or
 /// repeated number); 55000 `{worker}` without a worker id, or of a local serial on a server
 /// whose worker id comes from the registry; 25006 a fast serial in a read-only transaction or
-/// on a standby (a gapless one: PostgreSQL's own 25006); 55P03 no range within
+/// on a standby (a gapless one: 25006 too, on a standby from idgen, in a read-only
+/// transaction PostgreSQL's own); 55P03 no range within
 /// `idgen.segment_wait_timeout`; a global serial's registry errors (08006, 55P03, 55000).
 #[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn serial_nextval(name: Option<&str>) -> String {
@@ -145,7 +146,13 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
     } else {
         None
     };
-    if !def.gapless {
+    if def.gapless {
+        // Checked here, not left to the counter's lock: PostgreSQL refuses that lock during
+        // recovery with 55000, and clients route on 25006 ("go to the primary").
+        if crate::recovery::in_progress() {
+            return Err(Error::SerialInRecovery);
+        }
+    } else {
         if crate::recovery::in_progress() {
             return Err(Error::InRecovery);
         }
