@@ -64,8 +64,13 @@ pub(crate) fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> 
                     Ok(r.result)
                 })
             }
-            // The allocator may have exited (or never started): start another.
-            RequestState::Pending => g.ensure_allocator(db).err().map(Err),
+            // The allocator may have exited (or never started): start another. If none can
+            // start, the request is withdrawn under the same lock hold: the caller is told it
+            // failed, so no allocator may run it later.
+            RequestState::Pending => g.ensure_allocator(db).err().map(|e| {
+                g.requests[index] = Request::default();
+                Err(e)
+            }),
             _ => None,
         }
     });

@@ -316,6 +316,9 @@ fn wait_for_range(name: &str, index: usize, generation: u64) -> Result<(), Error
         // A prefetch already wanted keeps its earlier ticket.
         g.want_refill(index);
         if let Err(e) = g.ensure_allocator(m.db) {
+            // No allocator to run it: a refill left wanted would keep the slot from being
+            // evicted until one runs (as in `ask_for_next_range`).
+            g.metas[index].refill_wanted = false;
             return Some(Err(e));
         }
         None

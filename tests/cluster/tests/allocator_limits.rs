@@ -1,0 +1,167 @@
+//! Pins the limits of the segment allocators and their request queue on real servers: a call
+//! told it failed has no effect later, even when no allocator could be started; a burst of
+//! first draws waits instead of failing; a failed or rolled-back drop keeps the cached ranges;
+//! give-back runs in a busy database; the allocator's lock waits stay bounded; and one
+//! database's waiters never fill the queue for the others.
+
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use idgen_cluster_tests::{sqlstate, wait_for, Cluster, One};
+use postgres::Client;
+
+fn max_id(client: &mut Client, name: &str) -> i64 {
+    client.one_with("SELECT max_id FROM idgen_segment WHERE name = $1", &[&name])
+}
+
+fn next(client: &mut Client, name: &str) -> i64 {
+    client.one_with("SELECT segment_nextval($1)", &[&name])
+}
+
+/// Sessions of database `db` sleeping on idgen's condition variable (waiting for an allocator).
+fn waiting(client: &mut Client, db: &str) -> i64 {
+    client.one_with(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE datname = $1 AND backend_type = 'client backend' AND wait_event_type = 'Extension'",
+        &[&db],
+    )
+}
+
+/// Waits until the allocator of `db` waits for a heavyweight lock.
+fn wait_for_allocator_lock_wait(client: &mut Client, db: &str) {
+    wait_for(
+        "the allocator to wait for a lock",
+        Duration::from_secs(10),
+        || {
+            let n: i64 = client.one_with(
+                "SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l USING (pid) \
+             WHERE a.backend_type = 'idgen allocator' AND a.datname = $1 AND NOT l.granted",
+                &[&db],
+            );
+            (n > 0).then_some(())
+        },
+    );
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(ok.success(), "kill {sig} {pid}");
+}
+
+/// A postmaster stopped with SIGSTOP (it starts and reaps no process), continued when this
+/// is dropped, even by a failing assertion (a stopped postmaster would not stop either).
+struct StoppedPostmaster(u32);
+
+impl StoppedPostmaster {
+    fn new(pid: u32) -> Self {
+        signal(pid, "-STOP");
+        StoppedPostmaster(pid)
+    }
+}
+
+impl Drop for StoppedPostmaster {
+    fn drop(&mut self) {
+        signal(self.0, "-CONT");
+    }
+}
+
+/// The static background workers of a running server (each takes one of
+/// `max_worker_processes`).
+fn static_workers(client: &mut Client) -> i64 {
+    client.one(
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type NOT IN \
+         ('client backend', 'autovacuum launcher', 'autovacuum worker', 'background writer', \
+          'checkpointer', 'walwriter', 'startup', 'archiver', 'walsender', 'walreceiver', \
+          'idgen allocator', 'idgen registry allocator')",
+    )
+}
+
+#[test]
+fn a_call_that_failed_for_want_of_an_allocator_has_no_effect_later() {
+    let cluster = Cluster::with_idgen("limits-restart", 3, &["idgen.segment_wait_timeout = '60s'"]);
+    // One worker slot for allocators, which the allocator of `postgres` takes: the fewest
+    // slots with which one starts (not every static worker shows in pg_stat_activity).
+    let mut slots = static_workers(&mut cluster.connect("postgres"));
+    let mut admin = loop {
+        slots += 1;
+        assert!(slots < 20, "no allocator starts");
+        cluster.stop("fast");
+        cluster.append_settings(&[&format!("max_worker_processes = {slots}")]);
+        cluster.start_server();
+        let mut admin = cluster.connect("postgres");
+        match admin.batch_execute("SELECT segment_create('blocker')") {
+            Ok(()) => break admin,
+            Err(e) => assert_eq!(sqlstate::<()>(Err(e)), "53400"),
+        }
+    };
+    admin
+        .batch_execute(
+            "SELECT segment_create('x'); SELECT segment_create('y', step => 10); \
+             SELECT segment_nextval('x'); SELECT segment_nextval('y'); \
+             SELECT segment_setval('y', 50)",
+        )
+        .unwrap();
+    let x_before = max_id(&mut admin, "x");
+    let mut drawer = cluster.connect("postgres");
+    let mut locker = cluster.connect("postgres");
+    locker
+        .batch_execute("BEGIN; LOCK TABLE idgen_segment IN SHARE MODE")
+        .unwrap();
+
+    thread::scope(|s| {
+        // Runs in the allocator, which waits for the lock.
+        let running = s.spawn(|| {
+            cluster
+                .connect("postgres")
+                .query_one("SELECT segment_setval('blocker', 500)", &[])
+        });
+        wait_for_allocator_lock_wait(&mut admin, "postgres");
+        // Queued behind it. Its session stays: a request is withdrawn when its session ends.
+        let queued = s.spawn(|| {
+            let mut c = cluster.connect("postgres");
+            let r = c.query_one("SELECT segment_setval('x', 100000)", &[]);
+            (c, r)
+        });
+        wait_for("the queued call to wait", Duration::from_secs(10), || {
+            (waiting(&mut admin, "postgres") >= 2).then_some(())
+        });
+        // The postmaster cannot free the allocator's worker slot while stopped: the queued
+        // caller's attempt to start another allocator fails, deterministically.
+        let stopped = StoppedPostmaster::new(cluster.postmaster_pid());
+        admin
+            .batch_execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE backend_type = 'idgen allocator' AND datname = current_database()",
+            )
+            .unwrap();
+        let (_queued_session, queued) = queued.join().unwrap();
+        // A draw that needs a refill cannot get an allocator either.
+        let drawn = drawer.query_one("SELECT segment_nextval('y')", &[]);
+        let pending: bool =
+            admin.one("SELECT refill_pending FROM segment_cache_status() WHERE name = 'y'");
+        drop(stopped);
+        let _ = running.join().unwrap();
+        locker.batch_execute("COMMIT").unwrap();
+        assert_eq!(
+            sqlstate(queued),
+            "53400",
+            "the queued call has no allocator"
+        );
+        assert_eq!(sqlstate(drawn), "53400", "the draw has no allocator");
+
+        // The next allocator of the database serves the oldest requests first: a request left
+        // in the queue would run now.
+        next(&mut admin, "blocker");
+        let x_after = max_id(&mut admin, "x");
+        println!("after the 53400s: y refill_pending {pending}, x max_id {x_before} -> {x_after}");
+        assert!(
+            !pending && x_after == x_before,
+            "a call reported failed left work behind: y's refill still wanted: {pending}; \
+             x's max_id {x_before} -> {x_after} (segment_setval('x', 100000) took effect)"
+        );
+    });
+}
