@@ -165,3 +165,59 @@ fn a_call_that_failed_for_want_of_an_allocator_has_no_effect_later() {
         );
     });
 }
+
+#[test]
+fn a_burst_of_first_draws_of_more_names_than_the_cache_holds_all_get_numbers() {
+    const NAMES: i32 = 20;
+    let cluster = Cluster::with_idgen(
+        "limits-burst",
+        3,
+        &[
+            "idgen.segment_cache_size = 16",
+            "idgen.segment_wait_timeout = '30s'",
+        ],
+    );
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute(&format!(
+            "SELECT segment_create('blocker'); \
+             SELECT segment_create('n' || g) FROM generate_series(1, {NAMES}) g"
+        ))
+        .unwrap();
+    let mut locker = cluster.connect("postgres");
+    locker
+        .batch_execute("BEGIN; LOCK TABLE idgen_segment IN SHARE MODE")
+        .unwrap();
+    let results: Vec<Result<i64, String>> = thread::scope(|s| {
+        let blocked = s.spawn(|| {
+            cluster
+                .connect("postgres")
+                .query_one("SELECT segment_setval('blocker', 10)", &[])
+                .map(|_| ())
+        });
+        wait_for_allocator_lock_wait(&mut admin, "postgres");
+        let clients: Vec<_> = (0..NAMES).map(|_| cluster.connect("postgres")).collect();
+        let draws: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut c)| {
+                s.spawn(move || {
+                    c.query_one("SELECT segment_nextval($1)", &[&format!("n{}", i + 1)])
+                        .map(|r| r.get::<_, i64>(0))
+                        .map_err(|e| sqlstate::<()>(Err(e)))
+                })
+            })
+            .collect();
+        wait_for("every first draw to queue", Duration::from_secs(10), || {
+            (waiting(&mut admin, "postgres") > NAMES as i64).then_some(())
+        });
+        locker.batch_execute("COMMIT").unwrap();
+        blocked.join().unwrap().unwrap();
+        draws.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    println!("{results:?}");
+    assert!(
+        results.iter().all(|r| r == &Ok(1)),
+        "every first draw gets 1: {results:?}"
+    );
+}
