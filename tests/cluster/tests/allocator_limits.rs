@@ -221,3 +221,35 @@ fn a_burst_of_first_draws_of_more_names_than_the_cache_holds_all_get_numbers() {
         "every first draw gets 1: {results:?}"
     );
 }
+
+#[test]
+fn a_failed_drop_database_or_a_rolled_back_drop_extension_keeps_the_cached_ranges() {
+    let cluster = Cluster::with_idgen("limits-drop", 3, &[]);
+    cluster.create_db_with_idgen("x");
+    let mut a = cluster.connect("x");
+    a.batch_execute("SELECT segment_create('s', step => 1000)")
+        .unwrap();
+    assert_eq!(next(&mut a, "s"), 1);
+    assert_eq!(next(&mut a, "s"), 2);
+    let mut b = cluster.connect("postgres");
+    // Fails: `a` is connected (after PostgreSQL's 5 s wait for it to leave).
+    assert_eq!(sqlstate(b.batch_execute("DROP DATABASE x")), "55006");
+    let after_drop_database = next(&mut a, "s");
+    a.batch_execute("BEGIN; DROP EXTENSION idgen; ROLLBACK")
+        .unwrap();
+    let after_rollback = next(&mut a, "s");
+    assert_eq!(
+        (after_drop_database, after_rollback),
+        (3, 4),
+        "a drop that did not commit leaves the cached range in use"
+    );
+    // A drop that commits still forgets the ranges: the re-created segment starts over.
+    for sql in [
+        "DROP EXTENSION idgen",
+        "CREATE EXTENSION idgen",
+        "SELECT segment_create('s', step => 1000)",
+    ] {
+        a.batch_execute(sql).unwrap();
+    }
+    assert_eq!(next(&mut a, "s"), 1);
+}
