@@ -253,3 +253,56 @@ fn a_failed_drop_database_or_a_rolled_back_drop_extension_keeps_the_cached_range
     }
     assert_eq!(next(&mut a, "s"), 1);
 }
+
+#[test]
+fn idle_segments_are_given_back_while_others_are_busy() {
+    let cluster = Cluster::with_idgen(
+        "limits-idle",
+        3,
+        &[
+            "idgen.segment_worker_idle_timeout = '2s'",
+            "idgen.segment_max_step = 10",
+        ],
+    );
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute(
+            "SELECT segment_create('cold', step => 1000); SELECT segment_create('hot', step => 10)",
+        )
+        .unwrap();
+    assert_eq!(next(&mut admin, "cold"), 1);
+    assert_eq!(max_id(&mut admin, "cold"), 1000);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let given_back = thread::scope(|s| {
+        s.spawn(|| {
+            // 20 draws a second, a refill every half second: the allocator is never idle.
+            let mut hot = cluster.connect("postgres");
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                next(&mut hot, "hot");
+                thread::sleep(Duration::from_millis(50));
+            }
+        });
+        // Two idle periods: the first clears cold's referenced bit, the second takes it out.
+        let started = Instant::now();
+        let mut given_back = false;
+        while started.elapsed() < Duration::from_secs(8) {
+            if max_id(&mut admin, "cold") == 1 {
+                given_back = true;
+                break;
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        given_back
+    });
+    let refills: i64 = admin.one("SELECT max_id FROM idgen_segment WHERE name = 'hot'");
+    assert!(
+        refills > 40,
+        "hot was refilled throughout: max_id {refills}"
+    );
+    assert!(
+        given_back,
+        "cold was not given back within 8 s (idle timeout 2 s): max_id {}",
+        max_id(&mut admin, "cold")
+    );
+}
