@@ -306,3 +306,21 @@ fn idle_segments_are_given_back_while_others_are_busy() {
         max_id(&mut admin, "cold")
     );
 }
+
+#[test]
+fn a_server_wide_wait_timeout_of_zero_still_bounds_the_allocators_lock_waits() {
+    let cluster = Cluster::with_idgen("limits-lock", 3, &["idgen.segment_wait_timeout = 0"]);
+    let mut admin = cluster.connect("postgres");
+    admin.batch_execute("SELECT segment_create('x')").unwrap();
+    // The caller holds a lock the allocator's unit needs, and waits for that unit: only the
+    // allocator's own lock timeout ends it.
+    admin
+        .batch_execute(
+            "SET statement_timeout = '25s'; BEGIN; LOCK TABLE idgen_segment IN SHARE MODE",
+        )
+        .unwrap();
+    let started = Instant::now();
+    let outcome = admin.query_one("SELECT segment_setval('x', 10)", &[]);
+    println!("segment_setval ended after {:?}", started.elapsed());
+    assert_eq!(sqlstate(outcome), "55P03");
+}
