@@ -28,7 +28,13 @@ pub(crate) fn check_not_in_recovery() -> Result<(), Error> {
 /// Sends `request` to this database's allocator and waits for its result. `timeout`: wait at
 /// most `idgen.segment_wait_timeout` (loads, which `segment_nextval` waits for); otherwise
 /// until done or cancelled (admin calls, which may already have committed).
-pub(crate) fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> {
+pub(crate) fn submit(request: Request, timeout: bool) -> Result<i64, Error> {
+    submit_until(request, if timeout { deadline() } else { None })
+}
+
+/// [`submit`], waiting until `deadline_us` (a `TimestampTz`; `None`: until done or cancelled):
+/// a caller that submits again within one call keeps the call's deadline.
+pub(crate) fn submit_until(mut request: Request, deadline_us: Option<i64>) -> Result<i64, Error> {
     check_not_in_recovery()?;
     release_requests_at_exit();
     let db = backend::database_id();
@@ -53,7 +59,7 @@ pub(crate) fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> 
         index
     };
     let abandon = AbandonOnUnwind(index);
-    let outcome = wait_for(if timeout { deadline() } else { None }, |g| {
+    let outcome = wait_for(deadline_us, |g| {
         let r = g.requests[index];
         match r.state {
             RequestState::Done => {

@@ -556,6 +556,20 @@ pub(crate) fn deadline() -> Option<i64> {
     guc::segment_wait_timeout_ms().map(|ms| now_timestamptz_us() + i64::from(ms) * 1000)
 }
 
+/// One call's deadline for every wait it makes, `idgen.segment_wait_timeout` from its first
+/// wait: read from the clock only when first needed (the hot path never waits), then kept, so
+/// that a call that has to wait again (its slot evicted, its new range drained by others, its
+/// load to be done again) does not start a fresh timeout each time.
+#[derive(Default)]
+pub(crate) struct CallDeadline(Option<Option<i64>>);
+
+impl CallDeadline {
+    /// The deadline (`TimestampTz`), `None` to wait until cancelled.
+    pub(crate) fn get(&mut self) -> Option<i64> {
+        *self.0.get_or_insert_with(deadline)
+    }
+}
+
 /// Wakes everyone waiting on the cache.
 pub(crate) fn broadcast() {
     // SAFETY: the condition variable lives in shared memory and was initialized at startup.
