@@ -9,9 +9,7 @@ use std::cell::Cell;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::shared::{
-    cancel_sleep, deadline, lock, wait_for, Guarded, Lane, Request, RequestState, MAX_REQUESTS,
-};
+use super::shared::{cancel_sleep, deadline, lock, wait_for, Guarded, Lane, Request, RequestState};
 use crate::backend;
 use crate::error::Error;
 use crate::failure::Failure;
@@ -48,7 +46,8 @@ pub(crate) fn submit_until(mut request: Request, deadline_us: Option<i64>) -> Re
             .iter()
             .position(|r| r.state == RequestState::Free)
         else {
-            return Err(Error::RequestQueueFull { max: MAX_REQUESTS });
+            let max = g.requests.len();
+            return Err(Error::RequestQueueFull { max });
         };
         request.ticket = g.next_ticket();
         g.requests[index] = request;
@@ -108,7 +107,8 @@ fn abandon_request(index: usize) {
 /// Makes sure this backend's requests are given up when it exits, however it exits: a caller
 /// that dies by FATAL while it waits (`pg_terminate_backend`, a session timeout) unwinds no
 /// Rust frame, and its request slot would otherwise stay taken until the server restarts
-/// (after [`MAX_REQUESTS`] such deaths, every admin call and uncached load failed with 53400).
+/// (after as many such deaths as the queue has entries, every admin call and uncached load
+/// failed with 53400).
 fn release_requests_at_exit() {
     thread_local! {
         static REGISTERED: Cell<bool> = const { Cell::new(false) };
@@ -133,7 +133,7 @@ unsafe extern "C-unwind" fn release_own_requests(_code: i32, _arg: pg_sys::Datum
     let pid = backend::pid();
     let mine: Vec<usize> = {
         let g = lock();
-        (0..MAX_REQUESTS)
+        (0..g.requests.len())
             .filter(|&i| g.requests[i].owner == pid && g.requests[i].state != RequestState::Free)
             .collect()
     };

@@ -324,3 +324,56 @@ fn a_server_wide_wait_timeout_of_zero_still_bounds_the_allocators_lock_waits() {
     println!("segment_setval ended after {:?}", started.elapsed());
     assert_eq!(sqlstate(outcome), "55P03");
 }
+
+#[test]
+fn a_database_with_many_waiters_does_not_fill_the_queue_for_another() {
+    const WAITERS: i32 = 64;
+    let cluster = Cluster::with_idgen(
+        "limits-queue",
+        3,
+        &[
+            "max_connections = 100",
+            "idgen.segment_wait_timeout = '30s'",
+        ],
+    );
+    cluster.create_db_with_idgen("d2");
+    let mut d2 = cluster.connect("d2");
+    d2.batch_execute("SELECT segment_create('any')").unwrap();
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute(&format!(
+            "SELECT segment_create('s' || g) FROM generate_series(1, {WAITERS}) g"
+        ))
+        .unwrap();
+    let mut locker = cluster.connect("postgres");
+    locker
+        .batch_execute("BEGIN; LOCK TABLE idgen_segment IN SHARE MODE")
+        .unwrap();
+    let clients: Vec<_> = (0..WAITERS).map(|_| cluster.connect("postgres")).collect();
+    let (drawn, calls) = thread::scope(|s| {
+        let calls: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut c)| {
+                s.spawn(move || {
+                    c.query_one("SELECT segment_setval($1, 10)", &[&format!("s{}", i + 1)])
+                        .map(|_| ())
+                })
+            })
+            .collect();
+        wait_for("every call to queue", Duration::from_secs(10), || {
+            (waiting(&mut admin, "postgres") >= WAITERS as i64).then_some(())
+        });
+        let drawn = d2.query_one("SELECT segment_nextval('any')", &[]);
+        // Let the calls finish before anything is asserted.
+        locker.batch_execute("ROLLBACK").unwrap();
+        let calls: Vec<_> = calls.into_iter().map(|h| h.join().unwrap()).collect();
+        (drawn, calls)
+    });
+    let drawn = drawn.map(|r| r.get::<_, i64>(0));
+    assert!(
+        matches!(drawn, Ok(1)),
+        "a first draw in d2 while d1 has {WAITERS} waiters: {drawn:?}"
+    );
+    assert!(calls.iter().all(|c| c.is_ok()), "{calls:?}");
+}
