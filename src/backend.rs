@@ -35,6 +35,15 @@ pub(crate) fn max_worker_processes() -> i32 {
     unsafe { pg_sys::max_worker_processes }
 }
 
+/// `MaxBackends`: every process that may have a PGPROC and use shared memory (connections,
+/// autovacuum workers, background workers, WAL senders). Valid from `shmem_request_hook` on
+/// (PostgreSQL 15 and later compute it before calling the hook).
+pub(crate) fn max_backends() -> usize {
+    // SAFETY: set once by the postmaster (InitializeMaxBackends) before shared memory is
+    // sized, then fixed for the server's life.
+    unsafe { pg_sys::MaxBackends }.max(0) as usize
+}
+
 /// The data directory (the current directory of every backend, but named explicitly).
 pub(crate) fn data_dir() -> PathBuf {
     // SAFETY: DataDir is set before shared_preload_libraries are loaded and never changes; it

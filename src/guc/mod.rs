@@ -185,6 +185,14 @@ pub(crate) fn segment_wait_timeout_ms() -> Option<i32> {
     Some(SEGMENT_WAIT_TIMEOUT.get()).filter(|&ms| ms > 0)
 }
 
+/// The allocator's `lock_timeout` for each unit of work, in ms: `idgen.segment_wait_timeout`,
+/// or its default (10 s) when it is 0. The setting's 0 means "callers wait until cancelled";
+/// the allocator's lock waits stay bounded whatever it is, or a session holding a lock on
+/// idgen's catalog while it waits for the allocator would stop the database's refills for good.
+pub(crate) fn allocator_lock_timeout_ms() -> i32 {
+    segment_wait_timeout_ms().unwrap_or(table::SEGMENT_WAIT_TIMEOUT_DEFAULT_MS)
+}
+
 /// `idgen.segment_refill_interval` in ms.
 pub(crate) fn segment_refill_interval_ms() -> i64 {
     SEGMENT_REFILL_INTERVAL.get().into()

@@ -26,7 +26,10 @@ pub(super) static TIME_UNIT_MS: GucSetting<i32> = GucSetting::<i32>::new(1);
 pub(super) static MAX_DRIFT_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub(super) static MAX_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
 pub(super) static SEQUENCE_JITTER: GucSetting<i32> = GucSetting::<i32>::new(0);
-pub(super) static SEGMENT_WAIT_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+/// `idgen.segment_wait_timeout`'s default, in ms.
+pub(super) const SEGMENT_WAIT_TIMEOUT_DEFAULT_MS: i32 = 10_000;
+pub(super) static SEGMENT_WAIT_TIMEOUT: GucSetting<i32> =
+    GucSetting::<i32>::new(SEGMENT_WAIT_TIMEOUT_DEFAULT_MS);
 pub(super) static SEGMENT_REFILL_INTERVAL: GucSetting<i32> = GucSetting::<i32>::new(15 * 60 * 1000);
 pub(super) static SEGMENT_MAX_STEP: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
 pub(super) static SEGMENT_WORKER_IDLE_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(60_000);

@@ -1,7 +1,7 @@
 //! The allocator: one background worker per database that uses segments (and a second, the
 //! registry allocator, while the database has work that calls the registry: [`Lane`]), started
-//! on demand, gone once its database has nothing cached: after each
-//! `idgen.segment_worker_idle_timeout` without work, the segments not drawn from meanwhile leave
+//! on demand, gone once its database has nothing cached: every
+//! `idgen.segment_worker_idle_timeout`, busy or not, the segments not drawn from meanwhile leave
 //! the cache and give their unused numbers back; at its exit (a fast shutdown) all do. It alone writes
 //! `idgen_segment`, one unit of work at a time ([`super::work`]), each in a transaction of its
 //! own ([`super::unit`]), and a failed unit is reported to the waiting caller while the worker
@@ -55,6 +55,7 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
     log!("idgen {kind} started for database {}", db.to_u32());
 
     let mut last_work = Instant::now();
+    let mut last_take_out = Instant::now();
     loop {
         if terminating() && lane == Lane::Local {
             // A fast shutdown (or pg_terminate_backend): the cached ranges of this database
@@ -69,23 +70,27 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
         if lock().retire_requested(db) {
             break;
         }
+        let idle_limit = Duration::from_millis(guc::segment_worker_idle_timeout_ms());
+        if lane == Lane::Local && last_take_out.elapsed() >= idle_limit {
+            // Every idle timeout, whatever other work there is: segments not drawn from since
+            // the last time leave the cache, giving their unused numbers back (a busy database
+            // used to keep its cold segments' ranges until eviction or shutdown). The registry
+            // allocator gives nothing back (a global segment does not).
+            let idle = lock().take_out_idle(db, false);
+            give_back(&idle);
+            last_take_out = Instant::now();
+        }
         let work = take_work(db, lane);
         if let Some(work) = work {
             run(db, lane, work);
             last_work = Instant::now();
             continue;
         }
-        let idle_limit = Duration::from_millis(guc::segment_worker_idle_timeout_ms());
         let idle = last_work.elapsed();
         if idle >= idle_limit {
-            // Segments not drawn from during the idle period leave the cache, giving their
-            // unused numbers back; the worker stays while its database has others, so that
-            // they too are given back at a clean shutdown. The registry allocator gives nothing
-            // back (a global segment does not): it leaves once idle.
-            if lane == Lane::Local {
-                let idle = lock().take_out_idle(db, false);
-                give_back(&idle);
-            }
+            // No work for the idle timeout: the worker leaves once its database has nothing
+            // cached; it stays while it has segments, so that they too are given back (at the
+            // take-outs above, or at a clean shutdown). The registry allocator leaves once idle.
             let mut g = lock();
             if !g.request_pending(db, lane)
                 && !g.refill_wanted(db, lane)
@@ -98,11 +103,16 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
             last_work = Instant::now();
             continue;
         }
+        let mut sleep = idle_limit - idle;
+        if lane == Lane::Local {
+            sleep = sleep.min(idle_limit.saturating_sub(last_take_out.elapsed()));
+        }
         // A refill put off after the registry did not answer is tried again in time.
-        let retry = lock().next_retry(db, lane).map(|at| {
-            Duration::from_micros((at - crate::time::now_timestamptz_us()).max(1) as u64)
-        });
-        crate::latch::wait(retry.map_or(idle_limit - idle, |r| r.min(idle_limit - idle)));
+        if let Some(at) = lock().next_retry(db, lane) {
+            let retry = (at - crate::time::now_timestamptz_us()).max(1) as u64;
+            sleep = sleep.min(Duration::from_micros(retry));
+        }
+        crate::latch::wait(sleep);
     }
 }
 

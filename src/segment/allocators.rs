@@ -70,11 +70,12 @@ impl Guarded {
             }
             *a = Allocator::default();
         }
-        let Some(entry) = self
-            .allocators
-            .iter_mut()
-            .find(|a| a.db == pg_sys::InvalidOid)
-        else {
+        // A free entry, or one whose worker never reported in within its grace (it failed to
+        // start): the table has one entry per worker slot, and a stale one holds none.
+        let Some(entry) = self.allocators.iter_mut().find(|a| {
+            a.db == pg_sys::InvalidOid
+                || (a.pid == 0 && now - a.launched_at >= ALLOCATOR_START_GRACE_US)
+        }) else {
             return Err(unavailable());
         };
         if builder(db, lane).load_dynamic().is_err() {

@@ -1,14 +1,16 @@
 //! The segment cache's hooks into PostgreSQL's commands (DESIGN.md §2):
 //!
 //! * `object_access_hook`: when `idgen_segment` (the extension) or a whole database is dropped,
-//!   that database's cached ranges are forgotten (and a dropped database's allocator retired), so
-//!   a re-created segment can never hand out numbers cached from the old table.
+//!   that database's cached ranges are forgotten as the drop commits (and a dropped database's
+//!   allocator retired at once), so a re-created segment can never hand out numbers cached from
+//!   the old table; a drop that fails or rolls back keeps them.
 //! * `ProcessUtility_hook`: before a command that needs a database without other sessions
 //!   (`CREATE DATABASE ... TEMPLATE x`, `ALTER DATABASE x RENAME`, `ALTER DATABASE x SET
 //!   TABLESPACE`), x's allocator is asked to leave, as `DROP DATABASE` already makes it; after
 //!   `DISCARD SEQUENCES` or `DISCARD ALL`, this session's blocks and `segment_currval`s (and
 //!   `snowflake_currval()`) are forgotten, as a sequence's are.
 
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void, CStr};
 
 use pgrx::pg_sys;
@@ -219,18 +221,78 @@ unsafe fn option_string(options: *mut pg_sys::List, name: &CStr) -> Option<*cons
 }
 
 /// `object_access_hook` part: when `idgen_segment` (the extension) or a whole database is
-/// dropped, that database's cached ranges are forgotten, so a re-created segment can never
-/// hand out numbers cached from the old table.
+/// dropped, that database's cached ranges are forgotten once the drop commits, so a re-created
+/// segment can never hand out numbers cached from the old table. The hook runs before the
+/// command's own checks (PostgreSQL's `dropdb` calls it before "being accessed by other users"
+/// and "cannot drop a template database"), and a transaction that drops the extension may roll
+/// back: either way the database and its ranges stay, so only a commit releases them
+/// ([`release_dropped`]). A dropped database's allocator is asked to leave at once, as
+/// `DROP DATABASE` needs: it starts again on demand should the drop fail.
 fn on_drop(class_id: pg_sys::Oid, object_id: pg_sys::Oid) {
     if !attached() {
         return;
     }
     if class_id == pg_sys::DatabaseRelationId {
-        let mut g = lock();
-        g.release_database(object_id);
-        g.retire_allocator(object_id);
+        release_at_commit(object_id);
+        lock().retire_allocator(object_id);
     } else if class_id == pg_sys::RelationRelationId && is_the_catalog(object_id) {
-        lock().release_database(backend::database_id());
+        release_at_commit(backend::database_id());
+    }
+}
+
+thread_local! {
+    /// Databases whose cached ranges this backend's transaction released by dropping them or
+    /// their `idgen_segment`: released when it commits, forgotten when it aborts.
+    static DROPPED: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Makes the commit of this backend's transaction release `db`'s cached ranges.
+fn release_at_commit(db: pg_sys::Oid) {
+    thread_local! {
+        static REGISTERED: Cell<bool> = const { Cell::new(false) };
+    }
+    if !REGISTERED.get() {
+        // SAFETY: registers a #[pg_guard]ed callback with the signature PostgreSQL calls, once
+        // per process (REGISTERED), with no argument.
+        unsafe { pg_sys::RegisterXactCallback(Some(release_dropped), std::ptr::null_mut()) };
+        REGISTERED.set(true);
+    }
+    DROPPED.with_borrow_mut(|dropped| {
+        if !dropped.contains(&db) {
+            dropped.push(db);
+        }
+    });
+}
+
+/// Transaction callback: before the commit (or the PREPARE) of a transaction that dropped a
+/// database or `idgen_segment`, releases that database's cached ranges; an abort releases
+/// nothing. Before, not after: once the commit is visible, another session may create the
+/// extension and the segment again, and must not find the old ranges cached. Should the
+/// commit then fail, the ranges are only skipped (a gap). A drop in a subtransaction rolled
+/// back to a savepoint still releases at the top-level commit: a gap, never a repeat.
+///
+/// # Safety
+/// Called by PostgreSQL as a transaction callback (`RegisterXactCallback`); it only takes the
+/// LWLock and writes plain data, so it cannot fail mid-commit.
+#[pg_guard]
+unsafe extern "C-unwind" fn release_dropped(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::XactEvent::*;
+    match event {
+        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT | XACT_EVENT_PRE_PREPARE => {
+            let dropped = DROPPED.take();
+            if dropped.is_empty() || !attached() {
+                return;
+            }
+            let mut g = lock();
+            for db in dropped {
+                g.release_database(db);
+            }
+        }
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => DROPPED.with_borrow_mut(Vec::clear),
+        _ => {}
     }
 }
 

@@ -9,9 +9,7 @@ use std::cell::Cell;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::shared::{
-    cancel_sleep, deadline, lock, wait_for, Guarded, Lane, Request, RequestState, MAX_REQUESTS,
-};
+use super::shared::{cancel_sleep, deadline, lock, wait_for, Guarded, Lane, Request, RequestState};
 use crate::backend;
 use crate::error::Error;
 use crate::failure::Failure;
@@ -28,7 +26,13 @@ pub(crate) fn check_not_in_recovery() -> Result<(), Error> {
 /// Sends `request` to this database's allocator and waits for its result. `timeout`: wait at
 /// most `idgen.segment_wait_timeout` (loads, which `segment_nextval` waits for); otherwise
 /// until done or cancelled (admin calls, which may already have committed).
-pub(crate) fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> {
+pub(crate) fn submit(request: Request, timeout: bool) -> Result<i64, Error> {
+    submit_until(request, if timeout { deadline() } else { None })
+}
+
+/// [`submit`], waiting until `deadline_us` (a `TimestampTz`; `None`: until done or cancelled):
+/// a caller that submits again within one call keeps the call's deadline.
+pub(crate) fn submit_until(mut request: Request, deadline_us: Option<i64>) -> Result<i64, Error> {
     check_not_in_recovery()?;
     release_requests_at_exit();
     let db = backend::database_id();
@@ -42,7 +46,8 @@ pub(crate) fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> 
             .iter()
             .position(|r| r.state == RequestState::Free)
         else {
-            return Err(Error::RequestQueueFull { max: MAX_REQUESTS });
+            let max = g.requests.len();
+            return Err(Error::RequestQueueFull { max });
         };
         request.ticket = g.next_ticket();
         g.requests[index] = request;
@@ -53,7 +58,7 @@ pub(crate) fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> 
         index
     };
     let abandon = AbandonOnUnwind(index);
-    let outcome = wait_for(if timeout { deadline() } else { None }, |g| {
+    let outcome = wait_for(deadline_us, |g| {
         let r = g.requests[index];
         match r.state {
             RequestState::Done => {
@@ -64,8 +69,13 @@ pub(crate) fn submit(mut request: Request, timeout: bool) -> Result<i64, Error> 
                     Ok(r.result)
                 })
             }
-            // The allocator may have exited (or never started): start another.
-            RequestState::Pending => g.ensure_allocator(db).err().map(Err),
+            // The allocator may have exited (or never started): start another. If none can
+            // start, the request is withdrawn under the same lock hold: the caller is told it
+            // failed, so no allocator may run it later.
+            RequestState::Pending => g.ensure_allocator(db).err().map(|e| {
+                g.requests[index] = Request::default();
+                Err(e)
+            }),
             _ => None,
         }
     });
@@ -97,7 +107,8 @@ fn abandon_request(index: usize) {
 /// Makes sure this backend's requests are given up when it exits, however it exits: a caller
 /// that dies by FATAL while it waits (`pg_terminate_backend`, a session timeout) unwinds no
 /// Rust frame, and its request slot would otherwise stay taken until the server restarts
-/// (after [`MAX_REQUESTS`] such deaths, every admin call and uncached load failed with 53400).
+/// (after as many such deaths as the queue has entries, every admin call and uncached load
+/// failed with 53400).
 fn release_requests_at_exit() {
     thread_local! {
         static REGISTERED: Cell<bool> = const { Cell::new(false) };
@@ -122,7 +133,7 @@ unsafe extern "C-unwind" fn release_own_requests(_code: i32, _arg: pg_sys::Datum
     let pid = backend::pid();
     let mine: Vec<usize> = {
         let g = lock();
-        (0..MAX_REQUESTS)
+        (0..g.requests.len())
             .filter(|&i| g.requests[i].owner == pid && g.requests[i].state != RequestState::Free)
             .collect()
     };

@@ -12,8 +12,8 @@ use pgrx::pg_sys;
 use rustc_hash::FxBuildHasher;
 
 use super::buffer::Drawn;
-use super::queue::{check_not_in_recovery, submit};
-use super::shared::{deadline, lock, slot, wait_for, Request, RequestKind};
+use super::queue::{check_not_in_recovery, submit_until};
+use super::shared::{lock, slot, wait_for, CallDeadline, Request, RequestKind};
 use crate::backend;
 use crate::error::Error;
 use crate::guc;
@@ -77,7 +77,7 @@ pub(crate) fn entry(name: &str) -> Result<Entry, Error> {
     if let Some(e) = LOCAL.with_borrow(|local| local.get(name).copied()) {
         return Ok(Entry(e));
     }
-    let resolved = resolve(name)?;
+    let resolved = resolve(name, &mut CallDeadline::default())?;
     let e: &'static Local = Box::leak(Box::new(Local {
         name: name.to_owned(),
         resolved: Cell::new(resolved),
@@ -112,6 +112,8 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
     }
     let e = entry.0;
     let mut left = n;
+    // One timeout for the whole call, however many times it waits.
+    let mut deadline = CallDeadline::default();
     // This session's block first: its numbers are below every number the shared range gives
     // from now on, so the session's numbers keep increasing.
     let b = e.block.get();
@@ -146,7 +148,7 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
             (i, g) if slot(i).generation.load(SeqCst) == g => (i, g),
             // Evicted, or dropped and created again: find it anew (the currval stays).
             _ => {
-                let r = resolve(&e.name)?;
+                let r = resolve(&e.name, &mut deadline)?;
                 e.resolved.set(r);
                 r
             }
@@ -200,7 +202,7 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
                 run(first, given);
                 left -= given;
             }
-            None => wait_for_range(&e.name, index, generation)?,
+            None => wait_for_range(&e.name, index, generation, deadline.get())?,
         }
     }
     Ok(())
@@ -255,14 +257,14 @@ pub(crate) fn currval(name: &str) -> Option<i64> {
 }
 
 /// The slot and generation of segment `name` of this database, loading it into the cache
-/// through the allocator if no backend has yet.
-fn resolve(name: &str) -> Result<(usize, u64), Error> {
+/// through the allocator if no backend has yet, waiting until the call's `deadline`.
+fn resolve(name: &str, deadline: &mut CallDeadline) -> Result<(usize, u64), Error> {
     let db = backend::database_id();
     loop {
         if let Some(i) = lock().find(db, name) {
             return Ok((i, slot(i).generation.load(SeqCst)));
         }
-        submit(Request::new(RequestKind::Load, name), true)?;
+        submit_until(Request::new(RequestKind::Load, name), deadline.get())?;
     }
 }
 
@@ -287,11 +289,17 @@ fn ask_for_next_range(index: usize, generation: u64) {
 
 /// Slow path: both ranges are empty (or the segment is frozen by an admin call). Switches to
 /// the next range if it has arrived, else asks the allocator and waits. Returns once the slot
-/// has numbers or is no longer the caller's (the caller draws or looks up again).
-fn wait_for_range(name: &str, index: usize, generation: u64) -> Result<(), Error> {
+/// has numbers or is no longer the caller's (the caller draws or looks up again). Waits until
+/// `deadline_us` (the call's, a `TimestampTz`; `None`: until cancelled).
+fn wait_for_range(
+    name: &str,
+    index: usize,
+    generation: u64,
+    deadline_us: Option<i64>,
+) -> Result<(), Error> {
     check_not_in_recovery()?;
     let mut asked_at: Option<u64> = None;
-    let outcome = wait_for(deadline(), |g| {
+    let outcome = wait_for(deadline_us, |g| {
         let s = slot(index);
         if s.generation.load(SeqCst) != generation {
             return Some(Ok(()));
@@ -316,6 +324,9 @@ fn wait_for_range(name: &str, index: usize, generation: u64) -> Result<(), Error
         // A prefetch already wanted keeps its earlier ticket.
         g.want_refill(index);
         if let Err(e) = g.ensure_allocator(m.db) {
+            // No allocator to run it: a refill left wanted would keep the slot from being
+            // evicted until one runs (as in `ask_for_next_range`).
+            g.metas[index].refill_wanted = false;
             return Some(Err(e));
         }
         None

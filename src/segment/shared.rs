@@ -9,7 +9,8 @@
 //!   under the LWLock, and so is the name index, a dynahash table (database, name) → slot.
 //! * One [`Allocator`] entry per database with a running allocator background worker, which
 //!   alone writes `idgen_segment`, and the [`Hold`]s that keep allocators away for a while.
-//! * A small queue of [`Request`]s: loading a segment into the cache, and the admin calls
+//! * A queue of [`Request`]s, one entry per process that may wait plus one per allocator, so
+//!   that no workload fills it: loading a segment into the cache, and the admin calls
 //!   (create, alter, drop, setval, interleave ready), each run by the allocator in its own
 //!   transaction.
 //! * One condition variable, broadcast whenever a range is installed, a request completes or an
@@ -28,10 +29,23 @@ use crate::lwlock::{LWLockGuard, NamedLWLock};
 use crate::shmem::{Part, ShmemArray, ShmemHash, ShmemStruct};
 use crate::time::now_timestamptz_us;
 
-/// Databases with an allocator worker at the same time.
-pub(crate) const MAX_ALLOCATORS: usize = 128;
-/// Requests waiting for allocators at the same time.
-pub(crate) const MAX_REQUESTS: usize = 64;
+/// Entries of the allocator table: `max_worker_processes`. An entry is a registered allocator
+/// worker (one per database and [`Lane`]), running or starting; a worker holds one of
+/// `max_worker_processes` while it lives, so no workload fills the table before PostgreSQL
+/// refuses the worker itself (53400). An entry whose worker never reported in is reused once
+/// its start grace has passed.
+fn allocator_entries() -> usize {
+    crate::backend::max_worker_processes().max(1) as usize
+}
+
+/// Entries of the request queue: `MaxBackends` plus one per allocator entry. A process waits
+/// on at most one request of its own at a time (a request it stops waiting for is withdrawn,
+/// or, if an allocator is running it, left `Abandoned` until that allocator finishes it), and
+/// each allocator runs one request at a time, so at most one abandoned request per allocator.
+/// No workload, in one database or many, fills the queue.
+fn request_entries() -> usize {
+    crate::backend::max_backends() + allocator_entries()
+}
 
 /// One cached segment: what the hot path reads without a lock.
 #[repr(C)]
@@ -359,6 +373,48 @@ impl DerefMut for Metas {
     }
 }
 
+/// The allocator table, an array in shared memory of [`allocator_entries`] entries: reachable
+/// only as [`Guarded::allocators`], so only with the LWLock held.
+#[repr(C)]
+pub(crate) struct Allocators {
+    _only_in_guarded: [u8; 0],
+}
+
+/// The request queue, an array in shared memory of [`request_entries`] entries: reachable only
+/// as [`Guarded::requests`], so only with the LWLock held.
+#[repr(C)]
+pub(crate) struct Requests {
+    _only_in_guarded: [u8; 0],
+}
+
+/// `Deref` and `DerefMut` to the slice of `$array` for a zero-sized field of [`Guarded`].
+macro_rules! guarded_slice {
+    ($field:ty, $array:ident, $elem:ty) => {
+        impl Deref for $field {
+            type Target = [$elem];
+
+            fn deref(&self) -> &[$elem] {
+                let (ptr, len) = $array.raw();
+                // SAFETY: `len` initialized elements in shared memory; the field is reached
+                // only through a `Locked` (the LWLock held exclusively), so nothing writes
+                // them meanwhile.
+                unsafe { std::slice::from_raw_parts(ptr, len) }
+            }
+        }
+
+        impl DerefMut for $field {
+            fn deref_mut(&mut self) -> &mut [$elem] {
+                let (ptr, len) = $array.raw();
+                // SAFETY: as in `deref`; `&mut self` comes from `&mut Locked`, the only borrow.
+                unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+            }
+        }
+    };
+}
+
+guarded_slice!(Allocators, ALLOCATORS, Allocator);
+guarded_slice!(Requests, REQUESTS, Request);
+
 /// Everything under the LWLock `idgen_segment`.
 #[repr(C)]
 pub(crate) struct Guarded {
@@ -371,12 +427,12 @@ pub(crate) struct Guarded {
     /// The last refill failures, a ring written at `next_failure`.
     pub(crate) failures: [NotedFailure; NOTED_FAILURES],
     pub(crate) next_failure: usize,
-    /// The allocators, one entry per database with one.
-    pub(crate) allocators: [Allocator; MAX_ALLOCATORS],
+    /// The allocators, one entry per database and lane with one.
+    pub(crate) allocators: Allocators,
     /// Databases whose allocators are held back.
     pub(crate) holds: [Hold; MAX_HOLDS],
     /// The request queue.
-    pub(crate) requests: [Request; MAX_REQUESTS],
+    pub(crate) requests: Requests,
     /// The last ticket handed out to a request or a wanted refill: the order the allocator
     /// serves them in ([`super::allocator`]'s `take_work`).
     pub(crate) tickets: u64,
@@ -399,6 +455,10 @@ static SHARED: ShmemStruct<SegmentShared> = ShmemStruct::new(c"idgen_segment_cac
 static SLOTS: ShmemArray<Slot> = ShmemArray::new(c"idgen_segment_slots");
 /// The slots' metadata: under the LWLock only ([`Metas`]).
 static METAS: ShmemArray<SlotMeta> = ShmemArray::new(c"idgen_segment_metas");
+/// The allocator table: under the LWLock only ([`Allocators`]).
+static ALLOCATORS: ShmemArray<Allocator> = ShmemArray::new(c"idgen_segment_allocators");
+/// The request queue: under the LWLock only ([`Requests`]).
+static REQUESTS: ShmemArray<Request> = ShmemArray::new(c"idgen_segment_requests");
 /// The name index (database, name) → slot: under the LWLock only.
 static INDEX: ShmemHash<SlotKey, IndexEntry> = ShmemHash::new(c"idgen_segment_index");
 static LOCK: NamedLWLock = NamedLWLock::new(c"idgen_segment");
@@ -411,18 +471,23 @@ pub(crate) const PART: Part = Part {
         SHARED.request();
         SLOTS.request(size);
         METAS.request(size);
+        ALLOCATORS.request(allocator_entries());
+        REQUESTS.request(request_entries());
         INDEX.request(size);
         LOCK.request();
     },
     attach: || {
         let size = guc::segment_cache_size();
-        // SAFETY: SegmentShared, Slot and SlotMeta are atomics and plain numbers, valid as zero
-        // bytes, but for the condition variable, which is initialized here before any process
+        // SAFETY: SegmentShared, Slot, SlotMeta, Allocator and Request are atomics and plain
+        // numbers (their enums' zero is a variant: Lane::Local, RequestState::Free, ...), valid
+        // as zero bytes, but for the condition variable, which is initialized here before any process
         // can use it.
         unsafe {
             SHARED.attach(|fresh| pg_sys::ConditionVariableInit((*fresh).cv.get()));
             SLOTS.attach(size);
             METAS.attach(size);
+            ALLOCATORS.attach(allocator_entries());
+            REQUESTS.attach(request_entries());
         }
         INDEX.attach(size);
         LOCK.attach();
@@ -432,7 +497,11 @@ pub(crate) const PART: Part = Part {
 /// Whether the cache exists in this process (false in a process where idgen was not preloaded,
 /// where its hooks still run).
 pub(crate) fn attached() -> bool {
-    SHARED.attached() && SLOTS.attached() && LOCK.attached()
+    SHARED.attached()
+        && SLOTS.attached()
+        && ALLOCATORS.attached()
+        && REQUESTS.attached()
+        && LOCK.attached()
 }
 
 /// How many segments the cache holds at once, over all databases (`idgen.segment_cache_size`
@@ -554,6 +623,20 @@ pub(crate) fn cancel_sleep() {
 /// The deadline of a caller's wait for a range, `idgen.segment_wait_timeout` from now.
 pub(crate) fn deadline() -> Option<i64> {
     guc::segment_wait_timeout_ms().map(|ms| now_timestamptz_us() + i64::from(ms) * 1000)
+}
+
+/// One call's deadline for every wait it makes, `idgen.segment_wait_timeout` from its first
+/// wait: read from the clock only when first needed (the hot path never waits), then kept, so
+/// that a call that has to wait again (its slot evicted, its new range drained by others, its
+/// load to be done again) does not start a fresh timeout each time.
+#[derive(Default)]
+pub(crate) struct CallDeadline(Option<Option<i64>>);
+
+impl CallDeadline {
+    /// The deadline (`TimestampTz`), `None` to wait until cancelled.
+    pub(crate) fn get(&mut self) -> Option<i64> {
+        *self.0.get_or_insert_with(deadline)
+    }
 }
 
 /// Wakes everyone waiting on the cache.

@@ -37,8 +37,13 @@ impl Guarded {
     }
 
     /// Assigns a slot to segment `name` of `db`, empty and with a refill wanted: a free one, or
-    /// else the one the clock sweep evicts (returned, for its numbers to be given back). 53400
+    /// else the one the clock sweep evicts (returned, for its numbers to be given back). 54000
     /// when every slot is busy (frozen by an admin call or being refilled).
+    ///
+    /// The first refill takes `ticket`, the load's own: it goes before every load queued after
+    /// this one, so that a burst of loads of more names than the cache has slots does not pin
+    /// every slot with a refill queued behind all of them (the later loads then found no slot
+    /// to evict and failed with 54000).
     pub(crate) fn assign(
         &mut self,
         db: pg_sys::Oid,
@@ -46,6 +51,7 @@ impl Guarded {
         base_step: i64,
         cache: u32,
         global: bool,
+        ticket: u64,
     ) -> Result<(usize, Option<Evicted>), Error> {
         let (index, evicted) = match self.free_slot() {
             Some(i) => (i, None),
@@ -66,7 +72,9 @@ impl Guarded {
             ..SlotMeta::default()
         };
         // The caller that loads it waits for its first range.
-        self.want_refill(index);
+        let m = &mut self.metas[index];
+        m.refill_wanted = true;
+        m.refill_ticket = ticket;
         s.referenced.store(true, SeqCst);
         s.cache.store(cache, SeqCst);
         s.global.store(global, SeqCst);

@@ -199,11 +199,12 @@ fn run_transaction<R>(
         // TABLE`, a long `FOR UPDATE`) while it waits for this allocator would otherwise stop
         // every refill of the database, unseen by the deadlock detector (the session sleeps on
         // a condition variable, not on a lock). The unit then fails with 55P03, and the next
-        // one runs.
-        if let Some(ms) = guc::segment_wait_timeout_ms().filter(|&ms| ms > 0) {
-            let value = std::ffi::CString::new(ms.to_string()).expect("digits");
-            crate::backend::set_local(c"lock_timeout", &value);
-        }
+        // one runs. With the setting at 0 (callers wait until cancelled), the unit still waits
+        // at most the setting's default: the callers' choice must not remove the allocator's
+        // bound, or that session and the allocator would wait for each other for ever.
+        let ms = guc::allocator_lock_timeout_ms();
+        let value = std::ffi::CString::new(ms.to_string()).expect("digits");
+        crate::backend::set_local(c"lock_timeout", &value);
         let outcome = (body.take().expect("runs once"))();
         // SAFETY: the transaction and snapshot started above are still open.
         unsafe {

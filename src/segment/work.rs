@@ -246,7 +246,7 @@ fn load(db: pg_sys::Oid, lane: Lane, request: &Request) -> Result<Loaded, Failur
         return Ok(Loaded::Slot(i));
     }
     let (index, evicted) = g
-        .assign(db, name, base_step, cache, global)
+        .assign(db, name, base_step, cache, global, request.ticket)
         .map_err(|e| Failure::from_error(&e))?;
     if global {
         // Its first refill is the registry allocator's: started now, not when the caller asks.
