@@ -123,10 +123,12 @@ fn create(
     check_description(description)?;
     let place = catalog::place()?;
     let creator = catalog::current_role();
-    let revived = if place.tombstones {
-        carry_over(&place, name, &f, reset_text, scope)?
-    } else {
-        None
+    let revived = match place.dropped {
+        Some(dropped) => {
+            catalog::lock_serial_name(dropped, name);
+            carry_over(&place, name, &f, reset_text, scope)?
+        }
+        None => None,
     };
     let rows = catalog::run(
         &place,
@@ -285,9 +287,12 @@ fn serial_drop(name: Option<&str>) {
 fn drop_serial(name: Option<&str>) -> Result<(), Error> {
     let name = required(name, "name")?;
     let place = catalog::place()?;
+    if let Some(dropped) = place.dropped {
+        catalog::lock_serial_name(dropped, name);
+    }
     let rows = catalog::run(
         &place,
-        if place.tombstones {
+        if place.dropped.is_some() {
             "WITH d AS (DELETE FROM $S.idgen_serial s WHERE s.name = $1
                         RETURNING s.name, s.id, s.format, s.reset, s.scope)
              INSERT INTO $S.idgen_serial_dropped AS t (name, id, format, reset, scope)
@@ -324,7 +329,8 @@ fn serial_forget(name: Option<&str>) {
 fn forget(name: Option<&str>) -> Result<(), Error> {
     let name = required(name, "name")?;
     let place = catalog::place()?;
-    let rows = if place.tombstones {
+    let rows = if let Some(dropped) = place.dropped {
+        catalog::lock_serial_name(dropped, name);
         catalog::run(
             &place,
             "DELETE FROM $S.idgen_serial_dropped d WHERE d.name = $1 RETURNING d.id",

@@ -99,9 +99,12 @@ pub(crate) struct Place {
     /// Whether `idgen_serial` has `usage_role_oids` (idgen 0.8.0): until the database's
     /// `ALTER EXTENSION idgen UPDATE`, grants are kept and matched by name only, as before.
     pub(crate) role_oids: bool,
-    /// Whether `idgen_serial_dropped` exists (idgen 0.9.0): until the database's `ALTER
-    /// EXTENSION idgen UPDATE`, a drop keeps nothing of the name, as before.
-    pub(crate) tombstones: bool,
+    /// `idgen_serial_dropped`'s OID (idgen 0.9.0), the table of the extension (a member of it,
+    /// not merely a relation of that name: before the update, the database owner could create
+    /// one in idgen's schema, and serial functions write it as the extension's owner); also
+    /// the class of the per-name locks ([`lock_serial_name`]). None until the database's
+    /// `ALTER EXTENSION idgen UPDATE`: a drop then keeps nothing of the name, as before.
+    pub(crate) dropped: Option<pg_sys::Oid>,
 }
 
 /// Finds the extension's schema and the owner of `idgen_serial`. Errors: 55000 idgen is not
@@ -115,9 +118,17 @@ pub(crate) fn place() -> Result<Place, Error> {
                                  WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid
                                    AND a.attname OPERATOR(pg_catalog.=) 'usage_role_oids'::pg_catalog.name
                                    AND NOT a.attisdropped),
-                        EXISTS (SELECT FROM pg_catalog.pg_class d
-                                 WHERE d.relnamespace OPERATOR(pg_catalog.=) n.oid
-                                   AND d.relname OPERATOR(pg_catalog.=) 'idgen_serial_dropped'::pg_catalog.name)
+                        (SELECT d.oid FROM pg_catalog.pg_class d
+                           JOIN pg_catalog.pg_depend x
+                             ON x.classid OPERATOR(pg_catalog.=) 1259::pg_catalog.oid
+                            AND x.objid OPERATOR(pg_catalog.=) d.oid
+                            AND x.objsubid OPERATOR(pg_catalog.=) 0
+                            AND x.refclassid OPERATOR(pg_catalog.=) 3079::pg_catalog.oid
+                            AND x.refobjid OPERATOR(pg_catalog.=) e.oid
+                            AND x.deptype OPERATOR(pg_catalog.=) 'e'::pg_catalog.\"char\"
+                          WHERE d.relnamespace OPERATOR(pg_catalog.=) n.oid
+                            AND d.relname OPERATOR(pg_catalog.=) 'idgen_serial_dropped'::pg_catalog.name
+                            AND d.relkind OPERATOR(pg_catalog.=) 'r'::pg_catalog.\"char\")
                    FROM pg_catalog.pg_extension e
                    JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
                    JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid
@@ -134,7 +145,7 @@ pub(crate) fn place() -> Result<Place, Error> {
                         r.get::<pg_sys::Oid>(2)?,
                         r.get::<pg_sys::Oid>(3)?,
                         r.get::<bool>(4)?,
-                        r.get::<bool>(5)?,
+                        r.get::<pg_sys::Oid>(5)?,
                     ));
                 }
                 Ok(out)
@@ -147,15 +158,13 @@ pub(crate) fn place() -> Result<Place, Error> {
         hint: None,
     })?;
     match row {
-        Some((Some(schema), Some(owner), Some(serials), Some(role_oids), Some(tombstones))) => {
-            Ok(Place {
-                schema,
-                owner,
-                serials,
-                role_oids,
-                tombstones,
-            })
-        }
+        Some((Some(schema), Some(owner), Some(serials), Some(role_oids), dropped)) => Ok(Place {
+            schema,
+            owner,
+            serials,
+            role_oids,
+            dropped,
+        }),
         _ => Err(Error::ExtensionNotVisible),
     }
 }
@@ -356,6 +365,27 @@ pub(crate) fn lock_serial(place: &Place, id: i64) {
             place.serials,
             pg_sys::Oid::from(id as u32),
             (id >> 32) as u16,
+            pg_sys::ExclusiveLock as i32,
+        )
+    };
+}
+
+/// Takes this transaction's lock on serial name `name` (an object lock on `idgen_serial_dropped`
+/// (`dropped`), numbered by a hash of the name; two names sharing a hash only wait for each
+/// other): `serial_create`, `serial_drop` and `serial_forget` of one name run one after the
+/// other, so a create never misses a tombstone a concurrent drop is writing (it would take a
+/// new id and count from 1).
+pub(crate) fn lock_serial_name(dropped: pg_sys::Oid, name: &str) {
+    // FNV-1a: stable across processes and releases.
+    let hash = name.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    // SAFETY: in a transaction; LockDatabaseObject waits interruptibly and raises on deadlock.
+    unsafe {
+        pg_sys::LockDatabaseObject(
+            dropped,
+            pg_sys::Oid::from(hash),
+            0,
             pg_sys::ExclusiveLock as i32,
         )
     };

@@ -212,3 +212,49 @@ fn a_gapless_draw_on_a_standby_fails_with_25006() {
         assert_eq!(e.code().code(), "25006", "{serial}: {e:?}");
     }
 }
+
+/// A create of a name whose drop is not committed yet waits for it, then goes on counting. On
+/// the code before this test, the create missed the uncommitted tombstone, took a new id once
+/// the drop committed, and printed `R1` again.
+#[test]
+fn a_create_concurrent_with_a_drop_of_the_name_goes_on_counting() {
+    let cluster = Cluster::with_idgen("serial-names-race", 3, &[]);
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute("SELECT serial_create('r', 'R{seq}', gapless => true)")
+        .unwrap();
+    let mut texts: Vec<String> = (0..3).map(|_| next(&mut admin, "r")).collect();
+    let mut dropper = cluster.connect("postgres");
+    dropper
+        .batch_execute("BEGIN; SELECT serial_drop('r');")
+        .unwrap();
+    let creator = {
+        let mut c = cluster.connect("postgres");
+        std::thread::spawn(move || {
+            c.batch_execute("SELECT serial_create('r', 'R{seq}', gapless => true)")
+                .map_err(|e| format!("{e:?}"))
+        })
+    };
+    // The create is waiting (for the name's lock, or on the unique index before the fix).
+    wait_for(
+        "the create to wait",
+        std::time::Duration::from_secs(10),
+        || {
+            let waiting: i64 = admin.one(
+                "SELECT count(*) FROM pg_stat_activity
+              WHERE query LIKE 'SELECT serial_create(%' AND wait_event_type = 'Lock'",
+            );
+            (waiting == 1).then_some(())
+        },
+    );
+    dropper.batch_execute("COMMIT").unwrap();
+    creator.join().unwrap().unwrap();
+    texts.extend((0..3).map(|_| next(&mut admin, "r")));
+    assert_eq!(
+        repeated(&texts),
+        Vec::<String>::new(),
+        "printed twice: {texts:?}"
+    );
+    let left: i64 = admin.one("SELECT count(*) FROM idgen_serial_dropped");
+    assert_eq!(left, 0, "the tombstone went with the new serial");
+}

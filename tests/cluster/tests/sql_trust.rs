@@ -500,3 +500,55 @@ fn a_0_7_0_database_keeps_its_serials_under_the_new_library_and_through_a_dump()
         .unwrap();
     assert!(draw("new").unwrap() > next);
 }
+
+/// Before a database's update to 0.9.0 the new library runs with the old objects, and the
+/// database owner may create a table named `idgen_serial_dropped` in idgen's schema (public):
+/// serial functions write dropped names there as the extension's owner, so her triggers must
+/// never fire. On the code before this test, `serial_drop` found the table by its name and
+/// inserted into it as the superuser, and `app` became one.
+#[test]
+fn a_planted_table_of_dropped_serials_is_never_written() {
+    install_old_script();
+    let c = owned_database("sqltrust-dropped", "ids");
+    let mut su = c.connect("ids");
+    su.batch_execute("CREATE EXTENSION idgen VERSION '0.8.0'")
+        .unwrap();
+    for sql in [
+        "SELECT serial_create('inv', 'INV-{seq}')",
+        "SELECT serial_nextval('inv')",
+        "SELECT serial_create('old', 'OLD-{seq}')",
+    ] {
+        su.batch_execute(sql).unwrap();
+    }
+    let mut app = c.connect_as("ids", "app");
+    app.batch_execute(PLANT).unwrap();
+    app.batch_execute(
+        "CREATE TABLE public.idgen_serial_dropped (
+             name text PRIMARY KEY, id bigint NOT NULL UNIQUE, format text NOT NULL,
+             reset text NOT NULL, scope text NOT NULL, dropped_at timestamptz NOT NULL DEFAULT now());
+         INSERT INTO public.idgen_serial_dropped (name, id, format, reset, scope)
+         VALUES ('again', 999, 'A-{seq}', 'never', 'local'), ('gone', 998, 'G-{seq}', 'never', 'local');
+         CREATE FUNCTION public.pwn_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN PERFORM public.pwn(); RETURN COALESCE(NEW, OLD); END $$;
+         CREATE TRIGGER pwn BEFORE INSERT OR UPDATE OR DELETE ON public.idgen_serial_dropped
+           FOR EACH ROW EXECUTE FUNCTION public.pwn_trigger();
+         GRANT ALL ON public.idgen_serial_dropped TO PUBLIC;",
+    )
+    .unwrap();
+    su.batch_execute("SELECT serial_drop('inv')").unwrap();
+    su.batch_execute("SELECT serial_create('again', 'A-{seq}')")
+        .unwrap();
+    assert_eq!(
+        su.one::<String>("SELECT serial_nextval('again')"),
+        "A-1",
+        "not the planted id"
+    );
+    assert_eq!(
+        sqlstate(su.batch_execute("SELECT serial_forget('gone')")),
+        "42883",
+        "0.8.0 has no serial_forget"
+    );
+    su.batch_execute("SELECT serial_drop('old')").unwrap();
+    assert!(!is_superuser(&mut su, "app"));
+    assert!(!c.log().contains("planted code ran"), "{}", c.log());
+}
