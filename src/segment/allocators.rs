@@ -34,27 +34,9 @@ impl Guarded {
         self.holds.iter().any(|h| h.db == db && h.until > now)
     }
 
-    /// Makes sure database `db` has the allocators its work needs (the local one, and the
-    /// registry one while registry work waits: [`Lane`]), registering a dynamic background
-    /// worker for a lane that has none (or one registered long ago that never reported in), and
-    /// wakes them. Errors with 53400 when no background worker slot is free
-    /// (`max_worker_processes`).
-    pub(crate) fn ensure_allocator(&mut self, db: pg_sys::Oid) -> Result<(), Error> {
-        let mut any = false;
-        for lane in Lane::ALL {
-            if self.request_pending(db, lane) || self.refill_wanted(db, lane) {
-                any = true;
-                self.ensure_lane(db, lane)?;
-            }
-        }
-        if !any {
-            self.ensure_lane(db, Lane::Local)?;
-        }
-        Ok(())
-    }
-
-    /// [`Guarded::ensure_allocator`] for one lane.
-    fn ensure_lane(&mut self, db: pg_sys::Oid, lane: Lane) -> Result<(), Error> {
+    /// Makes sure `db`'s `lane` allocator runs (starting it if needed) and wakes it. Errors with
+    /// 53400 when no background worker slot is free (`max_worker_processes`).
+    pub(crate) fn ensure_lane(&mut self, db: pg_sys::Oid, lane: Lane) -> Result<(), Error> {
         let now = now_timestamptz_us();
         if self.held(db) {
             return Ok(()); // a database command wants the database alone: callers wait

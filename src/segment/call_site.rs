@@ -9,6 +9,7 @@ use pgrx::prelude::*;
 
 use super::args::{name_arg, non_null_name};
 use super::session::{self, Entry};
+use super::shared::CallDeadline;
 use crate::error::OrReport;
 
 /// What one call site of `segment_nextval` (one `FmgrInfo`, e.g. one expression of one plan)
@@ -29,6 +30,7 @@ struct CallSite {
 pub(super) unsafe fn entry_at_call_site(
     name: Option<NameDatum<'_>>,
     fcinfo: pg_sys::FunctionCallInfo,
+    deadline: &mut CallDeadline,
 ) -> Entry {
     let name = non_null_name(name);
     // SAFETY: the caller's contract; fn_extra is ours, and a CallSite when not null.
@@ -45,7 +47,7 @@ pub(super) unsafe fn entry_at_call_site(
             return entry;
         }
     }
-    let entry = session::entry(name_arg(Some(name.as_str()))).or_report();
+    let entry = session::entry(name_arg(Some(name.as_str())), deadline).or_report();
     site.entry = Some(entry);
     entry
 }

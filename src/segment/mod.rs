@@ -247,10 +247,12 @@ pub(crate) fn create(
 /// 2200H past the bigint maximum, 55P03 no range in time, 25006 standby, 53400 no worker slot.
 #[pg_extern(volatile, parallel_restricted)]
 fn segment_nextval(name: Option<NameDatum<'_>>, fcinfo: pg_sys::FunctionCallInfo) -> i64 {
+    // One timeout for the whole call: the first load of the name and the draw.
+    let mut deadline = shared::CallDeadline::default();
     // SAFETY: this call's own fcinfo, from PostgreSQL's function manager.
-    let entry = unsafe { entry_at_call_site(name, fcinfo) };
+    let entry = unsafe { entry_at_call_site(name, fcinfo, &mut deadline) };
     let mut value = 0;
-    session::draw(entry, 1, |first, _| value = first).or_report();
+    session::draw(entry, 1, &mut deadline, |first, _| value = first).or_report();
     value
 }
 
@@ -269,9 +271,13 @@ fn segment_nextvals(name: Option<&str>, count: Option<i32>) -> SetOfIterator<'st
         }
         .report();
     }
-    let entry = session::entry(name).or_report();
+    let mut deadline = shared::CallDeadline::default();
+    let entry = session::entry(name, &mut deadline).or_report();
     let mut runs = Vec::new();
-    session::draw(entry, count as u64, |first, n| runs.push((first, n))).or_report();
+    session::draw(entry, count as u64, &mut deadline, |first, n| {
+        runs.push((first, n))
+    })
+    .or_report();
     SetOfIterator::new(
         runs.into_iter()
             .flat_map(|(first, n)| (0..n as i64).map(move |i| first + i)),

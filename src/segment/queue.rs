@@ -51,7 +51,9 @@ pub(crate) fn submit_until(mut request: Request, deadline_us: Option<i64>) -> Re
         };
         request.ticket = g.next_ticket();
         g.requests[index] = request;
-        if let Err(e) = g.ensure_allocator(db) {
+        // Only the allocator that runs it: the other lane failing to start (no worker slot
+        // for the registry allocator) is not this request's failure.
+        if let Err(e) = g.ensure_lane(db, request.lane) {
             g.requests[index] = Request::default();
             return Err(e);
         }
@@ -72,7 +74,7 @@ pub(crate) fn submit_until(mut request: Request, deadline_us: Option<i64>) -> Re
             // The allocator may have exited (or never started): start another. If none can
             // start, the request is withdrawn under the same lock hold: the caller is told it
             // failed, so no allocator may run it later.
-            RequestState::Pending => g.ensure_allocator(db).err().map(|e| {
+            RequestState::Pending => g.ensure_lane(db, r.lane).err().map(|e| {
                 g.requests[index] = Request::default();
                 Err(e)
             }),
@@ -192,7 +194,7 @@ impl Guarded {
         let db = r.db;
         r.lane = lane;
         r.state = RequestState::Pending;
-        self.ensure_allocator(db).map_err(|e| {
+        self.ensure_lane(db, lane).map_err(|e| {
             // Still this allocator's, to finish with the error.
             let r = &mut self.requests[index];
             r.lane = Lane::Local;

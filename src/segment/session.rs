@@ -13,7 +13,7 @@ use rustc_hash::FxBuildHasher;
 
 use super::buffer::Drawn;
 use super::queue::{check_not_in_recovery, submit_until};
-use super::shared::{lock, slot, wait_for, CallDeadline, Request, RequestKind};
+use super::shared::{lock, mark_referenced, slot, wait_for, CallDeadline, Request, RequestKind};
 use crate::backend;
 use crate::error::Error;
 use crate::guc;
@@ -72,12 +72,12 @@ thread_local! {
 pub(crate) struct Entry(&'static Local);
 
 /// The session's entry for segment `name`, resolving it (42704 when no such segment exists)
-/// on first use. Only names that resolved get an entry.
-pub(crate) fn entry(name: &str) -> Result<Entry, Error> {
+/// on first use, waiting until the call's `deadline`. Only names that resolved get an entry.
+pub(crate) fn entry(name: &str, deadline: &mut CallDeadline) -> Result<Entry, Error> {
     if let Some(e) = LOCAL.with_borrow(|local| local.get(name).copied()) {
         return Ok(Entry(e));
     }
-    let resolved = resolve(name, &mut CallDeadline::default())?;
+    let resolved = resolve(name, deadline)?;
     let e: &'static Local = Box::leak(Box::new(Local {
         name: name.to_owned(),
         resolved: Cell::new(resolved),
@@ -98,11 +98,17 @@ impl Entry {
 
 /// Draws `n >= 1` numbers of the entry's segment, passing each run of consecutive numbers to
 /// `run(first, count)` in increasing order, the counts summing to `n`. The hot path is one
-/// `fetch_add` on the cached range; a caller waits only when both ranges are empty, at most
-/// `idgen.segment_wait_timeout`.
+/// `fetch_add` on the cached range; a caller waits only when both ranges are empty, until the
+/// call's `deadline` (`idgen.segment_wait_timeout` from its first wait, shared with the
+/// [`entry`] that resolved the name in the same call).
 ///
 /// Refused in a read-only transaction (25006), as `nextval()` is.
-pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Result<(), Error> {
+pub(crate) fn draw(
+    entry: Entry,
+    n: u64,
+    deadline: &mut CallDeadline,
+    mut run: impl FnMut(i64, u64),
+) -> Result<(), Error> {
     if crate::recovery::read_only_transaction() {
         // Every transaction of a standby is read-only: say why it really refuses.
         check_not_in_recovery()?;
@@ -112,8 +118,6 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
     }
     let e = entry.0;
     let mut left = n;
-    // One timeout for the whole call, however many times it waits.
-    let mut deadline = CallDeadline::default();
     // This session's block first: its numbers are below every number the shared range gives
     // from now on, so the session's numbers keep increasing.
     let b = e.block.get();
@@ -126,9 +130,7 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
         }
         if s.generation.load(SeqCst) == b.generation && s.buffers.clears() == b.clears {
             let count = b.left.min(left);
-            if !s.referenced.load(Relaxed) {
-                s.referenced.store(true, Relaxed);
-            }
+            mark_referenced(s);
             e.block.set(Block {
                 // Wraps only when the block's last number, i64::MAX, was just taken (then
                 // `left` is 0 and `next` is never read).
@@ -148,7 +150,7 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
             (i, g) if slot(i).generation.load(SeqCst) == g => (i, g),
             // Evicted, or dropped and created again: find it anew (the currval stays).
             _ => {
-                let r = resolve(&e.name, &mut deadline)?;
+                let r = resolve(&e.name, deadline)?;
                 e.resolved.set(r);
                 r
             }
@@ -179,9 +181,7 @@ pub(crate) fn draw(entry: Entry, n: u64, mut run: impl FnMut(i64, u64)) -> Resul
                 }
                 // The clock sweep's usage bit: written only when clear, so a busy segment's
                 // draws only read it (its cache line is the generation's, read anyway).
-                if !s.referenced.load(Relaxed) {
-                    s.referenced.store(true, Relaxed);
-                }
+                mark_referenced(s);
                 // The adaptive state moves only with a block taken: a draw that had to wait
                 // for a range comes round again with the same size.
                 if let Some(auto) = auto {
@@ -278,11 +278,11 @@ fn ask_for_next_range(index: usize, generation: u64) {
     if m.frozen || m.refill_wanted || slot(index).buffers.next_remaining() > 0 {
         return;
     }
-    let db = m.db;
+    let (db, lane) = (m.db, m.lane());
     g.want_refill(index);
     // Failing to start the allocator is not this caller's problem yet: the current range still
     // has numbers. The caller that finds both empty reports it.
-    if g.ensure_allocator(db).is_err() {
+    if g.ensure_lane(db, lane).is_err() {
         g.metas[index].refill_wanted = false;
     }
 }
@@ -323,7 +323,7 @@ fn wait_for_range(
         }
         // A prefetch already wanted keeps its earlier ticket.
         g.want_refill(index);
-        if let Err(e) = g.ensure_allocator(m.db) {
+        if let Err(e) = g.ensure_lane(m.db, m.lane()) {
             // No allocator to run it: a refill left wanted would keep the slot from being
             // evicted until one runs (as in `ask_for_next_range`).
             g.metas[index].refill_wanted = false;

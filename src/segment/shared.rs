@@ -18,7 +18,8 @@
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
 
 use pgrx::pg_sys;
 
@@ -47,6 +48,20 @@ fn request_entries() -> usize {
     crate::backend::max_backends() + allocator_entries()
 }
 
+/// The clock sweep's bit of [`Slot::referenced`].
+pub(crate) const SWEPT: u8 = 1;
+/// The idle take-out's bit of [`Slot::referenced`].
+pub(crate) const IDLED: u8 = 2;
+
+/// Notes a draw from `s` for both readers of [`Slot::referenced`]: a relaxed load, and a store
+/// only when a bit is clear (a busy segment's draws only read the cache line).
+#[inline]
+pub(crate) fn mark_referenced(s: &Slot) {
+    if s.referenced.load(Relaxed) != SWEPT | IDLED {
+        s.referenced.store(SWEPT | IDLED, Relaxed);
+    }
+}
+
 /// One cached segment: what the hot path reads without a lock.
 #[repr(C)]
 pub(crate) struct Slot {
@@ -55,10 +70,13 @@ pub(crate) struct Slot {
     /// Odd while the slot holds a segment, even while free; bumped on every assignment and
     /// release, so a backend's cached (slot, generation) goes stale when the slot is reused.
     pub(crate) generation: AtomicU64,
-    /// Drawn from since the clock sweep last looked (PostgreSQL's buffer usage bit): set by
-    /// draws (a load and a store only when clear), cleared by the sweep, which evicts a slot
-    /// it finds clear.
-    pub(crate) referenced: AtomicBool,
+    /// Drawn from since each of two readers last looked: [`SWEPT`], the clock sweep's
+    /// (PostgreSQL's buffer usage bit, cleared by the sweep, which evicts a slot it finds
+    /// clear), and [`IDLED`], the idle take-out's (cleared by it every
+    /// `idgen.segment_worker_idle_timeout`; a slot found clear is given back). Two bits, so that
+    /// one reader clearing its own never makes the other take a slot drawn from meanwhile. Set
+    /// by draws with a load and a store only when either is clear ([`mark_referenced`]).
+    pub(crate) referenced: AtomicU8,
     /// The segment's per-backend cache (`idgen_segment.cache`, issue 30): 1 for none (every
     /// number from the shared range), n > 1 for blocks of n numbers taken by a backend at once,
     /// 0 for the adaptive mode. Written under the LWLock when the slot is assigned and by
@@ -136,9 +154,6 @@ pub(crate) enum Lane {
 }
 
 impl Lane {
-    /// Both lanes.
-    pub(crate) const ALL: [Lane; 2] = [Lane::Local, Lane::Registry];
-
     /// The lane a worker's argument names (`allocators::builder`).
     pub(crate) fn from_bits(bits: u64) -> Lane {
         if bits == Lane::Registry as u64 {

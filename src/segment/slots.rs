@@ -16,8 +16,8 @@ use pgrx::pg_sys;
 use super::buffer::BufferView;
 use super::range::Range;
 use super::shared::{
-    broadcast, cache_size, lock, slot, Guarded, Lane, NotedFailure, SlotKey, SlotMeta,
-    NOTED_FAILURES,
+    broadcast, cache_size, lock, slot, Guarded, Lane, NotedFailure, SlotKey, SlotMeta, IDLED,
+    NOTED_FAILURES, SWEPT,
 };
 use crate::error::Error;
 use crate::failure::{Failure, FixedText};
@@ -75,7 +75,7 @@ impl Guarded {
         let m = &mut self.metas[index];
         m.refill_wanted = true;
         m.refill_ticket = ticket;
-        s.referenced.store(true, SeqCst);
+        s.referenced.store(SWEPT | IDLED, SeqCst);
         s.cache.store(cache, SeqCst);
         s.global.store(global, SeqCst);
         s.generation.fetch_add(1, SeqCst);
@@ -113,7 +113,7 @@ impl Guarded {
             if !self.evictable(i) {
                 continue;
             }
-            if !slot(i).referenced.swap(false, SeqCst) {
+            if slot(i).referenced.fetch_and(!SWEPT, SeqCst) & SWEPT == 0 {
                 return Some(i);
             }
         }
@@ -154,7 +154,7 @@ impl Guarded {
             if m.db != db || !in_use(i) || m.frozen || (m.refill_wanted && !all) {
                 continue;
             }
-            if slot(i).referenced.swap(false, SeqCst) && !all {
+            if slot(i).referenced.fetch_and(!IDLED, SeqCst) & IDLED != 0 && !all {
                 continue;
             }
             out.push(self.take_out(i));

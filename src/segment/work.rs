@@ -250,7 +250,7 @@ fn load(db: pg_sys::Oid, lane: Lane, request: &Request) -> Result<Loaded, Failur
         .map_err(|e| Failure::from_error(&e))?;
     if global {
         // Its first refill is the registry allocator's: started now, not when the caller asks.
-        let _ = g.ensure_allocator(db);
+        let _ = g.ensure_lane(db, Lane::Registry);
     }
     drop(g);
     // A segment of this database evicted to make room gives its unused numbers back; one of
