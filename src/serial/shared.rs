@@ -10,23 +10,26 @@
 //! its privileges) commits: every backend's cache of definitions ([`super::cache`]) compares it
 //! at each draw.
 //!
+//! The cache has `idgen.serial_cache_size` slots (fixed at start): [`SLOTS`], their [`Meta`]s
+//! and an index key → slot, all sized by the setting. When it is full, a new counter takes the
+//! slot of one refilled longest ago, preferring a counter of an earlier period than one cached
+//! for the same serial (yesterday's counter of a daily serial): the rest of the evicted
+//! counter's range is skipped.
+//!
 //! The slots' keys and refill state are under the LWLock `idgen_serial`; a draw takes it only
 //! when its backend does not know the slot yet or the slot's ranges are used up.
 
-use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
 use pgrx::pg_sys;
 
 use crate::error::Error;
-use crate::lwlock::NamedLWLock;
+use crate::guc;
+use crate::lwlock::{LWLockGuard, NamedLWLock};
 use crate::segment::{DoubleBuffer, Range};
-use crate::shmem::{Part, ShmemStruct};
+use crate::shmem::{Part, ShmemArray, ShmemHash, ShmemStruct};
 use crate::time::now_timestamptz_us;
-
-/// Counters cached at once, over all databases (the least recently refilled one makes room).
-pub(crate) const SLOTS: usize = 512;
 
 /// The smallest and largest number of values one refill takes.
 const MIN_STEP: i64 = 10;
@@ -58,12 +61,54 @@ pub(crate) struct Key {
     pub(crate) period: i32,
 }
 
+impl Key {
+    /// Whether `other` is a counter of the same serial (of any period).
+    fn same_serial(&self, other: &Key) -> bool {
+        (self.db, self.catalog, self.serial) == (other.db, other.catalog, other.serial)
+    }
+}
+
+/// A [`Key`] as the index's key: the same fields without padding bytes (the index compares
+/// keys as bytes).
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct IndexKey {
+    db: u32,
+    catalog: u32,
+    serial: i64,
+    period: i32,
+    zero: i32,
+}
+
+impl From<Key> for IndexKey {
+    fn from(k: Key) -> Self {
+        Self {
+            db: k.db.to_u32(),
+            catalog: k.catalog.to_u32(),
+            serial: k.serial,
+            period: k.period,
+            zero: 0,
+        }
+    }
+}
+
+/// An entry of the index: the slot that holds a counter.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct IndexEntry {
+    key: IndexKey,
+    index: usize,
+}
+
 /// A slot's key and refill state, under the LWLock.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 struct Meta {
     key: Key,
     in_use: bool,
+    /// A counter of a later period of the same serial is (or was) cached: this one goes first
+    /// when a slot is needed.
+    stale: bool,
     /// A global serial's counter: dropped by [`void_global`].
     global: bool,
     /// A backend is taking the next range; others wait for it.
@@ -81,29 +126,36 @@ struct Meta {
 struct SerialShared {
     /// The serial catalog's generation.
     generation: AtomicU64,
-    metas: UnsafeCell<[Meta; SLOTS]>,
 }
 
-// SAFETY: `generation` is atomic; `metas` is touched only under the LWLock.
-unsafe impl Sync for SerialShared {}
-
 static SHARED: ShmemStruct<SerialShared> = ShmemStruct::new(c"idgen_serial_cache");
-static SLOT_ARRAY: ShmemStruct<[Slot; SLOTS]> = ShmemStruct::new(c"idgen_serial_slots");
+/// The slots: atomics only, shared by every backend without a lock.
+static SLOTS: ShmemArray<Slot> = ShmemArray::new(c"idgen_serial_slots");
+/// The slots' keys and refill state: under the LWLock only ([`Locked`]).
+static METAS: ShmemArray<Meta> = ShmemArray::new(c"idgen_serial_metas");
+/// Counter → slot, for every slot in use: under the LWLock only.
+static INDEX: ShmemHash<IndexKey, IndexEntry> = ShmemHash::new(c"idgen_serial_index");
 static LOCK: NamedLWLock = NamedLWLock::new(c"idgen_serial");
 
 /// The serial cache's share of shared memory; empty after every (re)start.
 pub(crate) const PART: Part = Part {
     request: || {
+        let size = guc::serial_cache_size();
         SHARED.request();
-        SLOT_ARRAY.request();
+        SLOTS.request(size);
+        METAS.request(size);
+        INDEX.request(size);
         LOCK.request();
     },
     attach: || {
+        let size = guc::serial_cache_size();
         // SAFETY: atomics, plain numbers and bools: all valid as zero bytes.
         unsafe {
             SHARED.attach(|_| {});
-            SLOT_ARRAY.attach(|_| {});
+            SLOTS.attach(size);
+            METAS.attach(size);
         }
+        INDEX.attach(size);
         LOCK.attach();
     },
 };
@@ -125,14 +177,50 @@ pub(crate) fn bump_catalog_generation() {
 }
 
 fn slot(index: usize) -> &'static Slot {
-    &SLOT_ARRAY.get()[index]
+    &SLOTS.get()[index]
 }
 
-/// The metas, with the LWLock held by `_guard`.
-fn metas<'a>(_guard: &'a mut crate::lwlock::LWLockGuard<'static>) -> &'a mut [Meta; SLOTS] {
-    // SAFETY: the LWLock is held exclusively for as long as the guard lives, and it is not
-    // reentrant, so this is the only reference.
-    unsafe { &mut *SHARED.get().metas.get() }
+/// The LWLock `idgen_serial`, held exclusively, and through it the metas and the index.
+struct Locked {
+    _guard: LWLockGuard<'static>,
+}
+
+fn lock() -> Locked {
+    Locked {
+        _guard: LOCK.exclusive(),
+    }
+}
+
+impl Locked {
+    /// The metas, slot by slot.
+    fn metas(&mut self) -> &mut [Meta] {
+        let (ptr, len) = METAS.raw();
+        // SAFETY: `len` initialized Metas in shared memory; the LWLock is held exclusively for
+        // as long as `self` lives, and it is not reentrant, so this is the only reference.
+        unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+    }
+
+    /// The slot that holds counter `key`, if any.
+    fn find(&mut self, key: Key) -> Option<usize> {
+        // SAFETY: the LWLock is held exclusively (`self`).
+        let index = unsafe { INDEX.find(&key.into()) }?.index;
+        let m = &self.metas()[index];
+        (m.in_use && m.key == key).then_some(index)
+    }
+
+    /// Frees slot `index` (its counter leaves the cache), under a new generation.
+    fn clear(&mut self, index: usize) {
+        let meta = self.metas()[index];
+        if meta.in_use {
+            // SAFETY: the LWLock is held exclusively (`self`).
+            unsafe { INDEX.remove(&meta.key.into()) };
+        }
+        let s = slot(index);
+        s.generation.fetch_add(1, SeqCst);
+        s.buffers.clear();
+        self.metas()[index] = Meta::default();
+        s.generation.fetch_add(1, SeqCst);
+    }
 }
 
 /// A backend's note of where a counter is cached: slot and the generation it had.
@@ -186,19 +274,19 @@ pub(crate) fn draw(
         }
         // Slow path: find or assign the slot; refill it, or wait for whoever refills it.
         let refill = {
-            let mut guard = LOCK.exclusive();
-            let m = metas(&mut guard);
-            let index = match m.iter().position(|x| x.in_use && x.key == key) {
+            let mut locked = lock();
+            let index = match locked.find(key) {
                 Some(i) => i,
-                None => match assign(m, key, global) {
+                None => match assign(&mut locked, key, global) {
                     Some(i) => i,
                     None => {
-                        drop(guard);
+                        drop(locked);
                         crate::latch::sleep_interruptibly(Duration::from_millis(1));
                         continue;
                     }
                 },
             };
+            let m = locked.metas();
             let s = slot(index);
             *cached = Some(Cached {
                 key,
@@ -229,8 +317,8 @@ pub(crate) fn draw(
                 let guard = Refilling(index, generation);
                 let mark = take(step)?;
                 std::mem::forget(guard);
-                let mut lock = LOCK.exclusive();
-                let m = metas(&mut lock);
+                let mut locked = lock();
+                let m = locked.metas();
                 let s = slot(index);
                 // A slot that changed hands meanwhile (a void, an eviction) is another
                 // counter's now: its refilling flag is its new refiller's.
@@ -274,26 +362,52 @@ fn next_step(meta: &Meta, max_step: i64) -> i64 {
     step.clamp(floor, max_step)
 }
 
-/// Assigns a slot to `key`: a free one, else the least recently refilled one not being
-/// refilled. None when every slot is being refilled.
-fn assign(m: &mut [Meta; SLOTS], key: Key, global: bool) -> Option<usize> {
-    let index = m.iter().position(|x| !x.in_use).or_else(|| {
-        m.iter()
-            .enumerate()
-            .filter(|(_, x)| !x.refilling)
-            .min_by_key(|(_, x)| x.last_refill_at)
-            .map(|(i, _)| i)
-    })?;
-    let s = slot(index);
-    s.generation.fetch_add(1, SeqCst);
-    s.buffers.clear();
-    m[index] = Meta {
+/// Assigns a slot to `key`: a free one, else one not being refilled whose counter is of an
+/// earlier period than another of its serial, else the one refilled longest ago. None when
+/// every slot is being refilled. One pass over the metas, which also marks the counters of
+/// earlier periods of `key`'s serial (a miss costs an allocator transaction anyway).
+fn assign(locked: &mut Locked, key: Key, global: bool) -> Option<usize> {
+    let mut free = None;
+    let mut newer = false;
+    let mut victim: Option<(usize, (bool, i64))> = None;
+    for (i, x) in locked.metas().iter_mut().enumerate() {
+        if !x.in_use {
+            free = free.or(Some(i));
+            continue;
+        }
+        if x.key.same_serial(&key) {
+            if x.key.period < key.period {
+                x.stale = true;
+            } else if x.key.period > key.period {
+                newer = true;
+            }
+        }
+        let rank = (!x.stale, x.last_refill_at);
+        if !x.refilling && victim.is_none_or(|(_, r)| rank < r) {
+            victim = Some((i, rank));
+        }
+    }
+    let index = free.or(victim.map(|(i, _)| i))?;
+    // Under new generations: a backend's note of the slot is stale, its ranges are gone.
+    locked.clear(index);
+    locked.metas()[index] = Meta {
         key,
         in_use: true,
+        stale: newer,
         global,
         ..Meta::default()
     };
-    s.generation.fetch_add(1, SeqCst);
+    // SAFETY: the LWLock is held exclusively (`locked`). The index has room for every slot.
+    let indexed = unsafe {
+        INDEX.insert(
+            &key.into(),
+            IndexEntry {
+                key: key.into(),
+                index,
+            },
+        )
+    };
+    debug_assert!(indexed);
     Some(index)
 }
 
@@ -305,16 +419,12 @@ pub(crate) fn void_global() -> usize {
     if !SHARED.attached() {
         return 0;
     }
-    let mut guard = LOCK.exclusive();
-    let m = metas(&mut guard);
+    let mut locked = lock();
     let mut dropped = 0;
-    for (index, meta) in m.iter_mut().enumerate() {
+    for index in 0..locked.metas().len() {
+        let meta = locked.metas()[index];
         if meta.in_use && meta.global {
-            let s = slot(index);
-            s.generation.fetch_add(1, SeqCst);
-            s.buffers.clear();
-            *meta = Meta::default();
-            s.generation.fetch_add(1, SeqCst);
+            locked.clear(index);
             dropped += 1;
         }
     }
@@ -327,10 +437,10 @@ struct Refilling(usize, u64);
 
 impl Drop for Refilling {
     fn drop(&mut self) {
-        let mut guard = LOCK.exclusive();
+        let mut locked = lock();
         // Only while the slot still holds the counter this backend was refilling.
         if slot(self.0).generation.load(SeqCst) == self.1 {
-            metas(&mut guard)[self.0].refilling = false;
+            locked.metas()[self.0].refilling = false;
         }
     }
 }
@@ -358,8 +468,8 @@ unsafe extern "C-unwind" fn release_own_refills(_code: i32, _arg: pg_sys::Datum)
     // idgen_serial below would wait for ourselves.
     pg_sys::LWLockReleaseAll();
     let pid = crate::backend::pid();
-    let mut guard = LOCK.exclusive();
-    for m in metas(&mut guard).iter_mut() {
+    let mut locked = lock();
+    for m in locked.metas().iter_mut() {
         if m.refilling && m.refiller == pid {
             m.refilling = false;
         }

@@ -1,0 +1,73 @@
+//! The shared cache of fast-serial counters (`idgen.serial_cache_size`), on a real server:
+//!
+//! * 600 counters drawn round-robin fit the default cache: each keeps its range, so the
+//!   second pass draws number 2 of every counter, not 11;
+//! * counters drawn round-robin through a cache smaller than their number stay increasing.
+
+use idgen_cluster_tests::{column, Cluster, One};
+
+#[test]
+fn six_hundred_counters_drawn_round_robin_keep_their_ranges() {
+    let cluster = Cluster::with_idgen("serial-cache-600", 3, &[]);
+    let mut db = cluster.connect("postgres");
+    db.batch_execute(
+        "DO $$ BEGIN FOR i IN 1..600 LOOP PERFORM serial_create('rr' || i, 'R{seq:06}'); END LOOP; END $$;
+         CREATE TABLE rr_out (pass int, i int, t text);",
+    )
+    .unwrap();
+    for pass in 1..=3 {
+        db.batch_execute(&format!(
+            "INSERT INTO rr_out SELECT {pass}, i, serial_nextval('rr' || i) FROM generate_series(1, 600) i"
+        ))
+        .unwrap();
+    }
+    let rows = db
+        .query(
+            "SELECT pass, t, count(*) FROM rr_out GROUP BY 1, 2 ORDER BY 1, 2",
+            &[],
+        )
+        .unwrap();
+    let seen: Vec<(i32, String, i64)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (1, "R000001".to_owned(), 600),
+            (2, "R000002".to_owned(), 600),
+            (3, "R000003".to_owned(), 600),
+        ],
+        "every counter draws 1, 2, 3 (pass, number, counters)"
+    );
+    // One range of 10 per counter: nothing was evicted and taken again.
+    let marks: Vec<i64> = column(
+        &mut db,
+        "SELECT DISTINCT current_mark FROM idgen_serials WHERE name LIKE 'rr%'",
+    );
+    assert_eq!(marks, vec![10], "high-water marks after three draws each");
+}
+
+#[test]
+fn counters_drawn_round_robin_through_a_small_cache_keep_increasing() {
+    let cluster = Cluster::with_idgen("serial-cache-churn", 3, &["idgen.serial_cache_size = 16"]);
+    let mut db = cluster.connect("postgres");
+    db.batch_execute(
+        "DO $$ BEGIN FOR i IN 1..40 LOOP PERFORM serial_create('c' || i, '{seq}'); END LOOP; END $$;
+         CREATE TABLE c_out (pass int, i int, n bigint);",
+    )
+    .unwrap();
+    for pass in 1..=5 {
+        db.batch_execute(&format!(
+            "INSERT INTO c_out SELECT {pass}, i, serial_nextval('c' || i)::bigint FROM generate_series(1, 40) i"
+        ))
+        .unwrap();
+    }
+    let bad: i64 = db.one(
+        "SELECT count(*) FROM (SELECT n <= lag(n) OVER (PARTITION BY i ORDER BY pass) AS down
+           FROM c_out) x WHERE down",
+    );
+    assert_eq!(bad, 0, "a counter went down or repeated");
+    let count: i64 = db.one("SELECT count(DISTINCT (i, n)) FROM c_out");
+    assert_eq!(count, 200);
+}
