@@ -14,12 +14,14 @@
 //! and an index key → slot, all sized by the setting. When it is full, a new counter takes the
 //! slot of one refilled longest ago, preferring a counter of an earlier period than one cached
 //! for the same serial (yesterday's counter of a daily serial): the rest of the evicted
-//! counter's range is skipped.
+//! counter's range is skipped. The evicted counter's step and last refill are remembered (as
+//! many as there are slots, the oldest forgotten first), so that it comes back with the step it
+//! had, not from the floor of 10.
 //!
 //! The slots' keys and refill state are under the LWLock `idgen_serial`; a draw takes it only
 //! when its backend does not know the slot yet or the slot's ranges are used up.
 
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::time::Duration;
 
 use pgrx::pg_sys;
@@ -71,7 +73,7 @@ impl Key {
 /// A [`Key`] as the index's key: the same fields without padding bytes (the index compares
 /// keys as bytes).
 #[repr(C)]
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 struct IndexKey {
     db: u32,
     catalog: u32,
@@ -100,6 +102,25 @@ struct IndexEntry {
     index: usize,
 }
 
+/// A counter that left the cache: what its next refill's step depends on.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Ghost {
+    key: IndexKey,
+    step: i64,
+    last_refill_at: i64,
+    /// Its place in [`GHOST_RING`].
+    place: usize,
+}
+
+/// A place of [`GHOST_RING`]: the counter remembered there, if `used`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct RingPlace {
+    key: IndexKey,
+    used: bool,
+}
+
 /// A slot's key and refill state, under the LWLock.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -118,6 +139,9 @@ struct Meta {
     refiller: i32,
     /// Step of the last refill; 0 before the first.
     step: i64,
+    /// `step` and `last_refill_at` are those the counter had when it left the cache: its last
+    /// range was not used up, so the next step is not doubled.
+    resumed: bool,
     /// When the last refill committed (`TimestampTz`, µs).
     last_refill_at: i64,
 }
@@ -126,6 +150,8 @@ struct Meta {
 struct SerialShared {
     /// The serial catalog's generation.
     generation: AtomicU64,
+    /// The place of [`GHOST_RING`] written next; under the LWLock.
+    next_ghost: AtomicU64,
 }
 
 static SHARED: ShmemStruct<SerialShared> = ShmemStruct::new(c"idgen_serial_cache");
@@ -135,6 +161,10 @@ static SLOTS: ShmemArray<Slot> = ShmemArray::new(c"idgen_serial_slots");
 static METAS: ShmemArray<Meta> = ShmemArray::new(c"idgen_serial_metas");
 /// Counter → slot, for every slot in use: under the LWLock only.
 static INDEX: ShmemHash<IndexKey, IndexEntry> = ShmemHash::new(c"idgen_serial_index");
+/// Counters that left the cache → their step: under the LWLock only.
+static GHOSTS: ShmemHash<IndexKey, Ghost> = ShmemHash::new(c"idgen_serial_ghosts");
+/// The counters of [`GHOSTS`] in the order they left: under the LWLock only.
+static GHOST_RING: ShmemArray<RingPlace> = ShmemArray::new(c"idgen_serial_ghost_ring");
 static LOCK: NamedLWLock = NamedLWLock::new(c"idgen_serial");
 
 /// The serial cache's share of shared memory; empty after every (re)start.
@@ -145,6 +175,8 @@ pub(crate) const PART: Part = Part {
         SLOTS.request(size);
         METAS.request(size);
         INDEX.request(size);
+        GHOSTS.request(size);
+        GHOST_RING.request(size);
         LOCK.request();
     },
     attach: || {
@@ -154,8 +186,10 @@ pub(crate) const PART: Part = Part {
             SHARED.attach(|_| {});
             SLOTS.attach(size);
             METAS.attach(size);
+            GHOST_RING.attach(size);
         }
         INDEX.attach(size);
+        GHOSTS.attach(size);
         LOCK.attach();
     },
 };
@@ -208,18 +242,61 @@ impl Locked {
         (m.in_use && m.key == key).then_some(index)
     }
 
-    /// Frees slot `index` (its counter leaves the cache), under a new generation.
+    /// Frees slot `index` (its counter leaves the cache, its step remembered), under a new
+    /// generation.
     fn clear(&mut self, index: usize) {
         let meta = self.metas()[index];
         if meta.in_use {
             // SAFETY: the LWLock is held exclusively (`self`).
             unsafe { INDEX.remove(&meta.key.into()) };
+            if meta.step > 0 {
+                self.remember(&meta);
+            }
         }
         let s = slot(index);
         s.generation.fetch_add(1, SeqCst);
         s.buffers.clear();
         self.metas()[index] = Meta::default();
         s.generation.fetch_add(1, SeqCst);
+    }
+
+    /// Remembers the step of a counter that leaves the cache, in the ring's next place (whose
+    /// counter, if still remembered there, is forgotten).
+    fn remember(&mut self, meta: &Meta) {
+        let (ring, len) = GHOST_RING.raw();
+        let shared = SHARED.get();
+        let place = shared.next_ghost.load(Relaxed) as usize % len;
+        shared.next_ghost.store(((place + 1) % len) as u64, Relaxed);
+        // SAFETY: `place < len`, an initialized RingPlace of shared memory; the LWLock is held
+        // exclusively (`self`), so nothing else reads or writes it, nor the ghosts.
+        unsafe {
+            let old = *ring.add(place);
+            if old.used && GHOSTS.find(&old.key).is_some_and(|g| g.place == place) {
+                GHOSTS.remove(&old.key);
+            }
+            let key = meta.key.into();
+            let ghost = Ghost {
+                key,
+                step: meta.step,
+                last_refill_at: meta.last_refill_at,
+                place,
+            };
+            let kept = GHOSTS.insert(&key, ghost);
+            *ring.add(place) = RingPlace { key, used: kept };
+        }
+    }
+
+    /// The step and last refill of counter `key` when it left the cache, if remembered
+    /// (forgotten here: the counter is back).
+    fn recall(&mut self, key: Key) -> Option<Ghost> {
+        let key = key.into();
+        // SAFETY: the LWLock is held exclusively (`self`). The ring place left behind is
+        // skipped when it comes round (its ghost is gone).
+        unsafe {
+            let ghost = GHOSTS.find(&key)?;
+            GHOSTS.remove(&key);
+            Some(ghost)
+        }
     }
 }
 
@@ -324,6 +401,7 @@ pub(crate) fn draw(
                 // counter's now: its refilling flag is its new refiller's.
                 if s.generation.load(SeqCst) == generation {
                     m[index].refilling = false;
+                    m[index].resumed = false;
                     m[index].step = step;
                     m[index].last_refill_at = now_timestamptz_us();
                     let first = mark.saturating_sub(step - 1).max(1);
@@ -344,15 +422,16 @@ fn drawable(s: &Slot) -> bool {
         .is_some_and(|v| (v.taken as i128) < v.range.len() as i128)
 }
 
-/// The step of the next refill: doubled when the last range went fast, halved when it lasted
-/// long, within `MIN_STEP.min(max_step)..=max_step`.
+/// The step of the next refill: doubled when the last range went fast (unless the counter left
+/// the cache before using it up), halved when it lasted long, within
+/// `MIN_STEP.min(max_step)..=max_step`.
 fn next_step(meta: &Meta, max_step: i64) -> i64 {
     let floor = MIN_STEP.min(max_step);
     if meta.step == 0 {
         return floor;
     }
     let since = now_timestamptz_us() - meta.last_refill_at;
-    let step = if since < FAST_REFILL_US {
+    let step = if since < FAST_REFILL_US && !meta.resumed {
         meta.step.saturating_mul(2)
     } else if since > 10 * FAST_REFILL_US {
         meta.step / 2
@@ -365,7 +444,8 @@ fn next_step(meta: &Meta, max_step: i64) -> i64 {
 /// Assigns a slot to `key`: a free one, else one not being refilled whose counter is of an
 /// earlier period than another of its serial, else the one refilled longest ago. None when
 /// every slot is being refilled. One pass over the metas, which also marks the counters of
-/// earlier periods of `key`'s serial (a miss costs an allocator transaction anyway).
+/// earlier periods of `key`'s serial (a miss costs an allocator transaction anyway). A counter
+/// that was cached before comes back with the step it had.
 fn assign(locked: &mut Locked, key: Key, global: bool) -> Option<usize> {
     let mut free = None;
     let mut newer = false;
@@ -390,11 +470,15 @@ fn assign(locked: &mut Locked, key: Key, global: bool) -> Option<usize> {
     let index = free.or(victim.map(|(i, _)| i))?;
     // Under new generations: a backend's note of the slot is stale, its ranges are gone.
     locked.clear(index);
+    let ghost = locked.recall(key);
     locked.metas()[index] = Meta {
         key,
         in_use: true,
         stale: newer,
         global,
+        step: ghost.map_or(0, |g| g.step),
+        last_refill_at: ghost.map_or(0, |g| g.last_refill_at),
+        resumed: ghost.is_some(),
         ..Meta::default()
     };
     // SAFETY: the LWLock is held exclusively (`locked`). The index has room for every slot.

@@ -2,9 +2,19 @@
 //!
 //! * 600 counters drawn round-robin fit the default cache: each keeps its range, so the
 //!   second pass draws number 2 of every counter, not 11;
+//! * a counter evicted from a small cache comes back with the step it had (its high-water mark
+//!   grows by that step again), not from the floor of 10;
 //! * counters drawn round-robin through a cache smaller than their number stay increasing.
 
 use idgen_cluster_tests::{column, Cluster, One};
+
+/// The high-water mark of serial `name`'s counter (`idgen_serials.current_mark`).
+fn mark(db: &mut postgres::Client, name: &str) -> i64 {
+    db.one_with(
+        "SELECT current_mark FROM idgen_serials WHERE name = $1",
+        &[&name],
+    )
+}
 
 #[test]
 fn six_hundred_counters_drawn_round_robin_keep_their_ranges() {
@@ -46,6 +56,39 @@ fn six_hundred_counters_drawn_round_robin_keep_their_ranges() {
         "SELECT DISTINCT current_mark FROM idgen_serials WHERE name LIKE 'rr%'",
     );
     assert_eq!(marks, vec![10], "high-water marks after three draws each");
+}
+
+#[test]
+fn an_evicted_counter_comes_back_with_its_step() {
+    let cluster = Cluster::with_idgen("serial-cache-ghost", 3, &["idgen.serial_cache_size = 16"]);
+    let mut db = cluster.connect("postgres");
+    assert_eq!(db.one::<String>("SHOW idgen.serial_cache_size"), "16");
+    db.batch_execute("SELECT serial_create('hot', 'H{seq}')")
+        .unwrap();
+    // Three refills in quick succession: steps 10, 20 and 40, so the mark is 70.
+    let drawn: Vec<String> = column(
+        &mut db,
+        "SELECT serial_nextval('hot') FROM generate_series(1, 31)",
+    );
+    assert_eq!(drawn.last().unwrap(), "H31");
+    let before = mark(&mut db, "hot");
+    assert_eq!(before, 70, "the mark after steps of 10, 20 and 40");
+    // Sixteen other counters, each drawn once, fill the cache: the 16th evicts `hot`, refilled
+    // longest ago.
+    db.batch_execute(
+        "DO $$ BEGIN FOR i IN 1..16 LOOP PERFORM serial_create('e' || i, 'E{seq}'); END LOOP; END $$;
+         SELECT count(serial_nextval('e' || i)) FROM generate_series(1, 16) i;",
+    )
+    .unwrap();
+    // `hot` comes back: the rest of its range was skipped at the eviction, and its next range
+    // is as long as the last one (40, or 20 if more than 20 s went by), not 10.
+    let next: String = db.one("SELECT serial_nextval('hot')");
+    assert_eq!(next, "H71", "the first number above the evicted range");
+    let grown = mark(&mut db, "hot") - before;
+    assert!(
+        (20..=40).contains(&grown),
+        "the mark grew by {grown} at the re-entry: the step of 40 was not kept"
+    );
 }
 
 #[test]
