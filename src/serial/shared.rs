@@ -22,7 +22,7 @@
 //! when its backend does not know the slot yet or the slot's ranges are used up.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pgrx::pg_sys;
 
@@ -324,6 +324,10 @@ pub(crate) fn max_step(max_seq: Option<i64>) -> i64 {
 /// handed out (a global counter's range is served only while the registry's contact is fresh):
 /// asked before the slot's generation is checked again, so that a [`void_global`] followed by
 /// a fresh contact never lets a voided number through.
+///
+/// Waiting for another backend's refill (or for a slot) is bounded by the caller's
+/// `idgen.segment_wait_timeout`, counted from the start of the call: past it the draw fails with
+/// [`Error::SegmentWaitTimeout`] (55P03), as a segment draw does.
 pub(crate) fn draw(
     key: Key,
     cached: &mut Option<Cached>,
@@ -332,6 +336,8 @@ pub(crate) fn draw(
     take: impl Fn(i64) -> Result<i64, Error>,
     usable: impl Fn() -> Result<(), Error>,
 ) -> Result<i64, Error> {
+    let deadline = guc::segment_wait_timeout_ms()
+        .map(|ms| (Instant::now() + Duration::from_millis(ms as u64), ms));
     loop {
         if let Some(c) = cached.filter(|c| c.key == key) {
             let s = slot(c.index);
@@ -358,7 +364,7 @@ pub(crate) fn draw(
                     Some(i) => i,
                     None => {
                         drop(locked);
-                        crate::latch::sleep_interruptibly(Duration::from_millis(1));
+                        wait(key, deadline)?;
                         continue;
                     }
                 },
@@ -384,10 +390,8 @@ pub(crate) fn draw(
             }
         };
         match refill {
-            None => {
-                // Another backend is taking the next range.
-                crate::latch::sleep_interruptibly(Duration::from_millis(1));
-            }
+            // Another backend is taking the next range.
+            None => wait(key, deadline)?,
             Some(None) => {}
             Some(Some((index, step, generation))) => {
                 release_at_exit();
@@ -412,6 +416,21 @@ pub(crate) fn draw(
             }
         }
     }
+}
+
+/// Sleeps a moment while another backend refills; fails with 55P03 once `deadline` (the
+/// instant, and `idgen.segment_wait_timeout` in ms) has passed.
+fn wait(key: Key, deadline: Option<(Instant, i32)>) -> Result<(), Error> {
+    if let Some((at, ms)) = deadline {
+        if Instant::now() >= at {
+            return Err(Error::SegmentWaitTimeout {
+                name: format!("serial id {}", key.serial),
+                ms,
+            });
+        }
+    }
+    crate::latch::sleep_interruptibly(Duration::from_millis(1));
+    Ok(())
 }
 
 /// Whether the slot's current range still has numbers (a racing refill installed one).

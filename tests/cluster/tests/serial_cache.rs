@@ -4,9 +4,14 @@
 //!   second pass draws number 2 of every counter, not 11;
 //! * a counter evicted from a small cache comes back with the step it had (its high-water mark
 //!   grows by that step again), not from the floor of 10;
-//! * counters drawn round-robin through a cache smaller than their number stay increasing.
+//! * counters drawn round-robin through a cache smaller than their number stay increasing;
+//! * a draw waiting for another backend's refill gives up at its own
+//!   `idgen.segment_wait_timeout` (55P03), not when the other backend's refill ends.
 
-use idgen_cluster_tests::{column, Cluster, One};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use idgen_cluster_tests::{column, sqlstate, wait_for, Cluster, One};
 
 /// The high-water mark of serial `name`'s counter (`idgen_serials.current_mark`).
 fn mark(db: &mut postgres::Client, name: &str) -> i64 {
@@ -113,4 +118,58 @@ fn counters_drawn_round_robin_through_a_small_cache_keep_increasing() {
     assert_eq!(bad, 0, "a counter went down or repeated");
     let count: i64 = db.one("SELECT count(DISTINCT (i, n)) FROM c_out");
     assert_eq!(count, 200);
+}
+
+#[test]
+fn a_draw_waiting_for_another_refill_gives_up_at_its_own_timeout() {
+    let cluster = Cluster::with_idgen("serial-cache-wait", 3, &[]);
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute("SELECT serial_create('f', 'F{seq}')")
+        .unwrap();
+    // S0 blocks every write of the counters: the allocator's refill waits for its lock (up to
+    // the allocator's lock timeout, 10 s).
+    let mut s0 = cluster.connect("postgres");
+    s0.batch_execute("BEGIN; LOCK TABLE idgen_serial_counter IN SHARE MODE")
+        .unwrap();
+    let mut r = cluster.connect("postgres");
+    let r_pid: i32 = r.one("SELECT pg_backend_pid()");
+    let started = Instant::now();
+    let refiller = thread::spawn(move || {
+        r.batch_execute("SET idgen.segment_wait_timeout = 0")
+            .unwrap();
+        let result = r.query_one("SELECT serial_nextval('f')", &[]).map(|_| ());
+        (result, started.elapsed())
+    });
+    wait_for("R waiting for its refill", Duration::from_secs(10), || {
+        let event: Option<String> = admin
+            .query_one(
+                "SELECT wait_event FROM pg_stat_activity WHERE pid = $1",
+                &[&r_pid],
+            )
+            .ok()
+            .and_then(|row| row.get(0));
+        (event.as_deref() == Some("Extension")).then_some(())
+    });
+    let mut w = cluster.connect("postgres");
+    w.batch_execute("SET idgen.segment_wait_timeout = '1s'")
+        .unwrap();
+    let t = Instant::now();
+    let result = w.query_one("SELECT serial_nextval('f')", &[]);
+    let waited = t.elapsed();
+    let r_still_waiting = !refiller.is_finished();
+    assert_eq!(sqlstate(result), "55P03");
+    assert!(
+        waited < Duration::from_secs(5) && r_still_waiting,
+        "W (1 s) gave up after {waited:?}, R still waiting: {r_still_waiting}"
+    );
+    s0.batch_execute("ROLLBACK").unwrap();
+    let (_, r_waited) = refiller.join().unwrap();
+    assert!(
+        r_waited > waited,
+        "R ({r_waited:?}) ended before W ({waited:?})"
+    );
+    // The counter is usable afterwards.
+    let n: String = w.one("SELECT serial_nextval('f')");
+    assert!(n.starts_with('F'), "{n}");
 }
