@@ -4,6 +4,8 @@
 //!   second pass draws number 2 of every counter, not 11;
 //! * a counter evicted from a small cache comes back with the step it had (its high-water mark
 //!   grows by that step again), not from the floor of 10;
+//! * when the cache is full, a counter of an earlier period than another of its serial leaves
+//!   it first (yesterday's counter of a daily serial), not the one refilled longest ago;
 //! * counters drawn round-robin through a cache smaller than their number stay increasing;
 //! * a draw waiting for another backend's refill gives up at its own
 //!   `idgen.segment_wait_timeout` (55P03), not when the other backend's refill ends.
@@ -11,7 +13,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{column, sqlstate, wait_for, Cluster, One};
+use idgen_cluster_tests::{column, sqlstate, wait_for, Cluster, FakeClock, One};
 
 /// The high-water mark of serial `name`'s counter (`idgen_serials.current_mark`).
 fn mark(db: &mut postgres::Client, name: &str) -> i64 {
@@ -93,6 +95,69 @@ fn an_evicted_counter_comes_back_with_its_step() {
     assert!(
         (20..=40).contains(&grown),
         "the mark grew by {grown} at the re-entry: the step of 40 was not kept"
+    );
+}
+
+/// Sets the server's clock to the real time plus `offset_secs` and waits until the backend of
+/// `db` runs on it.
+fn move_clock(clock: &FakeClock, db: &mut postgres::Client, offset_secs: f64) {
+    clock.set_offset_secs(offset_secs);
+    thread::sleep(FakeClock::PICKUP);
+    wait_for(
+        "the server's clock to move",
+        Duration::from_secs(15),
+        || {
+            let server: f64 = db.one("SELECT extract(epoch FROM clock_timestamp())::float8");
+            let real = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64();
+            ((server - real - offset_secs).abs() < 60.0).then_some(())
+        },
+    );
+}
+
+#[test]
+fn a_counter_of_a_past_period_leaves_a_full_cache_first() {
+    let mut cluster = Cluster::init(
+        "serial-cache-period",
+        &[
+            "shared_preload_libraries = 'idgen'",
+            "idgen.worker_id = 3",
+            "idgen.serial_cache_size = 16",
+        ],
+    );
+    let clock = cluster.fake_clock();
+    cluster.start_server();
+    cluster.create_db_with_idgen("postgres");
+    let mut db = cluster.connect("postgres");
+    db.batch_execute(
+        "SELECT serial_create('old', 'O{seq}');
+         SELECT serial_create('daily', 'D{YYYY}{MM}{DD}-{seq}', reset => 'day', time_zone => 'UTC');
+         DO $$ BEGIN FOR i IN 1..14 LOOP PERFORM serial_create('x' || i, 'X{seq}'); END LOOP; END $$;",
+    )
+    .unwrap();
+    // The middle of a UTC day, far from its midnights.
+    let noon: f64 = db.one(
+        "SELECT extract(epoch FROM
+                (date_trunc('day', now() AT TIME ZONE 'UTC' - interval '12 hours') + interval '1 day 12 hours')
+                - (now() AT TIME ZONE 'UTC'))::float8",
+    );
+    move_clock(&clock, &mut db, noon);
+    // `old` is refilled first, then today's counter of `daily`, then 14 more: the cache is full.
+    assert_eq!(db.one::<String>("SELECT serial_nextval('old')"), "O1");
+    let today: String = db.one("SELECT serial_nextval('daily')");
+    assert!(today.ends_with("-1"), "{today}");
+    db.batch_execute("SELECT count(serial_nextval('x' || i)) FROM generate_series(1, 14) i")
+        .unwrap();
+    // The next day's counter of `daily` takes the slot of yesterday's, not that of `old`.
+    move_clock(&clock, &mut db, noon + 86_400.0);
+    let tomorrow: String = db.one("SELECT serial_nextval('daily')");
+    assert!(tomorrow.ends_with("-1") && tomorrow != today, "{tomorrow}");
+    let next: String = db.one("SELECT serial_nextval('old')");
+    assert_eq!(
+        next, "O2",
+        "`old` left the cache (its range skipped) instead of yesterday's counter"
     );
 }
 
