@@ -258,7 +258,7 @@ pub(super) static INT_SETTINGS: [IntSetting; 19] = [
     IntSetting {
         name: c"idgen.serial_cache_size",
         short: c"How many fast serial counters the shared cache holds at once, over all databases.",
-        long: c"One counter per serial and period in use. Not a limit on serials: when the cache is full, the counter refilled longest ago (one of a past period first) leaves it, skipping the rest of its range; it comes back with the step it had. About 0.6 kB of shared memory each.",
+        long: c"One counter per serial and period in use. Not a limit on serials: when the cache is full, the counter refilled longest ago (one of a past period first) leaves it, skipping the rest of its range; it comes back with the step it had. About 1 kB of shared memory each.",
         value: &SERIAL_CACHE_SIZE,
         min: 16,
         max: 1_000_000,
