@@ -4,7 +4,12 @@
 #   bash scripts/bench.sh --quick   every measurement at a tiny size, in seconds
 #   bash scripts/bench.sh --registry   the registry's scale check (renewals, global ranges)
 #   bash scripts/bench.sh --names      segment_nextval with 1 to 100,000 names (the cache)
-#   bash scripts/bench.sh --serials    serial_nextval, fast and gapless
+#   bash scripts/bench.sh --serials [--quick] [--round-robin]   serial_nextval, fast and gapless;
+#                                      then 2,000 fast counters drawn round-robin by 8 clients:
+#                                      numbers skipped (marks less draws) and µs per draw, which
+#                                      show whether they fit idgen.serial_cache_size. --round-robin:
+#                                      that table only (about 2 minutes); --quick: every
+#                                      measurement tiny
 #   bash scripts/bench.sh --cores [--quick]   many sessions at once (issue 30): PAR sessions each
 #                                      drawing N ids (segments with and without a per-backend
 #                                      cache, a segment per session, nextval CACHE 1000,

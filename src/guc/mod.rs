@@ -213,6 +213,11 @@ pub(crate) fn segment_cache_size() -> usize {
     SEGMENT_CACHE_SIZE.get().max(1) as usize
 }
 
+/// `idgen.serial_cache_size`: slots of the fast-serial counter cache (fixed at start).
+pub(crate) fn serial_cache_size() -> usize {
+    SERIAL_CACHE_SIZE.get().max(1) as usize
+}
+
 /// `idgen.segment_node_count` and `idgen.segment_node_index` as now in force (reloadable):
 /// (count, index). The index may not be below the count after a reload.
 pub(crate) fn segment_nodes() -> (i32, i32) {

@@ -34,6 +34,10 @@ pub(super) static SEGMENT_REFILL_INTERVAL: GucSetting<i32> = GucSetting::<i32>::
 pub(super) static SEGMENT_MAX_STEP: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
 pub(super) static SEGMENT_WORKER_IDLE_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 pub(super) static SEGMENT_CACHE_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024);
+/// `idgen.serial_cache_size`: fast-serial counters (database, serial, period) cached in shared
+/// memory at once. 4,096 by default, so that a few thousand counters drawn in turn (a serial per
+/// tenant or branch) all stay cached: one that leaves the cache skips the rest of its range.
+pub(super) static SERIAL_CACHE_SIZE: GucSetting<i32> = GucSetting::<i32>::new(4096);
 pub(super) static SEGMENT_NODE_COUNT: GucSetting<i32> = GucSetting::<i32>::new(1);
 pub(super) static SEGMENT_NODE_INDEX: GucSetting<i32> = GucSetting::<i32>::new(0);
 
@@ -113,7 +117,7 @@ impl IntSetting {
 }
 
 /// Every integer setting. None may silently fall back to its default (see [`init`]).
-pub(super) static INT_SETTINGS: [IntSetting; 18] = [
+pub(super) static INT_SETTINGS: [IntSetting; 19] = [
     IntSetting {
         name: c"idgen.id_bits",
         short: c"Width of a whole Snowflake id, in bits: every id is below 2^id_bits.",
@@ -249,6 +253,16 @@ pub(super) static INT_SETTINGS: [IntSetting; 18] = [
         short: c"How many segments the shared cache of ranges holds at once, over all databases.",
         long: c"Not a limit on segment names: when the cache is full, the least recently used segment leaves it, giving its unused numbers back. About 1 kB of shared memory each.",
         value: &SEGMENT_CACHE_SIZE,
+        min: 16,
+        max: 1_000_000,
+        context: Context::Postmaster,
+        unit: Unit::None,
+    },
+    IntSetting {
+        name: c"idgen.serial_cache_size",
+        short: c"How many fast serial counters the shared cache holds at once, over all databases.",
+        long: c"One counter per serial and period in use. Not a limit on serials: when the cache is full, the counter refilled longest ago (one of a past period first) leaves it, skipping the rest of its range; it comes back with the step it had. About 1 kB of shared memory each.",
+        value: &SERIAL_CACHE_SIZE,
         min: 16,
         max: 1_000_000,
         context: Context::Postmaster,

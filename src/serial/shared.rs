@@ -10,23 +10,28 @@
 //! its privileges) commits: every backend's cache of definitions ([`super::cache`]) compares it
 //! at each draw.
 //!
+//! The cache has `idgen.serial_cache_size` slots (fixed at start): [`SLOTS`], their [`Meta`]s
+//! and an index key → slot, all sized by the setting. When it is full, a new counter takes the
+//! slot of one refilled longest ago, preferring a counter of an earlier period than one cached
+//! for the same serial (yesterday's counter of a daily serial): the rest of the evicted
+//! counter's range is skipped. The evicted counter's step and last refill are remembered (as
+//! many as there are slots, the oldest forgotten first), so that it comes back with the step it
+//! had, not from the floor of 10.
+//!
 //! The slots' keys and refill state are under the LWLock `idgen_serial`; a draw takes it only
 //! when its backend does not know the slot yet or the slot's ranges are used up.
 
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::time::{Duration, Instant};
 
 use pgrx::pg_sys;
 
 use crate::error::Error;
-use crate::lwlock::NamedLWLock;
+use crate::guc;
+use crate::lwlock::{LWLockGuard, NamedLWLock};
 use crate::segment::{DoubleBuffer, Range};
-use crate::shmem::{Part, ShmemStruct};
+use crate::shmem::{Part, ShmemArray, ShmemHash, ShmemStruct};
 use crate::time::now_timestamptz_us;
-
-/// Counters cached at once, over all databases (the least recently refilled one makes room).
-pub(crate) const SLOTS: usize = 512;
 
 /// The smallest and largest number of values one refill takes.
 const MIN_STEP: i64 = 10;
@@ -58,12 +63,73 @@ pub(crate) struct Key {
     pub(crate) period: i32,
 }
 
+impl Key {
+    /// Whether `other` is a counter of the same serial (of any period).
+    fn same_serial(&self, other: &Key) -> bool {
+        (self.db, self.catalog, self.serial) == (other.db, other.catalog, other.serial)
+    }
+}
+
+/// A [`Key`] as the index's key: the same fields without padding bytes (the index compares
+/// keys as bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct IndexKey {
+    db: u32,
+    catalog: u32,
+    serial: i64,
+    period: i32,
+    zero: i32,
+}
+
+impl From<Key> for IndexKey {
+    fn from(k: Key) -> Self {
+        Self {
+            db: k.db.to_u32(),
+            catalog: k.catalog.to_u32(),
+            serial: k.serial,
+            period: k.period,
+            zero: 0,
+        }
+    }
+}
+
+/// An entry of the index: the slot that holds a counter.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct IndexEntry {
+    key: IndexKey,
+    index: usize,
+}
+
+/// A counter that left the cache: what its next refill's step depends on.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Ghost {
+    key: IndexKey,
+    step: i64,
+    last_refill_at: i64,
+    /// Its place in [`GHOST_RING`].
+    place: usize,
+}
+
+/// A place of [`GHOST_RING`]: the counter remembered there, if `used`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct RingPlace {
+    key: IndexKey,
+    used: bool,
+}
+
 /// A slot's key and refill state, under the LWLock.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 struct Meta {
     key: Key,
     in_use: bool,
+    /// A counter of a later period of the same serial is (or was) cached: this one goes first
+    /// when a slot is needed.
+    stale: bool,
     /// A global serial's counter: dropped by [`void_global`].
     global: bool,
     /// A backend is taking the next range; others wait for it.
@@ -73,6 +139,9 @@ struct Meta {
     refiller: i32,
     /// Step of the last refill; 0 before the first.
     step: i64,
+    /// `step` and `last_refill_at` are those the counter had when it left the cache: its last
+    /// range was not used up, so the next step is not doubled.
+    resumed: bool,
     /// When the last refill committed (`TimestampTz`, µs).
     last_refill_at: i64,
 }
@@ -81,29 +150,46 @@ struct Meta {
 struct SerialShared {
     /// The serial catalog's generation.
     generation: AtomicU64,
-    metas: UnsafeCell<[Meta; SLOTS]>,
+    /// The place of [`GHOST_RING`] written next; under the LWLock.
+    next_ghost: AtomicU64,
 }
 
-// SAFETY: `generation` is atomic; `metas` is touched only under the LWLock.
-unsafe impl Sync for SerialShared {}
-
 static SHARED: ShmemStruct<SerialShared> = ShmemStruct::new(c"idgen_serial_cache");
-static SLOT_ARRAY: ShmemStruct<[Slot; SLOTS]> = ShmemStruct::new(c"idgen_serial_slots");
+/// The slots: atomics only, shared by every backend without a lock.
+static SLOTS: ShmemArray<Slot> = ShmemArray::new(c"idgen_serial_slots");
+/// The slots' keys and refill state: under the LWLock only ([`Locked`]).
+static METAS: ShmemArray<Meta> = ShmemArray::new(c"idgen_serial_metas");
+/// Counter → slot, for every slot in use: under the LWLock only.
+static INDEX: ShmemHash<IndexKey, IndexEntry> = ShmemHash::new(c"idgen_serial_index");
+/// Counters that left the cache → their step: under the LWLock only.
+static GHOSTS: ShmemHash<IndexKey, Ghost> = ShmemHash::new(c"idgen_serial_ghosts");
+/// The counters of [`GHOSTS`] in the order they left: under the LWLock only.
+static GHOST_RING: ShmemArray<RingPlace> = ShmemArray::new(c"idgen_serial_ghost_ring");
 static LOCK: NamedLWLock = NamedLWLock::new(c"idgen_serial");
 
 /// The serial cache's share of shared memory; empty after every (re)start.
 pub(crate) const PART: Part = Part {
     request: || {
+        let size = guc::serial_cache_size();
         SHARED.request();
-        SLOT_ARRAY.request();
+        SLOTS.request(size);
+        METAS.request(size);
+        INDEX.request(size);
+        GHOSTS.request(size);
+        GHOST_RING.request(size);
         LOCK.request();
     },
     attach: || {
+        let size = guc::serial_cache_size();
         // SAFETY: atomics, plain numbers and bools: all valid as zero bytes.
         unsafe {
             SHARED.attach(|_| {});
-            SLOT_ARRAY.attach(|_| {});
+            SLOTS.attach(size);
+            METAS.attach(size);
+            GHOST_RING.attach(size);
         }
+        INDEX.attach(size);
+        GHOSTS.attach(size);
         LOCK.attach();
     },
 };
@@ -125,14 +211,93 @@ pub(crate) fn bump_catalog_generation() {
 }
 
 fn slot(index: usize) -> &'static Slot {
-    &SLOT_ARRAY.get()[index]
+    &SLOTS.get()[index]
 }
 
-/// The metas, with the LWLock held by `_guard`.
-fn metas<'a>(_guard: &'a mut crate::lwlock::LWLockGuard<'static>) -> &'a mut [Meta; SLOTS] {
-    // SAFETY: the LWLock is held exclusively for as long as the guard lives, and it is not
-    // reentrant, so this is the only reference.
-    unsafe { &mut *SHARED.get().metas.get() }
+/// The LWLock `idgen_serial`, held exclusively, and through it the metas and the index.
+struct Locked {
+    _guard: LWLockGuard<'static>,
+}
+
+fn lock() -> Locked {
+    Locked {
+        _guard: LOCK.exclusive(),
+    }
+}
+
+impl Locked {
+    /// The metas, slot by slot.
+    fn metas(&mut self) -> &mut [Meta] {
+        let (ptr, len) = METAS.raw();
+        // SAFETY: `len` initialized Metas in shared memory; the LWLock is held exclusively for
+        // as long as `self` lives, and it is not reentrant, so this is the only reference.
+        unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+    }
+
+    /// The slot that holds counter `key`, if any.
+    fn find(&mut self, key: Key) -> Option<usize> {
+        // SAFETY: the LWLock is held exclusively (`self`).
+        let index = unsafe { INDEX.find(&key.into()) }?.index;
+        let m = &self.metas()[index];
+        (m.in_use && m.key == key).then_some(index)
+    }
+
+    /// Frees slot `index` (its counter leaves the cache, its step remembered), under a new
+    /// generation.
+    fn clear(&mut self, index: usize) {
+        let meta = self.metas()[index];
+        if meta.in_use {
+            // SAFETY: the LWLock is held exclusively (`self`).
+            unsafe { INDEX.remove(&meta.key.into()) };
+            if meta.step > 0 {
+                self.remember(&meta);
+            }
+        }
+        let s = slot(index);
+        s.generation.fetch_add(1, SeqCst);
+        s.buffers.clear();
+        self.metas()[index] = Meta::default();
+        s.generation.fetch_add(1, SeqCst);
+    }
+
+    /// Remembers the step of a counter that leaves the cache, in the ring's next place (whose
+    /// counter, if still remembered there, is forgotten).
+    fn remember(&mut self, meta: &Meta) {
+        let (ring, len) = GHOST_RING.raw();
+        let shared = SHARED.get();
+        let place = shared.next_ghost.load(Relaxed) as usize % len;
+        shared.next_ghost.store(((place + 1) % len) as u64, Relaxed);
+        // SAFETY: `place < len`, an initialized RingPlace of shared memory; the LWLock is held
+        // exclusively (`self`), so nothing else reads or writes it, nor the ghosts.
+        unsafe {
+            let old = *ring.add(place);
+            if old.used && GHOSTS.find(&old.key).is_some_and(|g| g.place == place) {
+                GHOSTS.remove(&old.key);
+            }
+            let key = meta.key.into();
+            let ghost = Ghost {
+                key,
+                step: meta.step,
+                last_refill_at: meta.last_refill_at,
+                place,
+            };
+            let kept = GHOSTS.insert(&key, ghost);
+            *ring.add(place) = RingPlace { key, used: kept };
+        }
+    }
+
+    /// The step and last refill of counter `key` when it left the cache, if remembered
+    /// (forgotten here: the counter is back).
+    fn recall(&mut self, key: Key) -> Option<Ghost> {
+        let key = key.into();
+        // SAFETY: the LWLock is held exclusively (`self`). The ring place left behind is
+        // skipped when it comes round (its ghost is gone).
+        unsafe {
+            let ghost = GHOSTS.find(&key)?;
+            GHOSTS.remove(&key);
+            Some(ghost)
+        }
+    }
 }
 
 /// A backend's note of where a counter is cached: slot and the generation it had.
@@ -159,6 +324,10 @@ pub(crate) fn max_step(max_seq: Option<i64>) -> i64 {
 /// handed out (a global counter's range is served only while the registry's contact is fresh):
 /// asked before the slot's generation is checked again, so that a [`void_global`] followed by
 /// a fresh contact never lets a voided number through.
+///
+/// Waiting for another backend's refill (or for a slot) is bounded by the caller's
+/// `idgen.segment_wait_timeout`, counted from the start of the call: past it the draw fails with
+/// [`Error::SegmentWaitTimeout`] (55P03), as a segment draw does.
 pub(crate) fn draw(
     key: Key,
     cached: &mut Option<Cached>,
@@ -167,6 +336,8 @@ pub(crate) fn draw(
     take: impl Fn(i64) -> Result<i64, Error>,
     usable: impl Fn() -> Result<(), Error>,
 ) -> Result<i64, Error> {
+    let deadline = guc::segment_wait_timeout_ms()
+        .map(|ms| (Instant::now() + Duration::from_millis(ms as u64), ms));
     loop {
         if let Some(c) = cached.filter(|c| c.key == key) {
             let s = slot(c.index);
@@ -186,19 +357,19 @@ pub(crate) fn draw(
         }
         // Slow path: find or assign the slot; refill it, or wait for whoever refills it.
         let refill = {
-            let mut guard = LOCK.exclusive();
-            let m = metas(&mut guard);
-            let index = match m.iter().position(|x| x.in_use && x.key == key) {
+            let mut locked = lock();
+            let index = match locked.find(key) {
                 Some(i) => i,
-                None => match assign(m, key, global) {
+                None => match assign(&mut locked, key, global) {
                     Some(i) => i,
                     None => {
-                        drop(guard);
-                        crate::latch::sleep_interruptibly(Duration::from_millis(1));
+                        drop(locked);
+                        wait(key, deadline)?;
                         continue;
                     }
                 },
             };
+            let m = locked.metas();
             let s = slot(index);
             *cached = Some(Cached {
                 key,
@@ -219,23 +390,22 @@ pub(crate) fn draw(
             }
         };
         match refill {
-            None => {
-                // Another backend is taking the next range.
-                crate::latch::sleep_interruptibly(Duration::from_millis(1));
-            }
+            // Another backend is taking the next range.
+            None => wait(key, deadline)?,
             Some(None) => {}
             Some(Some((index, step, generation))) => {
                 release_at_exit();
                 let guard = Refilling(index, generation);
                 let mark = take(step)?;
                 std::mem::forget(guard);
-                let mut lock = LOCK.exclusive();
-                let m = metas(&mut lock);
+                let mut locked = lock();
+                let m = locked.metas();
                 let s = slot(index);
                 // A slot that changed hands meanwhile (a void, an eviction) is another
                 // counter's now: its refilling flag is its new refiller's.
                 if s.generation.load(SeqCst) == generation {
                     m[index].refilling = false;
+                    m[index].resumed = false;
                     m[index].step = step;
                     m[index].last_refill_at = now_timestamptz_us();
                     let first = mark.saturating_sub(step - 1).max(1);
@@ -248,6 +418,21 @@ pub(crate) fn draw(
     }
 }
 
+/// Sleeps a moment while another backend refills; fails with 55P03 once `deadline` (the
+/// instant, and `idgen.segment_wait_timeout` in ms) has passed.
+fn wait(key: Key, deadline: Option<(Instant, i32)>) -> Result<(), Error> {
+    if let Some((at, ms)) = deadline {
+        if Instant::now() >= at {
+            return Err(Error::SegmentWaitTimeout {
+                name: format!("serial id {}", key.serial),
+                ms,
+            });
+        }
+    }
+    crate::latch::sleep_interruptibly(Duration::from_millis(1));
+    Ok(())
+}
+
 /// Whether the slot's current range still has numbers (a racing refill installed one).
 fn drawable(s: &Slot) -> bool {
     s.buffers
@@ -256,15 +441,16 @@ fn drawable(s: &Slot) -> bool {
         .is_some_and(|v| (v.taken as i128) < v.range.len() as i128)
 }
 
-/// The step of the next refill: doubled when the last range went fast, halved when it lasted
-/// long, within `MIN_STEP.min(max_step)..=max_step`.
+/// The step of the next refill: doubled when the last range went fast (unless the counter left
+/// the cache before using it up), halved when it lasted long, within
+/// `MIN_STEP.min(max_step)..=max_step`.
 fn next_step(meta: &Meta, max_step: i64) -> i64 {
     let floor = MIN_STEP.min(max_step);
     if meta.step == 0 {
         return floor;
     }
     let since = now_timestamptz_us() - meta.last_refill_at;
-    let step = if since < FAST_REFILL_US {
+    let step = if since < FAST_REFILL_US && !meta.resumed {
         meta.step.saturating_mul(2)
     } else if since > 10 * FAST_REFILL_US {
         meta.step / 2
@@ -274,26 +460,57 @@ fn next_step(meta: &Meta, max_step: i64) -> i64 {
     step.clamp(floor, max_step)
 }
 
-/// Assigns a slot to `key`: a free one, else the least recently refilled one not being
-/// refilled. None when every slot is being refilled.
-fn assign(m: &mut [Meta; SLOTS], key: Key, global: bool) -> Option<usize> {
-    let index = m.iter().position(|x| !x.in_use).or_else(|| {
-        m.iter()
-            .enumerate()
-            .filter(|(_, x)| !x.refilling)
-            .min_by_key(|(_, x)| x.last_refill_at)
-            .map(|(i, _)| i)
-    })?;
-    let s = slot(index);
-    s.generation.fetch_add(1, SeqCst);
-    s.buffers.clear();
-    m[index] = Meta {
+/// Assigns a slot to `key`: a free one, else one not being refilled whose counter is of an
+/// earlier period than another of its serial, else the one refilled longest ago. None when
+/// every slot is being refilled. One pass over the metas, which also marks the counters of
+/// earlier periods of `key`'s serial (a miss costs an allocator transaction anyway). A counter
+/// that was cached before comes back with the step it had.
+fn assign(locked: &mut Locked, key: Key, global: bool) -> Option<usize> {
+    let mut free = None;
+    let mut newer = false;
+    let mut victim: Option<(usize, (bool, i64))> = None;
+    for (i, x) in locked.metas().iter_mut().enumerate() {
+        if !x.in_use {
+            free = free.or(Some(i));
+            continue;
+        }
+        if x.key.same_serial(&key) {
+            if x.key.period < key.period {
+                x.stale = true;
+            } else if x.key.period > key.period {
+                newer = true;
+            }
+        }
+        let rank = (!x.stale, x.last_refill_at);
+        if !x.refilling && victim.is_none_or(|(_, r)| rank < r) {
+            victim = Some((i, rank));
+        }
+    }
+    let index = free.or(victim.map(|(i, _)| i))?;
+    // Under new generations: a backend's note of the slot is stale, its ranges are gone.
+    locked.clear(index);
+    let ghost = locked.recall(key);
+    locked.metas()[index] = Meta {
         key,
         in_use: true,
+        stale: newer,
         global,
+        step: ghost.map_or(0, |g| g.step),
+        last_refill_at: ghost.map_or(0, |g| g.last_refill_at),
+        resumed: ghost.is_some(),
         ..Meta::default()
     };
-    s.generation.fetch_add(1, SeqCst);
+    // SAFETY: the LWLock is held exclusively (`locked`). The index has room for every slot.
+    let indexed = unsafe {
+        INDEX.insert(
+            &key.into(),
+            IndexEntry {
+                key: key.into(),
+                index,
+            },
+        )
+    };
+    debug_assert!(indexed);
     Some(index)
 }
 
@@ -305,16 +522,12 @@ pub(crate) fn void_global() -> usize {
     if !SHARED.attached() {
         return 0;
     }
-    let mut guard = LOCK.exclusive();
-    let m = metas(&mut guard);
+    let mut locked = lock();
     let mut dropped = 0;
-    for (index, meta) in m.iter_mut().enumerate() {
+    for index in 0..locked.metas().len() {
+        let meta = locked.metas()[index];
         if meta.in_use && meta.global {
-            let s = slot(index);
-            s.generation.fetch_add(1, SeqCst);
-            s.buffers.clear();
-            *meta = Meta::default();
-            s.generation.fetch_add(1, SeqCst);
+            locked.clear(index);
             dropped += 1;
         }
     }
@@ -327,10 +540,10 @@ struct Refilling(usize, u64);
 
 impl Drop for Refilling {
     fn drop(&mut self) {
-        let mut guard = LOCK.exclusive();
+        let mut locked = lock();
         // Only while the slot still holds the counter this backend was refilling.
         if slot(self.0).generation.load(SeqCst) == self.1 {
-            metas(&mut guard)[self.0].refilling = false;
+            locked.metas()[self.0].refilling = false;
         }
     }
 }
@@ -358,8 +571,8 @@ unsafe extern "C-unwind" fn release_own_refills(_code: i32, _arg: pg_sys::Datum)
     // idgen_serial below would wait for ourselves.
     pg_sys::LWLockReleaseAll();
     let pid = crate::backend::pid();
-    let mut guard = LOCK.exclusive();
-    for m in metas(&mut guard).iter_mut() {
+    let mut locked = lock();
+    for m in locked.metas().iter_mut() {
         if m.refilling && m.refiller == pid {
             m.refilling = false;
         }

@@ -82,6 +82,8 @@ const BAD_VALUES: &[(&str, &str, &str)] = &[
     ("idgen.segment_worker_idle_timeout", "0", "below 1"),
     ("idgen.segment_cache_size", "15", "below 16"),
     ("idgen.segment_cache_size", "1000001", "above 1,000,000"),
+    ("idgen.serial_cache_size", "15", "below 16"),
+    ("idgen.serial_cache_size", "1000001", "above 1,000,000"),
     ("idgen.segment_interleave_from", "'12x'", "not a bigint"),
     (
         "idgen.segment_interleave_from",

@@ -99,7 +99,7 @@ fn settings_are_fixed_at_server_start() {
         &mut client,
         "SELECT name FROM pg_settings WHERE name LIKE 'idgen.%' ORDER BY name",
     );
-    assert_eq!(defined.len(), 25, "{defined:?}");
+    assert_eq!(defined.len(), 26, "{defined:?}");
     for name in &defined {
         assert!(
             ALTER_SYSTEM_REFUSALS.iter().any(|(n, _)| n == name),
@@ -143,6 +143,7 @@ const ALTER_SYSTEM_REFUSALS: &[(&str, &str)] = &[
     ("idgen.segment_node_index", "-1"),
     ("idgen.segment_worker_idle_timeout", "0"),
     ("idgen.segment_cache_size", "15"),
+    ("idgen.serial_cache_size", "15"),
     ("idgen.segment_interleave_from", "'12x'"),
     ("idgen.segment_interleave_until", "'99999999999999999999'"),
     ("idgen.worker_id", "'automatic'"),
@@ -212,6 +213,10 @@ const START_REFUSALS: &[(&str, &str)] = &[
     (
         "idgen.segment_cache_size = 2000000",
         "idgen.segment_cache_size",
+    ),
+    (
+        "idgen.serial_cache_size = 2000000",
+        "idgen.serial_cache_size",
     ),
     ("idgen.epoch = 'yesterday-ish'", "idgen.epoch"),
     ("idgen.epoch = '2999-01-01 00:00:00+00'", "idgen.epoch"),
