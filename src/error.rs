@@ -249,6 +249,9 @@ pub(crate) enum Error {
     /// No range arrived within `idgen.segment_wait_timeout` (55P03).
     #[error("timed out after {ms} ms waiting for a range of segment \"{name}\"")]
     SegmentWaitTimeout { name: String, ms: i32 },
+    /// A fast serial's counter got no range within `idgen.segment_wait_timeout` (55P03).
+    #[error("timed out after {ms} ms waiting for a range of serial \"{name}\"")]
+    SerialWaitTimeout { name: String, ms: i32 },
     /// Every slot of the shared cache is busy (refilling, or frozen by an admin call), so none
     /// can be evicted for another segment (54000). Not a limit on segment names.
     #[error("no entry of the segment cache can be freed for another segment now")]
@@ -350,7 +353,9 @@ impl Error {
             Error::AllocatorUnavailable { .. } | Error::RequestQueueFull { .. } => {
                 ERRCODE_CONFIGURATION_LIMIT_EXCEEDED
             }
-            Error::SegmentWaitTimeout { .. } => ERRCODE_LOCK_NOT_AVAILABLE,
+            Error::SegmentWaitTimeout { .. } | Error::SerialWaitTimeout { .. } => {
+                ERRCODE_LOCK_NOT_AVAILABLE
+            }
             Error::ClockBehind { .. } => ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
             Error::ReservationCorrupt { .. } => ERRCODE_DATA_CORRUPTED,
             Error::ReservationIo { .. } => ERRCODE_IO_ERROR,
@@ -534,7 +539,7 @@ impl Error {
                 "Raise max_worker_processes in postgresql.conf (each database that uses segments needs one) and restart the server."
                     .into(),
             ),
-            Error::SegmentWaitTimeout { .. } => Some(
+            Error::SegmentWaitTimeout { .. } | Error::SerialWaitTimeout { .. } => Some(
                 "The idgen allocator worker of this database did not deliver in time: check the server log, and raise idgen.segment_wait_timeout if commits are slow."
                     .into(),
             ),

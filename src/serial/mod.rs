@@ -193,6 +193,7 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
         let (id, global, reset) = (def.id, def.global, def.reset);
         let (name, format_text) = (&def.name, &def.format_text);
         let seq = shared::draw(
+            name,
             key,
             &mut def.slot,
             shared::max_step(def.format.max_seq()),

@@ -327,8 +327,10 @@ pub(crate) fn max_step(max_seq: Option<i64>) -> i64 {
 ///
 /// Waiting for another backend's refill (or for a slot) is bounded by the caller's
 /// `idgen.segment_wait_timeout`, counted from the start of the call: past it the draw fails with
-/// [`Error::SegmentWaitTimeout`] (55P03), as a segment draw does.
+/// [`Error::SerialWaitTimeout`] (55P03), as a segment draw does. `name` is the serial's (for
+/// the error).
 pub(crate) fn draw(
+    name: &str,
     key: Key,
     cached: &mut Option<Cached>,
     max_step: i64,
@@ -364,7 +366,7 @@ pub(crate) fn draw(
                     Some(i) => i,
                     None => {
                         drop(locked);
-                        wait(key, deadline)?;
+                        wait(name, deadline)?;
                         continue;
                     }
                 },
@@ -391,7 +393,7 @@ pub(crate) fn draw(
         };
         match refill {
             // Another backend is taking the next range.
-            None => wait(key, deadline)?,
+            None => wait(name, deadline)?,
             Some(None) => {}
             Some(Some((index, step, generation))) => {
                 release_at_exit();
@@ -420,11 +422,11 @@ pub(crate) fn draw(
 
 /// Sleeps a moment while another backend refills; fails with 55P03 once `deadline` (the
 /// instant, and `idgen.segment_wait_timeout` in ms) has passed.
-fn wait(key: Key, deadline: Option<(Instant, i32)>) -> Result<(), Error> {
+fn wait(name: &str, deadline: Option<(Instant, i32)>) -> Result<(), Error> {
     if let Some((at, ms)) = deadline {
         if Instant::now() >= at {
-            return Err(Error::SegmentWaitTimeout {
-                name: format!("serial id {}", key.serial),
+            return Err(Error::SerialWaitTimeout {
+                name: name.to_owned(),
                 ms,
             });
         }
