@@ -377,3 +377,60 @@ fn a_database_with_many_waiters_does_not_fill_the_queue_for_another() {
     );
     assert!(calls.iter().all(|c| c.is_ok()), "{calls:?}");
 }
+
+/// A session's first call of a name waits one `idgen.segment_wait_timeout` in all: the load of
+/// the name and the wait for its first range share it. The load waits 2.5 s behind an
+/// `ACCESS EXCLUSIVE` lock on `idgen_segment`, then the first refill waits behind a `SHARE`
+/// lock taken as the first is released. On the code before this test the draw started a
+/// timeout of its own after the load, and the call failed after about 5.5 s, not 3.
+#[test]
+fn a_first_call_waits_one_timeout_for_its_load_and_its_range() {
+    let cluster = Cluster::with_idgen(
+        "limits-first-call",
+        3,
+        &["idgen.segment_wait_timeout = '3s'"],
+    );
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute("SELECT segment_create('first', step => 10)")
+        .unwrap();
+    let mut exclusive = cluster.connect("postgres");
+    exclusive
+        .batch_execute("BEGIN; LOCK TABLE idgen_segment IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    let caller = {
+        let mut c = cluster.connect("postgres");
+        thread::spawn(move || {
+            let started = Instant::now();
+            let r = c.query_one("SELECT segment_nextval('first')", &[]);
+            (started.elapsed(), sqlstate(r))
+        })
+    };
+    wait_for_allocator_lock_wait(&mut admin, "postgres");
+    // Queued behind the exclusive lock, after the allocator's load: granted with it.
+    let share = {
+        let mut c = cluster.connect("postgres");
+        thread::spawn(move || {
+            c.batch_execute("BEGIN; LOCK TABLE idgen_segment IN SHARE MODE")
+                .unwrap();
+            thread::sleep(Duration::from_secs(4));
+            c.batch_execute("COMMIT").unwrap();
+        })
+    };
+    wait_for("the SHARE lock to queue", Duration::from_secs(10), || {
+        let n: i64 = admin.one(
+            "SELECT count(*) FROM pg_locks WHERE mode = 'ShareLock' AND NOT granted
+               AND relation = 'idgen_segment'::regclass",
+        );
+        (n == 1).then_some(())
+    });
+    thread::sleep(Duration::from_millis(2500));
+    exclusive.batch_execute("COMMIT").unwrap();
+    let (took, code) = caller.join().unwrap();
+    assert_eq!(code, "55P03", "after {took:?}");
+    assert!(
+        took < Duration::from_millis(4500),
+        "the first call gave up after {took:?}: one timeout of 3 s for its load and its range"
+    );
+    share.join().unwrap();
+}
