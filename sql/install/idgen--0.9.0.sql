@@ -98,7 +98,7 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/mod.rs:262
+-- src/serial/mod.rs:263
 -- idgen::serial::idgen_serial_period
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -116,7 +116,7 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:339
+-- src/segment/mod.rs:345
 -- idgen::segment::segment_alter
 CREATE  FUNCTION "segment_alter"(
 	"name" TEXT, /* Option < & str > */
@@ -130,7 +130,7 @@ AS 'MODULE_PATHNAME', 'segment_alter_cached_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:379
+-- src/segment/mod.rs:385
 -- idgen::segment::segment_cache_status
 CREATE  FUNCTION "segment_cache_status"() RETURNS TABLE (
 	"name" TEXT,  /* String */
@@ -178,7 +178,7 @@ AS 'MODULE_PATHNAME', 'segment_create_cached_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:283
+-- src/segment/mod.rs:289
 -- idgen::segment::segment_currval
 CREATE  FUNCTION "segment_currval"(
 	"name" TEXT /* Option < & str > */
@@ -189,7 +189,7 @@ AS 'MODULE_PATHNAME', 'segment_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:368
+-- src/segment/mod.rs:374
 -- idgen::segment::segment_drop
 CREATE  FUNCTION "segment_drop"(
 	"name" TEXT /* Option < & str > */
@@ -200,7 +200,7 @@ AS 'MODULE_PATHNAME', 'segment_drop_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:321
+-- src/segment/mod.rs:327
 -- idgen::segment::segment_interleave_ready
 CREATE  FUNCTION "segment_interleave_ready"(
 	"until" bigint /* Option < i64 > */
@@ -222,7 +222,7 @@ AS 'MODULE_PATHNAME', 'segment_nextval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:259
+-- src/segment/mod.rs:261
 -- idgen::segment::segment_nextvals
 CREATE  FUNCTION "segment_nextvals"(
 	"name" TEXT, /* Option < & str > */
@@ -234,7 +234,7 @@ AS 'MODULE_PATHNAME', 'segment_nextvals_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:300
+-- src/segment/mod.rs:306
 -- idgen::segment::segment_setval
 CREATE  FUNCTION "segment_setval"(
 	"name" TEXT, /* Option < & str > */
@@ -246,7 +246,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:224
+-- src/serial/admin.rs:226
 -- idgen::serial::admin::serial_alter
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -258,19 +258,19 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:280
+-- src/serial/admin.rs:282
 -- idgen::serial::admin::serial_drop
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:319
+-- src/serial/admin.rs:324
 -- idgen::serial::admin::serial_forget
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:348
+-- src/serial/admin.rs:354
 -- idgen::serial::admin::serial_grant
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -282,7 +282,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:358
+-- src/serial/admin.rs:364
 -- idgen::serial::admin::serial_revoke
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
