@@ -114,14 +114,15 @@ pub(crate) fn job_handler() -> Option<Job> {
 
 /// Has this database's allocator run the registered job with `name`, `text` (up to 1023
 /// bytes) and `args` (its registry allocator when `calls_registry`: a registry call never runs
-/// where a local refill waits), and waits for its result at most
-/// `idgen.segment_wait_timeout` (55P03). Errors: the job's own, relayed; 25006 on a standby;
+/// where a local refill waits), and waits for its result until `deadline_us` (the caller's
+/// call's, a `TimestampTz`; `None`: until done or cancelled), then fails with 55P03. Errors: the job's own, relayed; 25006 on a standby;
 /// 53400 no allocator could be started.
 pub(crate) fn run_job(
     name: &str,
     text: &str,
     args: [i64; 4],
     calls_registry: bool,
+    deadline_us: Option<i64>,
 ) -> Result<i64, Error> {
     let mut r = Request::new(RequestKind::Job, name);
     r.args = args;
@@ -129,7 +130,7 @@ pub(crate) fn run_job(
         r.lane = shared::Lane::Registry;
     }
     r.description = crate::failure::FixedText::new(text);
-    queue::submit(r, true)
+    queue::submit_until(r, deadline_us)
 }
 
 /// Runs an admin call through the allocator. Refused in a read-only transaction (25006), as

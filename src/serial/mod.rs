@@ -198,7 +198,7 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
             &mut def.slot,
             shared::max_step(def.format.max_seq()),
             global,
-            |step| {
+            |step, deadline_us| {
                 // Only when a range is taken: the period's text, and for a global serial its
                 // name and definition (which the registry compares with the other nodes').
                 let period_text = zone::period_text(reset, period);
@@ -219,6 +219,7 @@ fn draw(def: &mut cache::Def, place: &catalog::Place) -> Result<String, Error> {
                     &definition,
                     [i64::from(global), id, i64::from(period), step],
                     global,
+                    deadline_us,
                 )
             },
             // A global counter's range is served only while the registry's contact is fresh:

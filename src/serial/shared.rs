@@ -22,7 +22,7 @@
 //! when its backend does not know the slot yet or the slot's ranges are used up.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pgrx::pg_sys;
 
@@ -152,7 +152,18 @@ struct SerialShared {
     generation: AtomicU64,
     /// The place of [`GHOST_RING`] written next; under the LWLock.
     next_ghost: AtomicU64,
+    /// Slots in use; under the LWLock.
+    used: AtomicU64,
+    /// Where [`assign`] looks for a free slot next, and where its eviction sample starts;
+    /// under the LWLock.
+    free_hand: AtomicU64,
+    evict_hand: AtomicU64,
 }
+
+/// Slots an eviction compares at most (from a rotating hand): a miss costs the same whatever
+/// the cache's size, as PostgreSQL's clock sweep does, at the price of evicting the best of a
+/// sample rather than of all.
+const EVICTION_SAMPLE: usize = 256;
 
 static SHARED: ShmemStruct<SerialShared> = ShmemStruct::new(c"idgen_serial_cache");
 /// The slots: atomics only, shared by every backend without a lock.
@@ -245,15 +256,32 @@ impl Locked {
     /// Frees slot `index` (its counter leaves the cache, its step remembered), under a new
     /// generation.
     fn clear(&mut self, index: usize) {
-        let meta = self.metas()[index];
+        let mut meta = self.metas()[index];
+        let s = slot(index);
         if meta.in_use {
             // SAFETY: the LWLock is held exclusively (`self`).
             unsafe { INDEX.remove(&meta.key.into()) };
             if meta.step > 0 {
+                // A counter that leaves before using its range up comes back with at least half
+                // its step (more if it drew more of it), so that a counter drawn now and then,
+                // evicted between its draws, does not skip the whole step a burst grew it to
+                // at every stay: the step halves at each such stay down to the floor.
+                if let Some(v) = s.buffers.views().0 {
+                    let len = v.range.len() as i128;
+                    let used = (v.taken as i128).min(len);
+                    if used < len {
+                        meta.step = (used as i64)
+                            .max(meta.step / 2)
+                            .max(MIN_STEP)
+                            .min(meta.step);
+                    }
+                }
                 self.remember(&meta);
             }
         }
-        let s = slot(index);
+        if meta.in_use {
+            SHARED.get().used.fetch_sub(1, Relaxed);
+        }
         s.generation.fetch_add(1, SeqCst);
         s.buffers.clear();
         self.metas()[index] = Meta::default();
@@ -318,9 +346,10 @@ pub(crate) fn max_step(max_seq: Option<i64>) -> i64 {
 }
 
 /// Draws the next number of counter `key` (a global serial's when `global`). `cached` is the
-/// caller's note of its slot (updated here); `take(step)` moves the counter's durable mark up by
-/// `step` numbers and returns the new mark (the allocator's job, or the registry's), after
-/// which its range is used; `usable()` is asked after each number is taken and before it is
+/// caller's note of its slot (updated here); `take(step, deadline)` moves the counter's durable
+/// mark up by `step` numbers and returns the new mark (the allocator's job, or the registry's),
+/// waiting until `deadline` (the call's, a `TimestampTz`) at most, after which its range is
+/// used; `usable()` is asked after each number is taken and before it is
 /// handed out (a global counter's range is served only while the registry's contact is fresh):
 /// asked before the slot's generation is checked again, so that a [`void_global`] followed by
 /// a fresh contact never lets a voided number through.
@@ -335,11 +364,16 @@ pub(crate) fn draw(
     cached: &mut Option<Cached>,
     max_step: i64,
     global: bool,
-    take: impl Fn(i64) -> Result<i64, Error>,
+    take: impl Fn(i64, Option<i64>) -> Result<i64, Error>,
     usable: impl Fn() -> Result<(), Error>,
 ) -> Result<i64, Error> {
-    let deadline = guc::segment_wait_timeout_ms()
-        .map(|ms| (Instant::now() + Duration::from_millis(ms as u64), ms));
+    // One deadline for the whole call: every wait and the refill's job share it.
+    let deadline =
+        guc::segment_wait_timeout_ms().map(|ms| (now_timestamptz_us() + i64::from(ms) * 1000, ms));
+    let timed_out = |ms| Error::SerialWaitTimeout {
+        name: name.to_owned(),
+        ms,
+    };
     loop {
         if let Some(c) = cached.filter(|c| c.key == key) {
             let s = slot(c.index);
@@ -366,7 +400,7 @@ pub(crate) fn draw(
                     Some(i) => i,
                     None => {
                         drop(locked);
-                        wait(name, deadline)?;
+                        wait(deadline).map_err(timed_out)?;
                         continue;
                     }
                 },
@@ -393,14 +427,19 @@ pub(crate) fn draw(
         };
         match refill {
             // Another backend is taking the next range.
-            None => wait(name, deadline)?,
+            None => wait(deadline).map_err(timed_out)?,
             Some(None) => {}
             Some(Some((index, step, generation))) => {
                 release_at_exit();
+                REFILLING.set(Some((index, generation)));
                 let guard = Refilling(index, generation);
-                let mark = take(step)?;
+                let mark = take(step, deadline.map(|(at, _)| at)).map_err(|e| match e {
+                    Error::SegmentWaitTimeout { ms, .. } => timed_out(ms),
+                    e => e,
+                })?;
                 std::mem::forget(guard);
                 let mut locked = lock();
+                REFILLING.set(None);
                 let m = locked.metas();
                 let s = slot(index);
                 // A slot that changed hands meanwhile (a void, an eviction) is another
@@ -420,15 +459,12 @@ pub(crate) fn draw(
     }
 }
 
-/// Sleeps a moment while another backend refills; fails with 55P03 once `deadline` (the
-/// instant, and `idgen.segment_wait_timeout` in ms) has passed.
-fn wait(name: &str, deadline: Option<(Instant, i32)>) -> Result<(), Error> {
+/// Sleeps a moment while another backend refills; `Err(ms)` once `deadline` (a `TimestampTz`,
+/// and `idgen.segment_wait_timeout` in ms) has passed.
+fn wait(deadline: Option<(i64, i32)>) -> Result<(), i32> {
     if let Some((at, ms)) = deadline {
-        if Instant::now() >= at {
-            return Err(Error::SerialWaitTimeout {
-                name: name.to_owned(),
-                ms,
-            });
+        if now_timestamptz_us() >= at {
+            return Err(ms);
         }
     }
     crate::latch::sleep_interruptibly(Duration::from_millis(1));
@@ -462,36 +498,57 @@ fn next_step(meta: &Meta, max_step: i64) -> i64 {
     step.clamp(floor, max_step)
 }
 
-/// Assigns a slot to `key`: a free one, else one not being refilled whose counter is of an
-/// earlier period than another of its serial, else the one refilled longest ago. None when
-/// every slot is being refilled. One pass over the metas, which also marks the counters of
-/// earlier periods of `key`'s serial (a miss costs an allocator transaction anyway). A counter
-/// that was cached before comes back with the step it had.
+/// Assigns a slot to `key`: a free one (found from a rotating hand), else, among a sample of
+/// [`EVICTION_SAMPLE`] slots from another hand, one not being refilled whose counter is of an
+/// earlier period than another of its serial, else the one refilled longest ago. The sample
+/// also marks the counters of earlier periods of `key`'s serial it meets. None when every
+/// slot is being refilled. A counter that was cached before comes back with the step it had.
 fn assign(locked: &mut Locked, key: Key, global: bool) -> Option<usize> {
-    let mut free = None;
+    let shared = SHARED.get();
+    let len = locked.metas().len();
     let mut newer = false;
-    let mut victim: Option<(usize, (bool, i64))> = None;
-    for (i, x) in locked.metas().iter_mut().enumerate() {
-        if !x.in_use {
-            free = free.or(Some(i));
-            continue;
-        }
-        if x.key.same_serial(&key) {
-            if x.key.period < key.period {
-                x.stale = true;
-            } else if x.key.period > key.period {
-                newer = true;
+    let index = if (shared.used.load(Relaxed) as usize) < len {
+        let start = shared.free_hand.load(Relaxed) as usize % len;
+        let metas = locked.metas();
+        let i = (0..len)
+            .map(|k| (start + k) % len)
+            .find(|&i| !metas[i].in_use)?;
+        shared.free_hand.store(((i + 1) % len) as u64, Relaxed);
+        i
+    } else {
+        let start = shared.evict_hand.load(Relaxed) as usize % len;
+        let mut victim: Option<(usize, (bool, i64))> = None;
+        let mut looked = 0;
+        for k in 0..len {
+            let i = (start + k) % len;
+            let x = &mut locked.metas()[i];
+            if x.key.same_serial(&key) {
+                if x.key.period < key.period {
+                    x.stale = true;
+                } else if x.key.period > key.period {
+                    newer = true;
+                }
+            }
+            if x.refilling {
+                continue;
+            }
+            let rank = (!x.stale, x.last_refill_at);
+            if victim.is_none_or(|(_, r)| rank < r) {
+                victim = Some((i, rank));
+            }
+            looked += 1;
+            if looked == EVICTION_SAMPLE.min(len) {
+                break;
             }
         }
-        let rank = (!x.stale, x.last_refill_at);
-        if !x.refilling && victim.is_none_or(|(_, r)| rank < r) {
-            victim = Some((i, rank));
-        }
-    }
-    let index = free.or(victim.map(|(i, _)| i))?;
+        let (i, _) = victim?;
+        shared.evict_hand.store(((i + 1) % len) as u64, Relaxed);
+        i
+    };
     // Under new generations: a backend's note of the slot is stale, its ranges are gone.
     locked.clear(index);
     let ghost = locked.recall(key);
+    shared.used.fetch_add(1, Relaxed);
     locked.metas()[index] = Meta {
         key,
         in_use: true,
@@ -543,6 +600,7 @@ struct Refilling(usize, u64);
 impl Drop for Refilling {
     fn drop(&mut self) {
         let mut locked = lock();
+        REFILLING.set(None);
         // Only while the slot still holds the counter this backend was refilling.
         if slot(self.0).generation.load(SeqCst) == self.1 {
             locked.metas()[self.0].refilling = false;
@@ -550,10 +608,15 @@ impl Drop for Refilling {
     }
 }
 
+thread_local! {
+    /// The slot (and its generation) this backend is refilling, if any: a backend refills one
+    /// counter at a time, so its exit looks at that slot only, not at every slot.
+    static REFILLING: std::cell::Cell<Option<(usize, u64)>> = const { std::cell::Cell::new(None) };
+}
+
 /// Makes sure this backend's refills are given up when it exits, however it exits: a backend
 /// terminated while it waits for the allocator dies by FATAL, which unwinds no Rust frame, and
-/// its slot would stay `refilling`, every later draw of the counter waiting for it (found by
-/// issue 29's review).
+/// its slot would stay `refilling`, every later draw of the counter waiting for it.
 fn release_at_exit() {
     thread_local! {
         static REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -572,11 +635,13 @@ unsafe extern "C-unwind" fn release_own_refills(_code: i32, _arg: pg_sys::Datum)
     // holds (callbacks run in reverse order of registration): release them first, or taking
     // idgen_serial below would wait for ourselves.
     pg_sys::LWLockReleaseAll();
+    let Some((index, generation)) = REFILLING.take() else {
+        return;
+    };
     let pid = crate::backend::pid();
     let mut locked = lock();
-    for m in locked.metas().iter_mut() {
-        if m.refilling && m.refiller == pid {
-            m.refilling = false;
-        }
+    let m = &mut locked.metas()[index];
+    if slot(index).generation.load(SeqCst) == generation && m.refilling && m.refiller == pid {
+        m.refilling = false;
     }
 }

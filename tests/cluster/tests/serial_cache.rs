@@ -238,3 +238,98 @@ fn a_draw_waiting_for_another_refill_gives_up_at_its_own_timeout() {
     let n: String = w.one("SELECT serial_nextval('f')");
     assert!(n.starts_with('F'), "{n}");
 }
+
+/// A counter drawn now and then, evicted between its draws, does not take the whole step a
+/// burst grew it to at every return: its step halves at each stay it leaves unused, down to
+/// the floor. Each round draws 16 counters never drawn before, which evict `hot` (refilled
+/// longest ago), then `hot` once. On the code before this test each of the 30 returns took a
+/// step of 49 or 99 (up to 1 % of `{seq:04}`), and the mark grew by 1,470 for 30 numbers.
+#[test]
+fn a_counter_evicted_between_rare_draws_does_not_skip_its_burst_step_each_time() {
+    let cluster = Cluster::with_idgen("serial-cache-decay", 3, &["idgen.serial_cache_size = 16"]);
+    let mut db = cluster.connect("postgres");
+    db.batch_execute(
+        "SELECT serial_create('hot', 'H{seq:04}');
+         SELECT count(serial_nextval('hot')) FROM generate_series(1, 2000);
+         DO $$ BEGIN FOR i IN 1..480 LOOP PERFORM serial_create('c' || i, 'C{seq}'); END LOOP; END $$;",
+    )
+    .unwrap();
+    let before = mark(&mut db, "hot");
+    for round in 0..30 {
+        db.batch_execute(&format!(
+            "SELECT count(serial_nextval('c' || i)) FROM generate_series({}, {}) i;
+             SELECT serial_nextval('hot');",
+            16 * round + 1,
+            16 * round + 16
+        ))
+        .unwrap();
+    }
+    let grown = mark(&mut db, "hot") - before;
+    assert!(
+        grown < 700,
+        "hot's mark grew by {grown} for 30 draws, each evicted in between"
+    );
+}
+
+/// The wait for another backend's refill and the refill this draw then makes itself share one
+/// timeout: W (2 s) waits for R's refill, R is cancelled after 1.5 s while the allocator is
+/// still blocked, and W, now the refiller, gives up at its deadline, naming the serial. On the
+/// code before this test W's refill started a timeout of its own and W gave up after 3.5 s,
+/// naming segment "" (the counter's job).
+#[test]
+fn a_draw_that_becomes_the_refiller_keeps_its_deadline() {
+    let cluster = Cluster::with_idgen("serial-cache-refiller", 3, &[]);
+    let mut admin = cluster.connect("postgres");
+    admin
+        .batch_execute("SELECT serial_create('f', 'F{seq}')")
+        .unwrap();
+    let mut s0 = cluster.connect("postgres");
+    s0.batch_execute("BEGIN; LOCK TABLE idgen_serial_counter IN SHARE MODE")
+        .unwrap();
+    let mut r = cluster.connect("postgres");
+    let r_pid: i32 = r.one("SELECT pg_backend_pid()");
+    let refiller = thread::spawn(move || {
+        r.batch_execute("SET idgen.segment_wait_timeout = 0")
+            .unwrap();
+        sqlstate(r.query_one("SELECT serial_nextval('f')", &[]))
+    });
+    wait_for("R waiting for its refill", Duration::from_secs(10), || {
+        let event: Option<String> = admin
+            .query_one(
+                "SELECT wait_event FROM pg_stat_activity WHERE pid = $1",
+                &[&r_pid],
+            )
+            .ok()
+            .and_then(|row| row.get(0));
+        (event.as_deref() == Some("Extension")).then_some(())
+    });
+    let waiter = {
+        let mut w = cluster.connect("postgres");
+        thread::spawn(move || {
+            w.batch_execute("SET idgen.segment_wait_timeout = '2s'")
+                .unwrap();
+            let t = Instant::now();
+            let result = w.query_one("SELECT serial_nextval('f')", &[]);
+            (
+                t.elapsed(),
+                result.map(|_| ()).map_err(|e| e.as_db_error().cloned()),
+            )
+        })
+    };
+    thread::sleep(Duration::from_millis(1500));
+    admin
+        .execute("SELECT pg_cancel_backend($1)", &[&r_pid])
+        .unwrap();
+    let (waited, result) = waiter.join().unwrap();
+    assert_eq!(refiller.join().unwrap(), "57014");
+    let e = result
+        .expect_err("W got a number while the counters were locked")
+        .unwrap();
+    assert_eq!(e.code().code(), "55P03", "{e:?}");
+    assert!(
+        waited < Duration::from_millis(2900),
+        "W (2 s) gave up after {waited:?}"
+    );
+    assert!(e.message().contains("serial \"f\""), "{e:?}");
+    s0.batch_execute("ROLLBACK").unwrap();
+}
