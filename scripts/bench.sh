@@ -6,7 +6,8 @@
 #   bash scripts/bench.sh --names      segment_nextval with 1 to 100,000 names (the cache)
 #   bash scripts/bench.sh --serials [--quick] [--round-robin]   serial_nextval, fast and gapless;
 #                                      then 2,000 fast counters drawn round-robin by 8 clients:
-#                                      numbers skipped (marks less draws) and µs per draw, which
+#                                      numbers consumed less drawn (skipped or still cached) and
+#                                      µs per draw, which
 #                                      show whether they fit idgen.serial_cache_size. --round-robin:
 #                                      that table only (about 2 minutes); --quick: every
 #                                      measurement tiny

@@ -3,8 +3,8 @@
 //! `nextval`, per number in bulk, and per single-row INSERT transaction (pgbench, 1 and 4
 //! clients, each committing), where gapless serials go one writer at a time, and per SELECT
 //! statement (8 clients, simple and prepared protocol); then 2,000 fast counters drawn
-//! round-robin by 8 clients, the numbers that left the cache unused (skipped) and the time per
-//! draw, which show whether the counters fit the shared cache (`idgen.serial_cache_size`).
+//! round-robin by 8 clients, the numbers consumed but not drawn (marks less draws: skipped at
+//! an eviction, or still cached) and the time per draw, which show whether the counters fit the shared cache (`idgen.serial_cache_size`).
 //! Default durability (fsync and synchronous_commit on). Prints Markdown tables; not a
 //! pass/fail test.
 //!
@@ -173,7 +173,7 @@ fn round_robin(cluster: &Cluster, db: &mut postgres::Client, passes: i64) {
            JOIN idgen_serial s ON s.id = c.serial WHERE s.name LIKE 'rr%'",
     );
     println!();
-    println!("| fast counters, round-robin | clients | idgen.serial_cache_size | drawn | consumed (marks) | skipped | skipped per draw | µs per draw, per client |");
+    println!("| fast counters, round-robin | clients | idgen.serial_cache_size | drawn | consumed (marks) | consumed − drawn (skipped or still cached) | per draw | µs per draw, per client |");
     println!("|---|---|---|---|---|---|---|---|");
     println!(
         "| {COUNTERS} | {CLIENTS} | {cache} | {drawn} | {consumed} | {} | {:.2} | {us:.1} |",
