@@ -1,6 +1,7 @@
 //! Changing serials: `serial_create`, `serial_alter`, `serial_drop`, `serial_grant` and
 //! `serial_revoke`, each in the caller's transaction (a ROLLBACK undoes it), for idgen_admin.
-//! Their commit tells every backend's cache of definitions (`super::cache::note_change`).
+//! Their commit tells every backend's cache of definitions (`super::cache::note_change`). Each
+//! fails with 25006 in a read-only transaction or on a standby, before anything else is read.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -14,6 +15,16 @@ use crate::error::{Error, OrReport};
 const MAX_NAME_BYTES: usize = 40;
 /// Longest description, in bytes.
 const MAX_DESCRIPTION_BYTES: usize = 1024;
+
+/// 25006 in a read-only transaction, and so on a standby, as PostgreSQL refuses its own
+/// writes there: checked first, before the name's lock (which PostgreSQL refuses during
+/// recovery with another code) and before any row is read for update.
+fn check_writable(function: &'static str) -> Result<(), Error> {
+    if crate::recovery::in_progress() || crate::recovery::read_only_transaction() {
+        return Err(Error::ReadOnlyTransaction { function });
+    }
+    Ok(())
+}
 
 fn check_name(name: &str) -> Result<(), Error> {
     if name.chars().any(char::is_control) {
@@ -86,6 +97,7 @@ fn create(
         argument: "gapless",
     })?;
     let scope = required(scope, "scope")?;
+    check_writable("serial_create()")?;
     check_name(name)?;
     let f = parse(format_text)?;
     let reset = Reset::parse(reset_text).ok_or_else(|| Error::InvalidSerialFormat {
@@ -230,6 +242,7 @@ fn serial_alter(name: Option<&str>, format: Option<&str>, description: Option<&s
 
 fn alter(name: Option<&str>, format: Option<&str>, description: Option<&str>) -> Result<(), Error> {
     let name = required(name, "name")?;
+    check_writable("serial_alter()")?;
     check_description(description)?;
     let place = catalog::place()?;
     let rows = catalog::run(
@@ -286,6 +299,7 @@ fn serial_drop(name: Option<&str>) {
 
 fn drop_serial(name: Option<&str>) -> Result<(), Error> {
     let name = required(name, "name")?;
+    check_writable("serial_drop()")?;
     let place = catalog::place()?;
     if let Some(dropped) = place.dropped {
         catalog::lock_serial_name(dropped, name);
@@ -328,6 +342,7 @@ fn serial_forget(name: Option<&str>) {
 
 fn forget(name: Option<&str>) -> Result<(), Error> {
     let name = required(name, "name")?;
+    check_writable("serial_forget()")?;
     let place = catalog::place()?;
     let rows = if let Some(dropped) = place.dropped {
         catalog::lock_serial_name(dropped, name);
@@ -369,6 +384,11 @@ fn serial_revoke(name: Option<&str>, role: Option<&str>) {
 fn change_grant(name: Option<&str>, role: Option<&str>, grant: bool) -> Result<(), Error> {
     let name = required(name, "name")?;
     let role_name = required(role, "role")?;
+    check_writable(if grant {
+        "serial_grant()"
+    } else {
+        "serial_revoke()"
+    })?;
     let role = match catalog::role_oid(role_name) {
         Ok(role) => role,
         // A dropped role's name is still revoked (a role created under it would get the

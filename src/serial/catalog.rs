@@ -370,16 +370,26 @@ pub(crate) fn lock_serial(place: &Place, id: i64) {
     };
 }
 
+/// Locks that serial names share ([`lock_serial_name`]).
+const NAME_LOCKS: u32 = 64;
+
 /// Takes this transaction's lock on serial name `name` (an object lock on `idgen_serial_dropped`
-/// (`dropped`), numbered by a hash of the name; two names sharing a hash only wait for each
-/// other): `serial_create`, `serial_drop` and `serial_forget` of one name run one after the
+/// (`dropped`), one of [`NAME_LOCKS`] chosen by a hash of the name; names sharing one only wait
+/// for each other): `serial_create`, `serial_drop` and `serial_forget` of one name run one after the
 /// other, so a create never misses a tombstone a concurrent drop is writing (it would take a
 /// new id and count from 1).
 pub(crate) fn lock_serial_name(dropped: pg_sys::Oid, name: &str) {
-    // FNV-1a: stable across processes and releases.
+    // During recovery PostgreSQL refuses this lock (55000); the write that follows fails with
+    // 25006, as it did before the lock existed, which is what clients route on.
+    if crate::recovery::in_progress() {
+        return;
+    }
+    // FNV-1a: stable across processes and releases; one of NAME_LOCKS locks, so that a
+    // transaction creating or dropping many serials holds at most that many (each name a lock
+    // of its own filled PostgreSQL's lock table: 53200 for every session).
     let hash = name.bytes().fold(0x811c_9dc5u32, |h, b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
+    }) % NAME_LOCKS;
     // SAFETY: in a transaction; LockDatabaseObject waits interruptibly and raises on deadlock.
     unsafe {
         pg_sys::LockDatabaseObject(
