@@ -79,6 +79,10 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
             let idle = lock().take_out_idle(db, false);
             give_back(&idle);
             last_take_out = Instant::now();
+            // Registry work nobody waits for (a prefetch asked for during a hold, or when the
+            // registry allocator could not start) would otherwise keep its slot until some
+            // caller of that lane comes: start the registry allocator for it.
+            lock().ensure_lane_with_work(db, Lane::Registry);
         }
         let work = take_work(db, lane);
         if let Some(work) = work {

@@ -34,6 +34,15 @@ impl Guarded {
         self.holds.iter().any(|h| h.db == db && h.until > now)
     }
 
+    /// Starts (or wakes) `db`'s `lane` allocator if work of that lane waits (a request pending
+    /// or a refill wanted) and no caller of it is there to ask: after a hold ends, and on the
+    /// local allocator's timer. A failure to start is left to the callers that come (53400).
+    pub(crate) fn ensure_lane_with_work(&mut self, db: pg_sys::Oid, lane: Lane) {
+        if self.request_pending(db, lane) || self.refill_wanted(db, lane) {
+            let _ = self.ensure_lane(db, lane);
+        }
+    }
+
     /// Makes sure `db`'s `lane` allocator runs (starting it if needed) and wakes it. Errors with
     /// 53400 when no background worker slot is free (`max_worker_processes`).
     pub(crate) fn ensure_lane(&mut self, db: pg_sys::Oid, lane: Lane) -> Result<(), Error> {
@@ -262,8 +271,17 @@ unsafe extern "C-unwind" fn end_holds(event: pg_sys::XactEvent::Type, _arg: *mut
     }
     let pid = backend::pid();
     let mut g = lock();
+    let mut released = Vec::new();
     for h in g.holds.iter_mut().filter(|h| h.pid == pid) {
+        released.push(h.db);
         *h = Hold::default();
+    }
+    // Work asked for during the hold that no caller waits for (a prefetch) gets its allocator
+    // now; waiting callers ask again themselves.
+    for db in released {
+        for lane in [Lane::Local, Lane::Registry] {
+            g.ensure_lane_with_work(db, lane);
+        }
     }
     drop(g);
     broadcast(); // waiting callers ask for an allocator again
