@@ -246,31 +246,31 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:226
+-- src/serial/admin.rs:238
 -- idgen::serial::admin::serial_alter
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:58
+-- src/serial/admin.rs:69
 -- idgen::serial::admin::serial_create
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:282
+-- src/serial/admin.rs:295
 -- idgen::serial::admin::serial_drop
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:324
+-- src/serial/admin.rs:338
 -- idgen::serial::admin::serial_forget
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:354
+-- src/serial/admin.rs:369
 -- idgen::serial::admin::serial_grant
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -282,7 +282,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:364
+-- src/serial/admin.rs:379
 -- idgen::serial::admin::serial_revoke
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
