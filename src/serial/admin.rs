@@ -135,12 +135,10 @@ fn create(
     check_description(description)?;
     let place = catalog::place()?;
     let creator = catalog::current_role();
-    let revived = match place.dropped {
-        Some(dropped) => {
-            catalog::lock_serial_name(dropped, name);
-            carry_over(&place, name, &f, reset_text, scope)?
-        }
-        None => None,
+    let revived = if place.dropped.is_some() {
+        carry_over(&place, name, &f, reset_text, scope)?
+    } else {
+        None
     };
     let rows = catalog::run(
         &place,
@@ -177,6 +175,20 @@ fn create(
     cache::note_change();
     if rows.is_empty() {
         return Err(Error::SerialExists { name: name.into() });
+    }
+    if place.dropped.is_some() && revived.is_none() {
+        // A drop of the name that was not committed when the tombstone was looked for: the
+        // insert waited for it (its deleted row held the name in the unique index), and its
+        // tombstone is visible now. The new serial goes on counting under the dropped one's
+        // id, or the call fails (42710) and its insert is undone.
+        if let Some(id) = carry_over(&place, name, &f, reset_text, scope)? {
+            catalog::run(
+                &place,
+                "UPDATE $S.idgen_serial s SET id = $2 WHERE s.name = $1",
+                &[Arg::Text(Some(name)), Arg::Int8(id)],
+                0,
+            );
+        }
     }
     Ok(())
 }
@@ -301,9 +313,6 @@ fn drop_serial(name: Option<&str>) -> Result<(), Error> {
     let name = required(name, "name")?;
     check_writable("serial_drop()")?;
     let place = catalog::place()?;
-    if let Some(dropped) = place.dropped {
-        catalog::lock_serial_name(dropped, name);
-    }
     let rows = catalog::run(
         &place,
         if place.dropped.is_some() {
@@ -344,8 +353,7 @@ fn forget(name: Option<&str>) -> Result<(), Error> {
     let name = required(name, "name")?;
     check_writable("serial_forget()")?;
     let place = catalog::place()?;
-    let rows = if let Some(dropped) = place.dropped {
-        catalog::lock_serial_name(dropped, name);
+    let rows = if place.dropped.is_some() {
         catalog::run(
             &place,
             "DELETE FROM $S.idgen_serial_dropped d WHERE d.name = $1 RETURNING d.id",

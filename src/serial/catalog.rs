@@ -101,8 +101,8 @@ pub(crate) struct Place {
     pub(crate) role_oids: bool,
     /// `idgen_serial_dropped`'s OID (idgen 0.9.0), the table of the extension (a member of it,
     /// not merely a relation of that name: before the update, the database owner could create
-    /// one in idgen's schema, and serial functions write it as the extension's owner); also
-    /// the class of the per-name locks ([`lock_serial_name`]). None until the database's
+    /// one in idgen's schema, and serial functions write it as the extension's owner). None
+    /// until the database's
     /// `ALTER EXTENSION idgen UPDATE`: a drop then keeps nothing of the name, as before.
     pub(crate) dropped: Option<pg_sys::Oid>,
 }
@@ -365,37 +365,6 @@ pub(crate) fn lock_serial(place: &Place, id: i64) {
             place.serials,
             pg_sys::Oid::from(id as u32),
             (id >> 32) as u16,
-            pg_sys::ExclusiveLock as i32,
-        )
-    };
-}
-
-/// Locks that serial names share ([`lock_serial_name`]).
-const NAME_LOCKS: u32 = 64;
-
-/// Takes this transaction's lock on serial name `name` (an object lock on `idgen_serial_dropped`
-/// (`dropped`), one of [`NAME_LOCKS`] chosen by a hash of the name; names sharing one only wait
-/// for each other): `serial_create`, `serial_drop` and `serial_forget` of one name run one after the
-/// other, so a create never misses a tombstone a concurrent drop is writing (it would take a
-/// new id and count from 1).
-pub(crate) fn lock_serial_name(dropped: pg_sys::Oid, name: &str) {
-    // During recovery PostgreSQL refuses this lock (55000); the write that follows fails with
-    // 25006, as it did before the lock existed, which is what clients route on.
-    if crate::recovery::in_progress() {
-        return;
-    }
-    // FNV-1a: stable across processes and releases; one of NAME_LOCKS locks, so that a
-    // transaction creating or dropping many serials holds at most that many (each name a lock
-    // of its own filled PostgreSQL's lock table: 53200 for every session).
-    let hash = name.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    }) % NAME_LOCKS;
-    // SAFETY: in a transaction; LockDatabaseObject waits interruptibly and raises on deadlock.
-    unsafe {
-        pg_sys::LockDatabaseObject(
-            dropped,
-            pg_sys::Oid::from(hash),
-            0,
             pg_sys::ExclusiveLock as i32,
         )
     };
