@@ -35,8 +35,9 @@ impl Guarded {
     }
 
     /// Starts (or wakes) `db`'s `lane` allocator if work of that lane waits (a request pending
-    /// or a refill wanted) and no caller of it is there to ask: after a hold ends, and on the
-    /// local allocator's timer. A failure to start is left to the callers that come (53400).
+    /// or a refill wanted) and no caller of it may be there to ask (a prefetch asked for during
+    /// a hold): on the local allocator's timer, which runs while its database has anything
+    /// cached. A failure to start is left to the callers that come (53400).
     pub(crate) fn ensure_lane_with_work(&mut self, db: pg_sys::Oid, lane: Lane) {
         if self.request_pending(db, lane) || self.refill_wanted(db, lane) {
             let _ = self.ensure_lane(db, lane);
@@ -271,17 +272,8 @@ unsafe extern "C-unwind" fn end_holds(event: pg_sys::XactEvent::Type, _arg: *mut
     }
     let pid = backend::pid();
     let mut g = lock();
-    let mut released = Vec::new();
     for h in g.holds.iter_mut().filter(|h| h.pid == pid) {
-        released.push(h.db);
         *h = Hold::default();
-    }
-    // Work asked for during the hold that no caller waits for (a prefetch) gets its allocator
-    // now; waiting callers ask again themselves.
-    for db in released {
-        for lane in [Lane::Local, Lane::Registry] {
-            g.ensure_lane_with_work(db, lane);
-        }
     }
     drop(g);
     broadcast(); // waiting callers ask for an allocator again
