@@ -246,7 +246,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:238
+-- src/serial/admin.rs:250
 -- idgen::serial::admin::serial_alter
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -258,19 +258,19 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:295
+-- src/serial/admin.rs:307
 -- idgen::serial::admin::serial_drop
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:338
+-- src/serial/admin.rs:347
 -- idgen::serial::admin::serial_forget
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:369
+-- src/serial/admin.rs:377
 -- idgen::serial::admin::serial_grant
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -282,7 +282,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/admin.rs:379
+-- src/serial/admin.rs:387
 -- idgen::serial::admin::serial_revoke
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
