@@ -1,0 +1,1 @@
+//! Segments: range and step arithmetic and the double buffer.

@@ -1,0 +1,1 @@
+//! Serial numbers: the format and its periods.
