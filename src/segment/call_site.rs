@@ -8,8 +8,8 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::args::{name_arg, non_null_name};
+use super::cache::CallDeadline;
 use super::session::{self, Entry};
-use super::shared::CallDeadline;
 use crate::error::OrReport;
 
 /// What one call site of `segment_nextval` (one `FmgrInfo`, e.g. one expression of one plan)

@@ -16,8 +16,8 @@ use std::ffi::{c_char, c_void, CStr};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::allocators::evict_allocator;
-use super::shared::{attached, lock};
+use super::allocator::launcher::evict_allocator;
+use super::cache::{attached, lock};
 use crate::backend;
 use crate::hooks::HookChain;
 

@@ -11,20 +11,13 @@
 //! [`catalog`] (SPI on `idgen_segment`). PostgreSQL's commands: [`hooks`].
 
 mod allocator;
-mod allocators;
 mod args;
 mod buffer;
+mod cache;
 mod call_site;
-mod catalog;
-mod global;
 mod hooks;
-mod queue;
 mod range;
 mod session;
-mod shared;
-mod slots;
-mod unit;
-mod work;
 
 use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::pg_sys;
@@ -33,8 +26,8 @@ use pgrx::prelude::*;
 use crate::error::{Error, OrReport};
 use crate::failure::FixedText;
 use args::{cache_arg, description_arg, name_arg, step_arg};
+use cache::{DescriptionChange, Request, RequestKind};
 use call_site::{entry_at_call_site, NameDatum};
-use shared::{DescriptionChange, Request, RequestKind};
 
 /// The lock-free double buffer and its ranges, also the cache of serial counters
 /// (`serial::shared`).
@@ -44,7 +37,7 @@ pub(crate) use range::Range;
 /// Installs the allocator's signal handlers (PostgreSQL's own: SIGTERM is `die`, so every wait
 /// obeys it) in another background worker of idgen, before its signals are unblocked.
 pub(crate) fn install_worker_signal_handlers() {
-    unit::install_signal_handlers();
+    allocator::unit::install_signal_handlers();
 }
 
 /// Drops every cached range of a global segment, in every database (the registry's hello said
@@ -52,23 +45,23 @@ pub(crate) fn install_worker_signal_handlers() {
 /// Their numbers are skipped; a refill in flight is thrown away (its slot's generation
 /// changed). Returns how many segments lost their ranges.
 pub(crate) fn void_global_ranges() -> usize {
-    if !shared::attached() {
+    if !cache::attached() {
         return 0;
     }
-    let released = shared::lock().release_global();
-    shared::broadcast();
+    let released = cache::lock().release_global();
+    cache::broadcast();
     released
 }
 
-/// The marks of this database's global segments in its catalog (`catalog::global_marks`).
+/// The marks of this database's global segments in its catalog (`allocator::catalog::global_marks`).
 pub(crate) fn global_marks_in_catalog() -> Result<Vec<(String, i64)>, Error> {
-    catalog::global_marks()
+    allocator::catalog::global_marks()
 }
 
 /// Whether this server may serve numbers of a cached global range now (a global segment's, or
 /// a global serial counter's); `what` names it for the error. 55000 when not.
 pub(crate) fn check_registry_contact(what: impl FnOnce() -> String) -> Result<(), Error> {
-    global::check_contact(what)
+    allocator::global::check_contact(what)
 }
 
 /// Runs `sql` on the registry from this database's registry allocator (the serials' global
@@ -78,7 +71,7 @@ pub(crate) fn registry_call(
     sql: &std::ffi::CStr,
     params: &[Option<String>],
 ) -> Result<Option<Vec<Option<String>>>, Error> {
-    global::call(sql, params)
+    allocator::global::call(sql, params)
 }
 
 /// Most numbers one `segment_nextvals` call returns (the result is materialized).
@@ -87,7 +80,7 @@ const MAX_BATCH: i32 = 1_000_000;
 /// Sets up segments. Called once from `_PG_init`, in the postmaster: declares the segment
 /// cache's shared memory and installs the hooks of [`hooks`].
 pub(crate) fn init() {
-    crate::shmem::register(shared::PART);
+    crate::shmem::register(cache::PART);
     hooks::install();
 }
 
@@ -127,10 +120,10 @@ pub(crate) fn run_job(
     let mut r = Request::new(RequestKind::Job, name);
     r.args = args;
     if calls_registry {
-        r.lane = shared::Lane::Registry;
+        r.lane = cache::Lane::Registry;
     }
     r.description = crate::failure::FixedText::new(text);
-    queue::submit_until(r, deadline_us)
+    cache::queue::submit_until(r, deadline_us)
 }
 
 /// Runs an admin call through the allocator. Refused in a read-only transaction (25006), as
@@ -148,7 +141,7 @@ fn admin(request: Request) -> i64 {
             Error::ReadOnlyTransaction { function }.report();
         }
     }
-    queue::submit(request, false).or_report()
+    cache::queue::submit(request, false).or_report()
 }
 
 /// Creates segment `name`, whose first number is `start`, refilled `step` numbers at a time
@@ -193,7 +186,7 @@ fn segment_create_cached(
 pub(crate) fn scope_arg(scope: Option<&str>) -> bool {
     match scope {
         Some("local") => false,
-        Some("global") if global::configured() => true,
+        Some("global") if allocator::global::configured() => true,
         Some("global") => Error::GlobalWithoutRegistry.report(),
         Some(other) => Error::InvalidScope {
             scope: other.into(),
@@ -234,7 +227,7 @@ pub(crate) fn create(
     r.description = description;
     r.global = global;
     if global {
-        r.lane = shared::Lane::Registry;
+        r.lane = cache::Lane::Registry;
     }
     r.cache = cache;
     admin(r);
@@ -249,7 +242,7 @@ pub(crate) fn create(
 #[pg_extern(volatile, parallel_restricted)]
 fn segment_nextval(name: Option<NameDatum<'_>>, fcinfo: pg_sys::FunctionCallInfo) -> i64 {
     // One timeout for the whole call: the first load of the name and the draw.
-    let mut deadline = shared::CallDeadline::default();
+    let mut deadline = cache::CallDeadline::default();
     // SAFETY: this call's own fcinfo, from PostgreSQL's function manager.
     let entry = unsafe { entry_at_call_site(name, fcinfo, &mut deadline) };
     let mut value = 0;
@@ -272,7 +265,7 @@ fn segment_nextvals(name: Option<&str>, count: Option<i32>) -> SetOfIterator<'st
         }
         .report();
     }
-    let mut deadline = shared::CallDeadline::default();
+    let mut deadline = cache::CallDeadline::default();
     let entry = session::entry(name, &mut deadline).or_report();
     let mut runs = Vec::new();
     session::draw(entry, count as u64, &mut deadline, |first, n| {
@@ -293,7 +286,7 @@ fn segment_currval(name: Option<&str>) -> i64 {
     if let Some(v) = session::currval(name) {
         return v;
     }
-    if catalog::exists(name).or_report() {
+    if allocator::catalog::exists(name).or_report() {
         Error::SegmentCurrvalNotYetDefined { name: name.into() }.report()
     }
     Error::UnknownSegment { name: name.into() }.report()
@@ -399,7 +392,7 @@ fn segment_cache_status() -> TableIterator<
         name!(refill_pending, bool),
     ),
 > {
-    let rows = shared::lock().status(crate::backend::database_id());
+    let rows = cache::lock().status(crate::backend::database_id());
     TableIterator::new(rows.into_iter().map(|s| {
         let at = (s.last_refill_at != 0)
             .then(|| TimestampWithTimeZone::try_from(s.last_refill_at).ok())

@@ -12,8 +12,8 @@ use pgrx::pg_sys;
 use rustc_hash::FxBuildHasher;
 
 use super::buffer::Drawn;
-use super::queue::{check_not_in_recovery, submit_until};
-use super::shared::{lock, mark_referenced, slot, wait_for, CallDeadline, Request, RequestKind};
+use super::cache::queue::{check_not_in_recovery, submit_until};
+use super::cache::{lock, mark_referenced, slot, wait_for, CallDeadline, Request, RequestKind};
 use crate::backend;
 use crate::error::Error;
 use crate::guc;
@@ -209,9 +209,9 @@ pub(crate) fn draw(
 }
 
 /// A global segment's numbers are served only while the registry's last contact is younger
-/// than the lease (55000 otherwise: `super::global::check_contact`).
+/// than the lease (55000 otherwise: `super::allocator::global::check_contact`).
 fn check_contact(name: &str) -> Result<(), Error> {
-    super::global::check_contact(|| format!("global segment \"{name}\""))
+    super::allocator::global::check_contact(|| format!("global segment \"{name}\""))
 }
 
 /// How many numbers to take from the shared range for `left` numbers asked for, given the

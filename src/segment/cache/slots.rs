@@ -13,14 +13,14 @@ use std::sync::atomic::Ordering::SeqCst;
 
 use pgrx::pg_sys;
 
-use super::buffer::BufferView;
-use super::range::Range;
-use super::shared::{
+use super::{
     broadcast, cache_size, lock, slot, Guarded, Lane, NotedFailure, SlotKey, SlotMeta, IDLED,
     NOTED_FAILURES, SWEPT,
 };
 use crate::error::Error;
 use crate::failure::{Failure, FixedText};
+use crate::segment::buffer::BufferView;
+use crate::segment::range::Range;
 
 /// Whether slot `index` holds a segment (its generation is odd).
 fn in_use(index: usize) -> bool {

@@ -3,7 +3,7 @@
 //! demand (a dynamic background worker), its reporting in and out, and the holds that keep a
 //! database's allocator away while a command needs the database without other sessions
 //! (`CREATE DATABASE ... TEMPLATE`, `ALTER DATABASE ... RENAME`). The worker itself is in
-//! [`super::allocator`].
+//! [`super`].
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -12,9 +12,9 @@ use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::shared::{attached, broadcast, lock, Allocator, Guarded, Hold, Lane};
 use crate::backend;
 use crate::error::Error;
+use crate::segment::cache::{attached, broadcast, lock, Allocator, Guarded, Hold, Lane};
 use crate::time::now_timestamptz_us;
 
 /// An allocator registered this long ago that never reported in is presumed not started.

@@ -9,7 +9,7 @@ use std::cell::Cell;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::shared::{cancel_sleep, deadline, lock, wait_for, Guarded, Lane, Request, RequestState};
+use super::{cancel_sleep, deadline, lock, wait_for, Guarded, Lane, Request, RequestState};
 use crate::backend;
 use crate::error::Error;
 use crate::failure::Failure;
@@ -238,6 +238,6 @@ impl Guarded {
             }
             r.state = RequestState::Done;
         }
-        super::shared::broadcast();
+        super::broadcast();
     }
 }

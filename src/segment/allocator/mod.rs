@@ -3,9 +3,15 @@
 //! on demand, gone once its database has nothing cached: every
 //! `idgen.segment_worker_idle_timeout`, busy or not, the segments not drawn from meanwhile leave
 //! the cache and give their unused numbers back; at its exit (a fast shutdown) all do. It alone writes
-//! `idgen_segment`, one unit of work at a time ([`super::work`]), each in a transaction of its
-//! own ([`super::unit`]), and a failed unit is reported to the waiting caller while the worker
+//! `idgen_segment`, one unit of work at a time ([`self::work`]), each in a transaction of its
+//! own ([`self::unit`]), and a failed unit is reported to the waiting caller while the worker
 //! goes on, as pg_cron's workers do (DESIGN.md §2).
+
+pub(super) mod catalog;
+pub(super) mod global;
+pub(super) mod launcher;
+pub(super) mod unit;
+pub(super) mod work;
 
 use std::time::{Duration, Instant};
 
@@ -13,11 +19,11 @@ use pgrx::bgworkers::BackgroundWorker;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::shared::{broadcast, lock, Lane};
-use super::unit::{
+use self::unit::{
     check_interrupts_between_units, force_settings, install_signal_handlers, reload_configuration,
 };
-use super::work::{give_back, run, Work};
+use self::work::{give_back, run, Work};
+use super::cache::{broadcast, lock, Lane};
 use crate::error::Error;
 use crate::failure::Failure;
 use crate::guc;

@@ -83,7 +83,7 @@ pub(crate) fn check_contact(what: impl FnOnce() -> String) -> Result<(), Error> 
     // A registry that restarts or fails over is out of contact for a moment: callers wait for
     // the next contact as they wait for a range, up to `idgen.segment_wait_timeout`, and only
     // then fail. Interruptible (a cancel ends the wait).
-    let deadline = super::shared::deadline();
+    let deadline = crate::segment::cache::deadline();
     loop {
         let stale = match contact_stale() {
             None => return Ok(()),

@@ -1,7 +1,7 @@
 //! The segment cache's shared memory (`idgen_segment_cache`): its layout, the LWLock
 //! `idgen_segment` that guards everything but the lock-free slots, and the one condition variable
 //! every waiter sleeps on (DESIGN.md §2–3). The operations on each table are in their own files:
-//! [`super::slots`], [`super::allocators`] (allocators and holds), [`super::queue`] (requests).
+//! [`self::slots`], [`super::allocator::launcher`] (allocators and holds), [`self::queue`] (requests).
 //!
 //! * `idgen.segment_cache_size` [`Slot`]s, each holding one (database, segment name) while in
 //!   use: a lock-free [`DoubleBuffer`] for the hot path, a generation and a referenced bit (the
@@ -15,6 +15,9 @@
 //!   transaction.
 //! * One condition variable, broadcast whenever a range is installed, a request completes or an
 //!   allocator exits; waiters re-check their own condition ([`wait_for`]).
+
+pub(super) mod queue;
+pub(super) mod slots;
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};

@@ -8,15 +8,17 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::catalog;
-use super::range::{fenced_range, max_id_for_start, next_step, Fences, NoRange, Nodes, Range};
-use super::shared::{lock, slot, DescriptionChange, Lane, Request, RequestKind, SlotMeta};
-use super::slots::{freeze, unfreeze, After, Evicted, Refilled};
 use super::unit::{
     in_transaction, in_unconfirmed_transaction, reload_now, warn, with_interrupts_held, Unfinished,
 };
 use crate::error::Error;
 use crate::failure::Failure;
 use crate::guc;
+use crate::segment::cache::slots::{freeze, unfreeze, After, Evicted, Refilled};
+use crate::segment::cache::{lock, slot, DescriptionChange, Lane, Request, RequestKind, SlotMeta};
+use crate::segment::range::{
+    fenced_range, max_id_for_start, next_step, Fences, NoRange, Nodes, Range,
+};
 use crate::time::now_timestamptz_us;
 
 /// One unit of work for an allocator (a copy out of shared memory, taken once per unit).
@@ -443,9 +445,9 @@ fn setval(db: pg_sys::Oid, r: &Request) -> Result<i64, Failure> {
     })
 }
 
-/// Another subsystem's job (`super::register_job`), in a transaction of its own.
+/// Another subsystem's job (`crate::segment::register_job`), in a transaction of its own.
 fn job(r: &Request) -> Result<i64, Failure> {
-    let Some(handler) = super::job_handler() else {
+    let Some(handler) = crate::segment::job_handler() else {
         return Err(Failure::from_error(&Error::ExtensionNotVisible));
     };
     in_transaction(|| handler(r.name.as_str(), r.description.as_str(), r.args))
