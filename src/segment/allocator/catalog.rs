@@ -259,7 +259,7 @@ pub(crate) fn set_max_id(name: &str, max_id: i64) -> Result<(), Error> {
     .map_err(internal)
 }
 
-/// What [`give_back`] did to the local row.
+/// What [`lower_mark_if_unchanged`] did to the local row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GivenBack {
     /// Nothing: the mark moved (or the row is gone, or nothing is unused).
@@ -276,7 +276,11 @@ pub(crate) enum GivenBack {
 /// A global segment gives nothing back (DESIGN.md §6): its mark is the registry's, and a gap
 /// in its numbers costs nothing, while lowering a mark other nodes take from is where numbers
 /// could be handed out twice.
-pub(crate) fn give_back(name: &str, mark: i64, new_mark: i64) -> Result<GivenBack, Error> {
+pub(crate) fn lower_mark_if_unchanged(
+    name: &str,
+    mark: i64,
+    new_mark: i64,
+) -> Result<GivenBack, Error> {
     let table = table()?;
     let (t, scope) = (&table.name, table.scope());
     // The locks of the table and of its indexes first, without waiting: the row's NOWAIT below

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::failure::Failure;
-use crate::libpq::{self as conn, Conn, ConnError, Wait};
+use crate::libpq::{self, Conn, ConnError, Wait};
 
 /// How long connecting, and each call, may take: a little more than the registry session's
 /// statement_timeout (3 s), so that the registry ends a statement first; short, since the
@@ -287,7 +287,7 @@ fn call_within(
             if slot.is_none() {
                 let conninfo = crate::guc::registry_conninfo().unwrap_or_default();
                 *slot = Some(
-                    conn::connect(&conninfo, deadline, Wait::Interrupts).map_err(|e| match e {
+                    libpq::connect(&conninfo, deadline, Wait::Interrupts).map_err(|e| match e {
                         // The registry answered (idgen is not installed there): not a lost
                         // registry.
                         ConnError::Remote(r) => remote(&r),
@@ -338,7 +338,7 @@ fn lost(e: ConnError) -> Error {
 }
 
 /// An error the registry raised, as it raised it.
-fn remote(r: &conn::Remote) -> Error {
+fn remote(r: &libpq::Remote) -> Error {
     Failure::new(
         &r.sqlstate,
         &format!("the registry refused: {}", r.message),

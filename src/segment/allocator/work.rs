@@ -269,7 +269,7 @@ fn load(db: pg_sys::Oid, lane: Lane, request: &Request) -> Result<Loaded, Failur
 /// for uniqueness, so never waited for: the row lock is taken `NOWAIT`, the commit is
 /// asynchronous (a give-back lost in a crash leaves a gap), and interrupts are held off so that
 /// a termination request (a fast shutdown) lets it finish. A global segment gives nothing back
-/// (`catalog::give_back`). Returns how many segments gave numbers back.
+/// (`catalog::lower_mark_if_unchanged`). Returns how many segments gave numbers back.
 pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
     /// The whole give-back's time: a shutdown never waits longer for it (a lost give-back is
     /// only a gap).
@@ -277,7 +277,7 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
     let mut given = 0;
     let deadline = std::time::Instant::now() + GIVE_BACK_DEADLINE;
     for e in evicted {
-        let Some((mark, new_mark)) = e.give_back() else {
+        let Some((mark, new_mark)) = e.unused() else {
             continue;
         };
         if std::time::Instant::now() >= deadline {
@@ -286,7 +286,7 @@ pub(crate) fn give_back(evicted: &[Evicted]) -> usize {
         }
         let name = e.name.as_str();
         let local = with_interrupts_held(|| {
-            in_unconfirmed_transaction(|| catalog::give_back(name, mark, new_mark))
+            in_unconfirmed_transaction(|| catalog::lower_mark_if_unchanged(name, mark, new_mark))
         });
         match local {
             Ok(catalog::GivenBack::Nothing) => {}

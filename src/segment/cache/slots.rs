@@ -396,8 +396,9 @@ pub(crate) struct Evicted {
 }
 
 impl Evicted {
-    /// The give-back this calls for: `(expected mark, new mark)`, when numbers are unused.
-    pub(crate) fn give_back(&self) -> Option<(i64, i64)> {
+    /// The numbers above the last one handed out, when there are any: `(expected mark, new mark)`
+    /// for [`crate::segment::allocator::work::give_back`].
+    pub(crate) fn unused(&self) -> Option<(i64, i64)> {
         match (self.mark, self.highest_taken) {
             (Some(mark), Some(highest)) if highest < mark => Some((mark, highest)),
             _ => None,
