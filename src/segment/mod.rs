@@ -2,13 +2,31 @@
 //! increasing numbers per name, handed out from ranges reserved in one committed write each, as
 //! Meituan Leaf's segment mode with its double buffer and dynamic step, but inside PostgreSQL.
 //!
-//! Pure parts: [`range`] (the arithmetic), [`buffer`] (the lock-free double buffer); [`args`]
-//! checks the SQL functions' arguments. Shared
-//! memory: [`shared`] (layout, LWLock, condition variable) with [`failure`] (its text), and the
-//! operations on its tables: [`slots`], [`allocators`] (allocators and holds), [`queue`]
-//! (requests). A backend's side: [`session`] (the hot path) and [`call_site`]. The allocator
-//! background worker: [`allocator`], running [`work`] units in transactions ([`mod@unit`]) that use
-//! [`catalog`] (SPI on `idgen_segment`). PostgreSQL's commands: [`hooks`].
+//! A segment's life, step by step (`a::b` is a function `b` of file `a`, under `src/segment/`
+//! unless it starts with `idgen_core::`):
+//!
+//! | step | where |
+//! |---|---|
+//! | load (first call in a database) | `session::resolve` → `cache::queue::submit` (`Load`) → `allocator::pick` → `allocator::work::load` → `allocator::catalog::step_and_cache` → `cache::slots::assign` (may evict) |
+//! | draw | `call_site::entry_at_call_site` (the `fn_extra` shortcut) → `session::draw` → `idgen_core::segment::buffer::DoubleBuffer::draw` |
+//! | block (per-backend cache) | `session::Block`, `session::block_size`; cleared by `idgen_core::segment::buffer` `clears` |
+//! | prefetch | `idgen_core::segment::range::prefetch_offset` → `session::ask_for_next_range` → `cache::want_refill` |
+//! | refill | `allocator::pick` → `cache::slots::refill_at` → `allocator::work::refill` (or `refill_global`) → `idgen_core::segment::range::next_range`/`next_step` → `allocator::unit::in_transaction` → `allocator::catalog::lock_row`/`set_max_id` (or `allocator::global::take` from the registry) → `idgen_core::segment::buffer::DoubleBuffer::install` → `cache::slots::finish_refill` |
+//! | evict | `cache::slots::assign`/`evictable` (clock sweep); `cache::slots::take_out_idle` on the allocator's idle timer → `cache::slots::Evicted` |
+//! | give back | `cache::slots::Evicted::unused` → `allocator::work::give_back` → `allocator::catalog::lower_mark_if_unchanged` (local segments only, DESIGN.md §6) |
+//! | drop | `hooks` (object access, `release_dropped` at commit) → `allocator::launcher::evict_allocator` for a dropped database |
+//!
+//! Files: [`args`] the SQL functions' argument checks; [`session`] and [`call_site`] the
+//! backend's side; [`cache`] shared memory (layout, LWLock, condition variable) with
+//! [`cache::slots`] and [`cache::queue`] (requests to the allocator); [`allocator`] the
+//! background worker, with [`allocator::launcher`] (which database has which allocators,
+//! holds), [`allocator::unit`] (a unit's transaction, signals, interrupts), [`allocator::work`]
+//! (the units), [`allocator::catalog`] (SPI on `idgen_segment`) and [`allocator::global`]
+//! (global segments in the registry); [`hooks`] PostgreSQL's commands. The pure arithmetic
+//! ([`range`]) and the double buffer ([`buffer`]) are in `idgen_core::segment`.
+//!
+//! The Rust function of SQL `segment_create` is `segment_create_cached`: its C symbol
+//! `segment_create_wrapper` belongs to the 0.2.0 signature, kept in `crate::upgrade`.
 
 mod allocator;
 mod args;
