@@ -5,7 +5,7 @@
 
 \echo Use "ALTER EXTENSION idgen UPDATE TO '0.4.0'" to load this file. \quit
 
--- The text form of a Snowflake id (seed 003's serial number).
+-- The text form of a Snowflake id (a serial-number-like text).
 CREATE OR REPLACE FUNCTION "snowflake_format"(
 	"id" bigint,
 	"prefix" TEXT DEFAULT ''
@@ -281,7 +281,7 @@ COMMENT ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) IS
 REVOKE EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry_segment_give_back(text, bigint, bigint) TO idgen_registry;
 
--- Business serial numbers (README "Serial numbers"; seed 003, scenario 2): text numbers such as
+-- Business serial numbers (README "Serial numbers"): text numbers such as
 -- INV-20261122-000123 from a format, with a counter that restarts every day, month or year in
 -- the serial's time zone. Fast mode: the counter of each period is a segment of this
 -- database ('serial:<name>:<period>', autonomous like nextval: gaps on rollback, never a

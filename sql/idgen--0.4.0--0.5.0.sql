@@ -1,4 +1,4 @@
--- idgen 0.4.0 -> 0.5.0: trust across servers (issue 28; DESIGN.md §6, README "Many servers
+-- idgen 0.4.0 -> 0.5.0: trust across servers (DESIGN.md §6, README "Many servers
 -- with a registry").
 -- Run only by ALTER EXTENSION idgen UPDATE: a fresh install runs the current definitions
 -- (src/sql.rs), and the upgrade test checks that both end with the same objects.

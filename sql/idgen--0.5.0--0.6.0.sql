@@ -1,4 +1,4 @@
--- idgen 0.5.0 -> 0.6.0: serial numbers rebuilt in Rust (issue 29; README "Serial numbers").
+-- idgen 0.5.0 -> 0.6.0: serial numbers rebuilt in Rust (README "Serial numbers").
 -- Run only by ALTER EXTENSION idgen UPDATE: a fresh install runs the current definitions
 -- (src/sql.rs), and the upgrade test checks that both end with the same objects.
 --
@@ -404,7 +404,7 @@ BEGIN
 END
 $$;
 
--- Adopting a column (issue 29, point 7): the segment always continues above the column and the
+-- Adopting a column: the segment always continues above the column and the
 -- sequence, its cached numbers dropped; refused under REPEATABLE READ / SERIALIZABLE.
 --
 -- Switches a bigint column fed by a sequence (serial, bigserial, an identity column, or any
@@ -430,7 +430,7 @@ $$;
 -- semantics: segment_setval(segment, greatest(floor, mark)), which discards the numbers cached
 -- in shared memory, so the next number is above both the floor and every number the segment
 -- may have handed out. A mark at or above the floor says nothing about the cached numbers below
--- it: 0.5.0 skipped the setval then and handed out numbers the column held (issue 29). The mark
+-- it: 0.5.0 skipped the setval then and handed out numbers the column held. The mark
 -- and not the floor alone: segment_setval refuses (22003) a value below a number this server
 -- handed out, and below the stored mark when the segment is not cached; the numbers between the
 -- floor and the mark are skipped, as a sequence's cached values are after a crash. A refill by
@@ -761,7 +761,7 @@ COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, bool
 -- Two registry functions of 0.5.0, again (idgen_registry_check_marks is above), with every argument of their calls to
 -- idgen_registry_report_regression cast to its exact type: an untyped NULL let an overload that
 -- a database owner created in the extension's schema (public) match better and run as the
--- superuser (issue 29's review of every function that runs with elevated rights).
+-- superuser.
 CREATE OR REPLACE FUNCTION idgen_registry_renew(
     held_worker integer, incarnation_id text, holder_secret text, lease_length_ms integer,
     renew_every_ms integer, offset_ms double precision, known_fence bigint,
@@ -894,7 +894,7 @@ BEGIN
 END
 $$;
 
--- Ids for the web (issue 29, point 8). snowflake_status() gains the column id_bits
+-- Ids for the web. snowflake_status() gains the column id_bits
 -- (idgen.id_bits, the width of a whole id) after worker_id: its row type changes, which CREATE
 -- OR REPLACE cannot do, so it is dropped and created again (an update fails with 2BP01 while a
 -- user's view or function depends on it). sqids_encode / sqids_decode: short ids for URLs.

@@ -1,4 +1,4 @@
--- idgen 0.6.0 -> 0.7.0: a per-backend cache for segments (issue 30; README "Per-backend cache").
+-- idgen 0.6.0 -> 0.7.0: a per-backend cache for segments (README "Per-backend cache").
 -- Run only by ALTER EXTENSION idgen UPDATE: a fresh install runs the current definitions
 -- (src/sql.rs), and the upgrade test checks that both end with the same objects.
 --

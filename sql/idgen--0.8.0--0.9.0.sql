@@ -1322,7 +1322,7 @@ COMMENT ON COLUMN @extschema@.idgen_registry_segment.given_back_by IS NULL;
 COMMENT ON COLUMN @extschema@.idgen_registry_lease.attested_standbys IS
   'Unused since 0.9.0, which removed succession by promotion: kept so that dumps of earlier releases restore.';
 
--- A dropped serial's name keeps what it printed (issue 38): its id, format, reset and scope.
+-- A dropped serial's name keeps what it printed: its id, format, reset and scope.
 -- A serial created under the name again goes on counting under that id (same format but for
 -- the width of {seq}, same reset and scope) or is refused until serial_forget(name); before,
 -- it counted from 1 and could print the dropped serial's texts again.

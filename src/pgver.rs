@@ -1,5 +1,5 @@
 //! The PostgreSQL major versions idgen builds for (the pgrx features `pg15` … `pg18`) and every
-//! difference between them that idgen's code meets, in this one module (issue 20): the rest of
+//! difference between them that idgen's code meets, in this one module: the rest of
 //! the code calls these functions and never names a version.
 //!
 //! Found so far by building against each version's headers: 16 replaced

@@ -4,7 +4,7 @@
 //! parses) and `idgen.node_name`.
 //!
 //! A check hook must never raise an ERROR: PostgreSQL also runs it in the postmaster at every
-//! reload of postgresql.conf, where an ERROR stops the server (issue 16). The fences parse in
+//! reload of postgresql.conf, where an ERROR stops the server. The fences parse in
 //! plain Rust; the epoch goes through PostgreSQL's `timestamptz_in` under a catch-all. A refusal
 //! sets `GUC_check_errdetail` and returns false: a reload logs "invalid value for parameter" and
 //! keeps the old value, `ALTER SYSTEM` fails with 22023.

@@ -49,7 +49,6 @@ pub(crate) const MAX_SEGMENT_STEP: i32 = 1_000_000_000;
 /// The text of the default epoch.
 const DEFAULT_EPOCH: &CStr = c"2024-01-01 00:00:00+00";
 
-/// `idgen.epoch`: the instant at which Snowflake tick 0 starts, as a `timestamptz` literal.
 /// `idgen.worker_id`: this server's Snowflake worker id, `0..=2^worker_bits - 1` (0..=1023 by
 /// default; checked against the layout at start), or `auto` (claimed from `idgen.registry`).
 /// The default `-1` means "not set": `snowflake_nextval()` fails (SQLSTATE 55000) until the DBA
@@ -63,6 +62,7 @@ pub(super) static REGISTRY: GucSetting<Option<CString>> =
 /// `idgen.node_name`: this server's name in the registry, empty for the default.
 pub(super) static NODE_NAME: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c""));
+/// `idgen.epoch`: the instant at which Snowflake tick 0 starts, as a `timestamptz` literal.
 pub(super) static EPOCH: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
 pub(super) static SEGMENT_INTERLEAVE_FROM: GucSetting<Option<CString>> =

@@ -176,7 +176,7 @@ fn admin(request: Request) -> i64 {
 /// 42710 the name exists here, 55000 `global` without `idgen.registry`, 25006 standby, 53400
 /// no background worker slot, and the registry's errors (08006 unreachable, ...).
 ///
-/// `cache` (issue 30) is the segment's per-backend cache, as a sequence's `CACHE`: 1 (the
+/// `cache` is the segment's per-backend cache, as a sequence's `CACHE`: 1 (the
 /// default) for none, every number from the shared range; n > 1 for blocks of n numbers a
 /// backend takes at once and hands out itself (unique, increasing within a session, not
 /// ordered across sessions; a block's unused numbers are skipped when the session ends); 0 for

@@ -34,7 +34,7 @@ struct Local {
 }
 
 /// A block of numbers this session took from the segment's shared range in one `fetch_add`
-/// (a segment with `cache` other than 1, issue 30), handed out here one by one, as a
+/// (a segment with `cache` other than 1), handed out here one by one, as a
 /// PostgreSQL sequence's `CACHE` is: `left` numbers from `next` on. The numbers are this
 /// session's alone (the shared range counts them as taken, so `segment_setval`'s floor and a
 /// give-back's mark are above them); they are handed out only while slot `index` holds the

@@ -400,7 +400,7 @@ fn change_grant(name: Option<&str>, role: Option<&str>, grant: bool) -> Result<(
     let role = match catalog::role_oid(role_name) {
         Ok(role) => role,
         // A dropped role's name is still revoked (a role created under it would get the
-        // grant otherwise: found by issue 29's third review).
+        // grant otherwise).
         Err(e) if !grant => return revoke_name(name, role_name, e),
         Err(e) => return Err(e),
     };

@@ -184,7 +184,7 @@ fn register_callbacks() {
             Some(on_roles),
             pg_sys::Datum::from(0),
         );
-        // A renamed schema: the cached place names it in SQL (found by issue 29's second review).
+        // A renamed schema: the cached place names it in SQL.
         pg_sys::CacheRegisterSyscacheCallback(
             pg_sys::SysCacheIdentifier::NAMESPACEOID as i32,
             Some(on_roles),
@@ -203,7 +203,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
     }
     match event {
         // The other backends' caches are told at the commit, in this backend: a prepared
-        // transaction is committed elsewhere, later (found by issue 29's review).
+        // transaction is committed elsewhere, later.
         XACT_EVENT_PRE_PREPARE => {
             pgrx::ereport!(
                 ERROR,

@@ -3,7 +3,7 @@
 //! with `search_path` pinned to `pg_catalog, pg_temp` and every table qualified with the
 //! extension's schema: no object of a schema a user can write takes part (PostgreSQL's
 //! "Security Considerations for Extension Scripts"; the escalation through an overload of
-//! `segment_create` that idgen 0.4.0's `SECURITY DEFINER` PL/pgSQL allowed, issue 29).
+//! `segment_create` that idgen 0.4.0's `SECURITY DEFINER` PL/pgSQL allowed).
 //!
 //! Statements read and write with the newest snapshot (`GetLatestSnapshot`), as PostgreSQL's
 //! catalogs are read: a serial created or dropped after a REPEATABLE READ transaction's

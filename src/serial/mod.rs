@@ -1,4 +1,4 @@
-//! Business serial numbers (seed 003, scenario 2; README "Serial numbers"), such as
+//! Business serial numbers (README "Serial numbers"), such as
 //! `INV-20261125-000123`: a format ([`format`]), a counter that restarts every day, month or
 //! year in the serial's IANA time zone ([`zone`]), and one of three counters per period:
 //!
@@ -16,9 +16,6 @@
 //! there is no `SECURITY
 //! DEFINER` function, and drawing needs USAGE granted per serial (`serial_grant`). Each backend
 //! caches the definitions it uses ([`cache`]).
-//!
-//! Issue 29 rebuilt serials here from idgen 0.4.0's PL/pgSQL (`sql/idgen--0.5.0--0.6.0.sql`
-//! moves their state over).
 
 mod admin;
 mod cache;

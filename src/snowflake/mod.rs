@@ -147,7 +147,7 @@ pub(crate) fn worker_id() -> Result<u64, Error> {
     lease::worker_id()
 }
 
-/// The text form of a Snowflake id (seed 003's serial number): `prefix` + the UTC start of its
+/// The text form of a Snowflake id, a serial-number-like text: `prefix` + the UTC start of its
 /// tick as `yyyyMMddHHmmssSSS` + the worker id + the sequence, zero-padded to the layout's
 /// widths (4 and 4 digits by default), e.g. `ORD2026112208301512300070042`. For one prefix the
 /// texts sort (`COLLATE "C"`) as the ids do; `snowflake_parse` reads the id back. Errors: 22023
@@ -237,7 +237,7 @@ mod tests {
     }
 
     /// `DISCARD SEQUENCES` (and `DISCARD ALL`, which a transaction block refuses) forget
-    /// `snowflake_currval()`, as they forget `currval` (issue 31: a pooler's next client got
+    /// `snowflake_currval()`, as they forget `currval` (a pooler's next client must not get
     /// the previous client's id).
     #[pg_test]
     fn discard_sequences_forgets_currval() {

@@ -29,7 +29,7 @@ struct Table {
     /// library runs against the old tables until `ALTER EXTENSION idgen UPDATE`, and every
     /// segment there is local).
     scoped: bool,
-    /// Whether it has the column `cache` (idgen 0.7.0, issue 30): before, every segment has
+    /// Whether it has the column `cache` (since idgen 0.7.0): before, every segment has
     /// no per-backend cache (1).
     cached: bool,
 }

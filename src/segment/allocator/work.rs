@@ -265,7 +265,7 @@ fn load(db: pg_sys::Oid, lane: Lane, request: &Request) -> Result<Loaded, Failur
 
 /// Gives back the unused numbers of segments of this database taken out of the cache (evicted,
 /// idle, or at the allocator's exit): one compare-and-set per segment, each in a transaction of
-/// its own, so that a restart or a reload does not skip them (seed 004's wish). Never needed
+/// its own, so that a restart or a reload does not skip them. Never needed
 /// for uniqueness, so never waited for: the row lock is taken `NOWAIT`, the commit is
 /// asynchronous (a give-back lost in a crash leaves a gap), and interrupts are held off so that
 /// a termination request (a fast shutdown) lets it finish. A global segment gives nothing back

@@ -80,7 +80,7 @@ pub(crate) struct Slot {
     /// one reader clearing its own never makes the other take a slot drawn from meanwhile. Set
     /// by draws with a load and a store only when either is clear ([`mark_referenced`]).
     pub(crate) referenced: AtomicU8,
-    /// The segment's per-backend cache (`idgen_segment.cache`, issue 30): 1 for none (every
+    /// The segment's per-backend cache (`idgen_segment.cache`): 1 for none (every
     /// number from the shared range), n > 1 for blocks of n numbers taken by a backend at once,
     /// 0 for the adaptive mode. Written under the LWLock when the slot is assigned and by
     /// `segment_alter`; read without a lock when a backend takes a block.
