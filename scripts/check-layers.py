@@ -13,7 +13,10 @@ Rules:
   (a) a file references only files of a lower layer or of its own layer;
   (b) within the subsystems, one subsystem directory does not reference another, except that
       serial may use segment and snowflake, and segment may use snowflake;
-  (c) the file-level graph has no cycle (leaves may use leaves, but acyclically).
+  (c) the file-level graph has no cycle (leaves may use leaves, but acyclically);
+  (d) the pure core, crates/idgen-core, depends on no PostgreSQL crate (pgrx*, pq-sys, the
+      extension itself) in its [dependencies], and no file of crates/idgen-core/src names
+      pgrx or pg_sys in code: its tests run without PostgreSQL (`cargo test -p idgen-core`).
 
 A reference is `crate::a::b...` or `super::x...` in code (in `use` trees too), resolved to the
 file of the longest existing module prefix (src/a/b.rs or src/a/b/mod.rs, else src/a.rs or
@@ -281,6 +284,36 @@ def violations(graph):
     return out
 
 
+# Crates the pure core must not depend on: PostgreSQL's bindings and the extension.
+CORE_FORBIDDEN = ("pgrx", "pq-sys", "pq_sys", "idgen")
+
+
+def core_violations(root):
+    """Rule (d) on the tree at root: the pure core's dependencies and code name no PostgreSQL."""
+    root = Path(root)
+    out = []
+    manifest = root / "crates/idgen-core/Cargo.toml"
+    if not manifest.exists():
+        return [f"missing: {manifest.relative_to(root)}"]
+    section = None
+    for n, line in enumerate(manifest.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip()
+            continue
+        # [dependencies] and [target.'...'.dependencies]; dev-dependencies may use anything.
+        if section and section.endswith("dependencies") and "dev-" not in section and "=" in line:
+            name = line.split("=", 1)[0].strip().strip('"')
+            if name == "idgen" or any(name.startswith(p) for p in CORE_FORBIDDEN if p != "idgen"):
+                out.append(f"core dependency: crates/idgen-core/Cargo.toml line {n} ({name})")
+    for f in sorted((root / "crates/idgen-core/src").rglob("*.rs")):
+        code = strip_comments_and_strings(f.read_text())
+        for n, line in enumerate(code.splitlines(), 1):
+            if re.search(r"\b(pgrx|pg_sys)\b", line):
+                out.append(f"core code: {f.relative_to(root)} line {n} names pgrx or pg_sys")
+    return out
+
+
 def self_test():
     def run(tree):
         with tempfile.TemporaryDirectory() as d:
@@ -322,7 +355,27 @@ def self_test():
         "cycle: src/snowflake/lease.rs -> src/snowflake/shared.rs -> src/snowflake/lease.rs",
     ], found
     assert "super::shared::get line 1" in found[1] and "super::lease::fence line 2" in found[1]
-    print("check-layers self-test: ok (clean tree, upward, sideways, two cycles)")
+    core = {
+        "crates/idgen-core/Cargo.toml": "[dependencies]\nthiserror = \"2\"\n"
+                                        "[dev-dependencies]\npgrx-tests = \"0.18\"\n",
+        "crates/idgen-core/src/lib.rs": "// pgrx in a comment\nconst S: &str = \"pg_sys\";\n",
+    }
+
+    def run_core(tree):
+        with tempfile.TemporaryDirectory() as d:
+            for rel, text in tree.items():
+                (Path(d) / rel).parent.mkdir(parents=True, exist_ok=True)
+                (Path(d) / rel).write_text(text)
+            return core_violations(d)
+
+    assert run_core(core) == [], run_core(core)
+    impure = dict(core, **{"crates/idgen-core/Cargo.toml": "[dependencies]\npgrx = \"=0.18.1\"\n",
+                           "crates/idgen-core/src/lib.rs": "use pgrx::pg_sys;\n"})
+    assert run_core(impure) == [
+        "core dependency: crates/idgen-core/Cargo.toml line 2 (pgrx)",
+        "core code: crates/idgen-core/src/lib.rs line 1 names pgrx or pg_sys",
+    ], run_core(impure)
+    print("check-layers self-test: ok (clean tree, upward, sideways, two cycles, core purity)")
 
 
 def main(argv):
@@ -334,7 +387,7 @@ def main(argv):
         for f in sorted(graph):
             for t, refs in sorted(graph[f].items()):
                 print(f"edge: {f} -> {t} ({', '.join(f'{p} line {n}' for p, n in refs)})")
-    found = violations(graph)
+    found = violations(graph) + core_violations(Path(__file__).resolve().parent.parent)
     for v in found:
         print(v)
     if found:
