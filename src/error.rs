@@ -13,207 +13,245 @@ use std::fmt;
 use pgrx::pg_sys::panic::{CaughtError, ErrorReport, ErrorReportWithLevel};
 use pgrx::prelude::*;
 
-/// A user-facing failure. [`Error::report`] raises it as an `ERROR`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Error {
-    /// `_PG_init` ran outside `shared_preload_libraries` (55000). `line` is the exact setting
-    /// to put in `postgresql.conf`.
-    NotPreloaded { line: String },
-    /// `idgen.worker_id` is still `-1` (55000). `max_worker` is the layout's largest worker id.
-    WorkerIdNotSet { max_worker: u64 },
-    /// `idgen.registry` is set and the registry has not granted this server a worker id yet
-    /// (55000).
-    RegistryPending,
-    /// The next id would reach the first tick the registry has not confirmed for this server's
-    /// lease (55000): renewals failed for a whole lease, or the server is shutting down.
-    RegistryFenced {
-        worker: u64,
-        until_unix_ms: i64,
-        reason: String,
-    },
-    /// A cached range of a global segment or serial counter while the registry's last contact
-    /// is a lease old or older (55000): a node cut off from the registry stops at a known time.
-    GlobalRangeStale {
-        what: String,
-        age_ms: i64,
-        lease_ms: i64,
-    },
-    /// The server is in recovery (a standby): it usually carries its primary's worker id
-    /// (25006).
-    InRecovery,
-    /// `snowflake_currval()` before any `snowflake_nextval()` in this session (55000).
-    CurrvalNotYetDefined,
-    /// A NULL where a value is required (22004).
-    NullArgument { argument: &'static str },
-    /// A count outside `1..=max` (22023).
-    CountOutOfRange { count: i64, max: u64 },
-    /// A negative `bigint` given as a Snowflake id (22023).
-    NegativeId { id: i64 },
-    /// A `bigint` at or above `2^idgen.id_bits` given as a Snowflake id (22023, as a negative
-    /// one): this server's layout issues none.
-    IdTooWide { id: i64, id_bits: u32 },
-    /// A worker id that does not fit the layout (22003).
-    WorkerOutOfRange { worker: i64, max: u64 },
-    /// A sequence that does not fit the layout (22003).
-    SequenceOutOfRange { sequence: i64, max: u64 },
-    /// A timestamp outside the layout's time range: before the epoch, past its end, or
-    /// infinite (22008).
-    TimestampOutOfRange { detail: String },
-    /// A serial number format or reset that is refused (22023), naming the token.
-    InvalidSerialFormat { why: String },
-    /// A serial's counter outgrew the padding of its `{seq:0N}` token in this period (22003).
-    SerialExhausted { name: String, max: i64 },
-    /// A format with `{worker}` on a server without a fitting worker id (55000).
-    SerialWorker { detail: String },
-    /// No serial of that name, or none this transaction can see (42704).
-    UnknownSerial { name: String },
-    /// `serial_create` of a name that exists (42710).
-    SerialExists { name: String },
-    /// `serial_create` of a dropped serial's name with a format, reset or scope that could
-    /// print the dropped serial's texts again (42710): the name keeps what it printed.
-    SerialNameDropped { name: String, what: &'static str },
-    /// `serial_forget` of a name no dropped serial has (42704).
-    UnknownDroppedSerial { name: String },
-    /// `serial_alter` to a format that could print a text the serial printed (22023).
-    SerialFormatChange { why: String },
-    /// A gapless `serial_nextval` on a standby (25006): its counter row cannot be written.
-    SerialInRecovery,
-    /// A draw from a serial the role has no USAGE on (42501), as sequences' "permission
-    /// denied".
-    SerialPermissionDenied { name: String },
-    /// A serial time zone that is not an IANA zone name (22023).
-    InvalidSerialTimeZone { zone: String },
-    /// Another refused argument of a serial function (22023).
-    InvalidSerialArgument { why: String },
-    /// A local serial showing `{worker}` on a server whose worker id comes from the registry
-    /// (55000): the id can move to another server within a period, whose counter would repeat.
-    SerialWorkerMoves,
-    /// A text that is not the text form of a Snowflake id (`snowflake_parse`, 22P02).
-    InvalidSnowflakeText { why: String },
-    /// The wall clock reads before `idgen.epoch` (22008).
-    ClockBeforeEpoch { ms: i64 },
-    /// A setting in `postgresql.conf` that did not take effect; raised at server start (22023).
-    InvalidSetting {
-        name: String,
-        value: String,
-        detail: String,
-    },
-    /// The configured layout is unusable (22023); raised at server start.
-    InvalidLayout { detail: String },
-    /// The next id would be stamped further ahead of the wall clock than `idgen.max_drift_ms`,
-    /// and the clock would not catch up within `idgen.max_wait_ms` (53400, "configuration limit
-    /// exceeded": the limit is the drift bound, which the hint names).
-    ClockBehind {
-        behind_ms: i64,
-        max_drift_ms: u64,
-        max_wait_ms: u64,
-    },
-    /// The reservation file does not parse or its checksum does not match (XX001): generation
-    /// stops rather than guessing where the last run ended.
-    ReservationCorrupt { path: String, reason: String },
-    /// The reservation file could not be read or written (58030).
-    ReservationIo { message: String },
-    /// The reservation file was written under another layout (55000): ids of the two layouts
-    /// could collide.
-    LayoutChanged {
-        path: String,
-        stored: String,
-        configured: String,
-    },
-    /// The time field would overflow: the layout has run out (2200H). Never wrapped.
-    TimeExhausted { detail: String },
-    /// An empty segment name (42602).
-    SegmentNameEmpty,
-    /// A segment name longer than 63 bytes (42622). `name` is the name's first 63 bytes at
-    /// most: the message never repeats a long argument in full.
-    SegmentNameTooLong {
-        name: String,
-        bytes: usize,
-        max: usize,
-    },
-    /// A segment that does not exist in this database (42704); the hint shows how to create it.
-    UnknownSegment { name: String },
-    /// `segment_create` of a name that exists (42710).
-    SegmentExists { name: String },
-    /// A step outside `1..=MAX_STEP` (22023).
-    StepOutOfRange { step: i64, max: i32 },
-    /// A segment cache outside `0..=max` (22023): 0 adaptive, 1 none, n a block of n.
-    CacheOutOfRange { cache: i64, max: i32 },
-    /// A per-backend cache asked of a database whose idgen SQL predates 0.7.0 (55000).
-    CacheNeedsUpdate,
-    /// A `segment_create` start without a predecessor: `-9223372036854775808` (22003).
-    StartOutOfRange { start: i64 },
-    /// `segment_alter(step => ...)` while several servers share segment names (55000): the step
-    /// is the size of the blocks they take in turn.
-    InterleavedStepChange { name: String, count: u32 },
-    /// A refill reached `idgen.segment_interleave_until` (55000): this server's part of the old
-    /// interleave is used up until it switches to the new one (README, Growing from N to M
-    /// servers).
-    InterleaveUntilReached { name: String, until: i64 },
-    /// `segment_interleave_ready(until)` while the allocator runs with another (or no)
-    /// `idgen.segment_interleave_until` (55000).
-    InterleaveUntilNotSet { until: i64, in_force: Option<i64> },
-    /// `segment_interleave_ready(until)` finds a high-water mark above `until` (55000): numbers
-    /// above the fence were reserved under the old interleave.
-    InterleavePastUntil {
-        name: String,
-        max_id: i64,
-        until: i64,
-    },
-    /// `idgen.segment_node_count`/`segment_node_index` changed by a reload without
-    /// `idgen.segment_interleave_from` (55000).
-    InterleaveChangedWithoutFence {
-        started: (i32, i32),
-        now: (i32, i32),
-    },
-    /// The allocator, working in its own transactions, does not see idgen in this database
-    /// (55000): the caller's `CREATE EXTENSION idgen` is not committed yet.
-    ExtensionNotVisible,
-    /// A description longer than allowed (22001).
-    DescriptionTooLong { bytes: usize, max: usize },
-    /// `segment_setval` below a number that may have been handed out (22003), as sequence.c's
-    /// "value is out of bounds": segments only move forward.
-    SetvalBackwards {
-        name: String,
-        value: i64,
-        floor: i64,
-    },
-    /// The high-water mark is `i64::MAX` (2200H), as sequence.c's "reached maximum value".
-    SegmentExhausted { name: String },
-    /// `segment_currval` before any `segment_nextval` of that name in this session (55000).
-    SegmentCurrvalNotYetDefined { name: String },
-    /// A generator in a read-only transaction (25006), as `nextval()`: a server fenced
-    /// read-only (pg_auto_failover's demotion) must not hand out ids.
-    ReadOnlyTransaction { function: &'static str },
-    /// Segment functions on a standby (25006): the allocator cannot write there.
-    SegmentInRecovery,
-    /// The allocator background worker could not be registered (53400).
-    AllocatorUnavailable { max_worker_processes: i32 },
-    /// No range arrived within `idgen.segment_wait_timeout` (55P03).
-    SegmentWaitTimeout { name: String, ms: i32 },
-    /// A fast serial's counter got no range within `idgen.segment_wait_timeout` (55P03).
-    SerialWaitTimeout { name: String, ms: i32 },
-    /// Every slot of the shared cache is busy (refilling, or frozen by an admin call), so none
-    /// can be evicted for another segment (54000). Not a limit on segment names.
-    SegmentCacheFull { max: usize },
-    /// Too many segment requests waiting for the allocator at once (53400).
-    RequestQueueFull { max: usize },
-    /// `segment_create(..., scope => 'global')` without `idgen.registry` (55000).
-    GlobalWithoutRegistry,
-    /// A scope other than `local` or `global` (22023).
-    InvalidScope { scope: String },
-    /// `segment_alter`/`segment_setval` of a global segment on a node (0A000): its mark and
-    /// step are the registry's.
-    GlobalSegmentChange { name: String, what: &'static str },
-    /// A failure a background worker reported (the segment allocator for this caller's request,
-    /// the registry client for this server's worker id), re-raised as it was; or one a leaf
-    /// module describes next to its own code, SQLSTATE, detail and hint in one arm (`sqids`).
-    Relayed {
-        sqlstate: i32,
-        message: String,
-        detail: Option<String>,
-        hint: Option<String>,
-    },
+/// Declares [`Error`] as written, and, for the tests, `Error::every_variant()`: each variant's
+/// name with the variant built from default field values, so that a test can walk them all and
+/// a new variant cannot be left out.
+macro_rules! declare_error {
+    (
+        $(#[$attr:meta])*
+        $vis:vis enum $name:ident {
+            $(
+                $(#[$variant_attr:meta])*
+                $variant:ident $({ $($field:ident: $ty:ty),* $(,)? })?
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$attr])*
+        $vis enum $name {
+            $(
+                $(#[$variant_attr])*
+                $variant $({ $($field: $ty),* })?
+            ),*
+        }
+
+        #[cfg(test)]
+        impl $name {
+            /// Every variant by name, with default field values.
+            fn every_variant() -> Vec<(&'static str, $name)> {
+                vec![$(
+                    (
+                        stringify!($variant),
+                        $name::$variant $({ $($field: Default::default()),* })?,
+                    )
+                ),*]
+            }
+        }
+    };
+}
+
+declare_error! {
+    /// A user-facing failure. [`Error::report`] raises it as an `ERROR`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) enum Error {
+        /// `_PG_init` ran outside `shared_preload_libraries` (55000). `line` is the exact setting
+        /// to put in `postgresql.conf`.
+        NotPreloaded { line: String },
+        /// `idgen.worker_id` is still `-1` (55000). `max_worker` is the layout's largest worker id.
+        WorkerIdNotSet { max_worker: u64 },
+        /// `idgen.registry` is set and the registry has not granted this server a worker id yet
+        /// (55000).
+        RegistryPending,
+        /// The next id would reach the first tick the registry has not confirmed for this server's
+        /// lease (55000): renewals failed for a whole lease, or the server is shutting down.
+        RegistryFenced {
+            worker: u64,
+            until_unix_ms: i64,
+            reason: String,
+        },
+        /// A cached range of a global segment or serial counter while the registry's last contact
+        /// is a lease old or older (55000): a node cut off from the registry stops at a known time.
+        GlobalRangeStale {
+            what: String,
+            age_ms: i64,
+            lease_ms: i64,
+        },
+        /// The server is in recovery (a standby): it usually carries its primary's worker id
+        /// (25006).
+        InRecovery,
+        /// `snowflake_currval()` before any `snowflake_nextval()` in this session (55000).
+        CurrvalNotYetDefined,
+        /// A NULL where a value is required (22004).
+        NullArgument { argument: &'static str },
+        /// A count outside `1..=max` (22023).
+        CountOutOfRange { count: i64, max: u64 },
+        /// A negative `bigint` given as a Snowflake id (22023).
+        NegativeId { id: i64 },
+        /// A `bigint` at or above `2^idgen.id_bits` given as a Snowflake id (22023, as a negative
+        /// one): this server's layout issues none.
+        IdTooWide { id: i64, id_bits: u32 },
+        /// A worker id that does not fit the layout (22003).
+        WorkerOutOfRange { worker: i64, max: u64 },
+        /// A sequence that does not fit the layout (22003).
+        SequenceOutOfRange { sequence: i64, max: u64 },
+        /// A timestamp outside the layout's time range: before the epoch, past its end, or
+        /// infinite (22008).
+        TimestampOutOfRange { detail: String },
+        /// A serial number format or reset that is refused (22023), naming the token.
+        InvalidSerialFormat { why: String },
+        /// A serial's counter outgrew the padding of its `{seq:0N}` token in this period (22003).
+        SerialExhausted { name: String, max: i64 },
+        /// A format with `{worker}` on a server without a fitting worker id (55000).
+        SerialWorker { detail: String },
+        /// No serial of that name, or none this transaction can see (42704).
+        UnknownSerial { name: String },
+        /// `serial_create` of a name that exists (42710).
+        SerialExists { name: String },
+        /// `serial_create` of a dropped serial's name with a format, reset or scope that could
+        /// print the dropped serial's texts again (42710): the name keeps what it printed.
+        SerialNameDropped { name: String, what: &'static str },
+        /// `serial_forget` of a name no dropped serial has (42704).
+        UnknownDroppedSerial { name: String },
+        /// `serial_alter` to a format that could print a text the serial printed (22023).
+        SerialFormatChange { why: String },
+        /// A gapless `serial_nextval` on a standby (25006): its counter row cannot be written.
+        SerialInRecovery,
+        /// A draw from a serial the role has no USAGE on (42501), as sequences' "permission
+        /// denied".
+        SerialPermissionDenied { name: String },
+        /// A serial time zone that is not an IANA zone name (22023).
+        InvalidSerialTimeZone { zone: String },
+        /// Another refused argument of a serial function (22023).
+        InvalidSerialArgument { why: String },
+        /// A local serial showing `{worker}` on a server whose worker id comes from the registry
+        /// (55000): the id can move to another server within a period, whose counter would repeat.
+        SerialWorkerMoves,
+        /// A text that is not the text form of a Snowflake id (`snowflake_parse`, 22P02).
+        InvalidSnowflakeText { why: String },
+        /// The wall clock reads before `idgen.epoch` (22008).
+        ClockBeforeEpoch { ms: i64 },
+        /// A setting in `postgresql.conf` that did not take effect; raised at server start (22023).
+        InvalidSetting {
+            name: String,
+            value: String,
+            detail: String,
+        },
+        /// The configured layout is unusable (22023); raised at server start.
+        InvalidLayout { detail: String },
+        /// The next id would be stamped further ahead of the wall clock than `idgen.max_drift_ms`,
+        /// and the clock would not catch up within `idgen.max_wait_ms` (53400, "configuration limit
+        /// exceeded": the limit is the drift bound, which the hint names).
+        ClockBehind {
+            behind_ms: i64,
+            max_drift_ms: u64,
+            max_wait_ms: u64,
+        },
+        /// The reservation file does not parse or its checksum does not match (XX001): generation
+        /// stops rather than guessing where the last run ended.
+        ReservationCorrupt { path: String, reason: String },
+        /// The reservation file could not be read or written (58030).
+        ReservationIo { message: String },
+        /// The reservation file was written under another layout (55000): ids of the two layouts
+        /// could collide.
+        LayoutChanged {
+            path: String,
+            stored: String,
+            configured: String,
+        },
+        /// The time field would overflow: the layout has run out (2200H). Never wrapped.
+        TimeExhausted { detail: String },
+        /// An empty segment name (42602).
+        SegmentNameEmpty,
+        /// A segment name longer than 63 bytes (42622). `name` is the name's first 63 bytes at
+        /// most: the message never repeats a long argument in full.
+        SegmentNameTooLong {
+            name: String,
+            bytes: usize,
+            max: usize,
+        },
+        /// A segment that does not exist in this database (42704); the hint shows how to create it.
+        UnknownSegment { name: String },
+        /// `segment_create` of a name that exists (42710).
+        SegmentExists { name: String },
+        /// A step outside `1..=MAX_STEP` (22023).
+        StepOutOfRange { step: i64, max: i32 },
+        /// A segment cache outside `0..=max` (22023): 0 adaptive, 1 none, n a block of n.
+        CacheOutOfRange { cache: i64, max: i32 },
+        /// A per-backend cache asked of a database whose idgen SQL predates 0.7.0 (55000).
+        CacheNeedsUpdate,
+        /// A `segment_create` start without a predecessor: `-9223372036854775808` (22003).
+        StartOutOfRange { start: i64 },
+        /// `segment_alter(step => ...)` while several servers share segment names (55000): the step
+        /// is the size of the blocks they take in turn.
+        InterleavedStepChange { name: String, count: u32 },
+        /// A refill reached `idgen.segment_interleave_until` (55000): this server's part of the old
+        /// interleave is used up until it switches to the new one (README, Growing from N to M
+        /// servers).
+        InterleaveUntilReached { name: String, until: i64 },
+        /// `segment_interleave_ready(until)` while the allocator runs with another (or no)
+        /// `idgen.segment_interleave_until` (55000).
+        InterleaveUntilNotSet { until: i64, in_force: Option<i64> },
+        /// `segment_interleave_ready(until)` finds a high-water mark above `until` (55000): numbers
+        /// above the fence were reserved under the old interleave.
+        InterleavePastUntil {
+            name: String,
+            max_id: i64,
+            until: i64,
+        },
+        /// `idgen.segment_node_count`/`segment_node_index` changed by a reload without
+        /// `idgen.segment_interleave_from` (55000).
+        InterleaveChangedWithoutFence {
+            started: (i32, i32),
+            now: (i32, i32),
+        },
+        /// The allocator, working in its own transactions, does not see idgen in this database
+        /// (55000): the caller's `CREATE EXTENSION idgen` is not committed yet.
+        ExtensionNotVisible,
+        /// A description longer than allowed (22001).
+        DescriptionTooLong { bytes: usize, max: usize },
+        /// `segment_setval` below a number that may have been handed out (22003), as sequence.c's
+        /// "value is out of bounds": segments only move forward.
+        SetvalBackwards {
+            name: String,
+            value: i64,
+            floor: i64,
+        },
+        /// The high-water mark is `i64::MAX` (2200H), as sequence.c's "reached maximum value".
+        SegmentExhausted { name: String },
+        /// `segment_currval` before any `segment_nextval` of that name in this session (55000).
+        SegmentCurrvalNotYetDefined { name: String },
+        /// A generator in a read-only transaction (25006), as `nextval()`: a server fenced
+        /// read-only (pg_auto_failover's demotion) must not hand out ids.
+        ReadOnlyTransaction { function: &'static str },
+        /// Segment functions on a standby (25006): the allocator cannot write there.
+        SegmentInRecovery,
+        /// The allocator background worker could not be registered (53400).
+        AllocatorUnavailable { max_worker_processes: i32 },
+        /// No range arrived within `idgen.segment_wait_timeout` (55P03).
+        SegmentWaitTimeout { name: String, ms: i32 },
+        /// A fast serial's counter got no range within `idgen.segment_wait_timeout` (55P03).
+        SerialWaitTimeout { name: String, ms: i32 },
+        /// Every slot of the shared cache is busy (refilling, or frozen by an admin call), so none
+        /// can be evicted for another segment (54000). Not a limit on segment names.
+        SegmentCacheFull { max: usize },
+        /// Too many segment requests waiting for the allocator at once (53400).
+        RequestQueueFull { max: usize },
+        /// `segment_create(..., scope => 'global')` without `idgen.registry` (55000).
+        GlobalWithoutRegistry,
+        /// A scope other than `local` or `global` (22023).
+        InvalidScope { scope: String },
+        /// `segment_alter`/`segment_setval` of a global segment on a node (0A000): its mark and
+        /// step are the registry's.
+        GlobalSegmentChange { name: String, what: &'static str },
+        /// A failure a background worker reported (the segment allocator for this caller's request,
+        /// the registry client for this server's worker id), re-raised as it was; or one a leaf
+        /// module describes next to its own code, SQLSTATE, detail and hint in one arm (`sqids`).
+        Relayed {
+            sqlstate: i32,
+            message: String,
+            detail: Option<String>,
+            hint: Option<String>,
+        },
+    }
 }
 
 /// What PostgreSQL is told of one failure: the fields of its `ereport`.
@@ -698,5 +736,64 @@ impl<T, E: Into<Error>> OrReport<T> for Result<T, E> {
             Ok(v) => v,
             Err(e) => e.into().report(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::Error;
+    use crate::failure::Failure;
+
+    /// The page, relative to the repository root, whose error table (the one headed
+    /// `| SQLSTATE |`) lists every SQLSTATE idgen raises.
+    const ERRORS_DOC: &str = "README.md";
+
+    /// Every variant with its SQLSTATE, as [`Error::to_report`] gives it.
+    fn sqlstates() -> Vec<(&'static str, String)> {
+        Error::every_variant()
+            .into_iter()
+            .map(|(variant, e)| (variant, Failure::from_error(&e).sqlstate_text()))
+            .collect()
+    }
+
+    /// The SQLSTATEs of the first column of `doc`'s error table ("57014 / 57P01" is two).
+    fn documented(doc: &str) -> BTreeSet<String> {
+        doc.lines()
+            .skip_while(|line| !line.starts_with("| SQLSTATE |"))
+            .skip(2)
+            .take_while(|line| line.starts_with('|'))
+            .filter_map(|line| line.split('|').nth(1))
+            .flat_map(|cell| cell.split('/'))
+            .map(|code| code.trim().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn every_error_has_a_specific_documented_sqlstate() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(ERRORS_DOC);
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let table = documented(&doc);
+        assert!(!table.is_empty(), "no `| SQLSTATE |` table in {ERRORS_DOC}");
+        let mut undocumented = Vec::new();
+        for (variant, code) in sqlstates() {
+            println!("{variant}: {code}");
+            if variant == "Relayed" {
+                // Carries the SQLSTATE of the failure it relays.
+                continue;
+            }
+            assert!(
+                code != "XX000" && !["00", "01", "02"].contains(&&code[..2]),
+                "{variant} has SQLSTATE {code}: an internal error, or no error at all",
+            );
+            if !table.contains(&code) {
+                undocumented.push(format!("{variant} ({code})"));
+            }
+        }
+        assert!(
+            undocumented.is_empty(),
+            "SQLSTATEs missing from the error table of {ERRORS_DOC}: {undocumented:?}",
+        );
     }
 }
