@@ -2,8 +2,8 @@
 //! increasing numbers per name, handed out from ranges reserved in one committed write each, as
 //! Meituan Leaf's segment mode with its double buffer and dynamic step, but inside PostgreSQL.
 //!
-//! Pure parts: [`range`] (the arithmetic), [`buffer`] (the lock-free double buffer); [`args`]
-//! checks the SQL functions' arguments. Shared
+//! Pure parts, in `idgen_core::segment`: [`range`] (the arithmetic), [`buffer`] (the lock-free
+//! double buffer); [`args`] checks the SQL functions' arguments. Shared
 //! memory: [`shared`] (layout, LWLock, condition variable) with [`failure`] (its text), and the
 //! operations on its tables: [`slots`], [`allocators`] (allocators and holds), [`queue`]
 //! (requests). A backend's side: [`session`] (the hot path) and [`call_site`]. The allocator
@@ -13,19 +13,18 @@
 mod allocator;
 mod allocators;
 mod args;
-mod buffer;
 mod call_site;
 mod catalog;
 mod global;
 mod hooks;
 mod queue;
-mod range;
 mod session;
 mod shared;
 mod slots;
 mod unit;
 mod work;
 
+use idgen_core::segment::{buffer, range};
 use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
