@@ -116,7 +116,7 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:346
+-- src/segment/mod.rs:345
 -- idgen::segment::segment_alter
 CREATE  FUNCTION "segment_alter"(
 	"name" TEXT, /* Option < & str > */
@@ -130,7 +130,7 @@ AS 'MODULE_PATHNAME', 'segment_alter_cached_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:386
+-- src/segment/mod.rs:385
 -- idgen::segment::segment_cache_status
 CREATE  FUNCTION "segment_cache_status"() RETURNS TABLE (
 	"name" TEXT,  /* String */
@@ -156,7 +156,7 @@ AS 'MODULE_PATHNAME', 'segment_cache_status_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:175
+-- src/segment/mod.rs:174
 -- idgen::segment::segment_create
 CREATE  FUNCTION "segment_create"(
 	"name" TEXT, /* Option < & str > */
@@ -178,7 +178,7 @@ AS 'MODULE_PATHNAME', 'segment_create_cached_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:290
+-- src/segment/mod.rs:289
 -- idgen::segment::segment_currval
 CREATE  FUNCTION "segment_currval"(
 	"name" TEXT /* Option < & str > */
@@ -189,7 +189,7 @@ AS 'MODULE_PATHNAME', 'segment_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:375
+-- src/segment/mod.rs:374
 -- idgen::segment::segment_drop
 CREATE  FUNCTION "segment_drop"(
 	"name" TEXT /* Option < & str > */
@@ -200,7 +200,7 @@ AS 'MODULE_PATHNAME', 'segment_drop_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:328
+-- src/segment/mod.rs:327
 -- idgen::segment::segment_interleave_ready
 CREATE  FUNCTION "segment_interleave_ready"(
 	"until" bigint /* Option < i64 > */
@@ -211,7 +211,7 @@ AS 'MODULE_PATHNAME', 'segment_interleave_ready_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:249
+-- src/segment/mod.rs:248
 -- idgen::segment::segment_nextval
 CREATE  FUNCTION "segment_nextval"(
 	"name" TEXT /* Option < NameDatum < '_ > > */
@@ -222,7 +222,7 @@ AS 'MODULE_PATHNAME', 'segment_nextval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:262
+-- src/segment/mod.rs:261
 -- idgen::segment::segment_nextvals
 CREATE  FUNCTION "segment_nextvals"(
 	"name" TEXT, /* Option < & str > */
@@ -234,7 +234,7 @@ AS 'MODULE_PATHNAME', 'segment_nextvals_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:307
+-- src/segment/mod.rs:306
 -- idgen::segment::segment_setval
 CREATE  FUNCTION "segment_setval"(
 	"name" TEXT, /* Option < & str > */

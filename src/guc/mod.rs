@@ -32,7 +32,6 @@ use crate::error::Error;
 mod table;
 
 pub(crate) use check::MAX_NODE_NAME;
-pub(crate) use table::MAX_SEGMENT_STEP;
 use table::*;
 
 /// The interleave the server started with: changing it by a reload is safe only together with

@@ -41,11 +41,6 @@ pub(super) static SERIAL_CACHE_SIZE: GucSetting<i32> = GucSetting::<i32>::new(40
 pub(super) static SEGMENT_NODE_COUNT: GucSetting<i32> = GucSetting::<i32>::new(1);
 pub(super) static SEGMENT_NODE_INDEX: GucSetting<i32> = GucSetting::<i32>::new(0);
 
-/// The largest `step` a segment may have, and so the bound of `idgen.segment_max_step`: a
-/// billion. A restart skips the numbers still cached (up to two ranges), so a larger step is
-/// almost certainly a mistake, such as a start value passed as the step.
-pub(crate) const MAX_SEGMENT_STEP: i32 = 1_000_000_000;
-
 /// The text of the default epoch.
 const DEFAULT_EPOCH: &CStr = c"2024-01-01 00:00:00+00";
 
@@ -214,7 +209,7 @@ pub(super) static INT_SETTINGS: [IntSetting; 19] = [
         long: c"A segment whose own step is larger keeps its own step.",
         value: &SEGMENT_MAX_STEP,
         min: 1,
-        max: MAX_SEGMENT_STEP,
+        max: idgen_core::segment::range::MAX_STEP,
         context: Context::Sighup,
         unit: Unit::None,
     },

@@ -30,13 +30,12 @@
 
 mod allocator;
 mod args;
-mod buffer;
 mod cache;
 mod call_site;
 mod hooks;
-mod range;
 mod session;
 
+use idgen_core::segment::{buffer, range};
 use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::pg_sys;
 use pgrx::prelude::*;

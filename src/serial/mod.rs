@@ -1,6 +1,6 @@
-//! Business serial numbers (README "Serial numbers"), such as
-//! `INV-20261125-000123`: a format ([`format`]), a counter that restarts every day, month or
-//! year in the serial's IANA time zone ([`zone`]), and one of three counters per period:
+//! Business serial numbers (README "Serial numbers"), such as `INV-20261125-000123`: a format
+//! ([`format`], in `idgen_core::serial`), a counter that restarts every day, month or year in
+//! the serial's IANA time zone ([`zone`]), and one of three counters per period:
 //!
 //! * fast (local): a high-water mark in `idgen_serial_counter`, moved up by the segment
 //!   allocator in transactions of its own, its ranges cached in shared memory ([`shared`]) as a
@@ -20,7 +20,6 @@
 mod admin;
 mod cache;
 mod catalog;
-pub(crate) mod format;
 mod global;
 mod shared;
 mod zone;
@@ -30,6 +29,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use catalog::Arg;
+use idgen_core::serial::format;
 
 use crate::error::{Error, OrReport};
 use format::{Format, LocalTime, RenderError, Reset};

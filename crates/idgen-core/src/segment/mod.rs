@@ -1,1 +1,5 @@
-//! Segments: range and step arithmetic and the double buffer.
+//! Segments: range and step arithmetic ([`range`]) and the lock-free double buffer
+//! ([`buffer`]).
+
+pub mod buffer;
+pub mod range;

@@ -1,1 +1,3 @@
-//! Serial numbers: the format and its periods.
+//! Serial numbers: the format and its periods ([`format`](mod@format)).
+
+pub mod format;

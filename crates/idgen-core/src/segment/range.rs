@@ -1,23 +1,24 @@
 //! Pure segment arithmetic: names, the next range above a high-water mark, Leaf's dynamic
-//! step, and when to prefetch. No pgrx here; covered by plain `#[test]`s.
+//! step, and when to prefetch; covered by plain `#[test]`s and proptest.
 //!
 //! A segment's high-water mark `max_id` is the largest number that may have been handed out;
 //! numbers above it never have (DESIGN.md §2, after Leaf's `leaf_alloc.max_id`). A refill moves
 //! it up by one step and hands out the numbers in between.
 
-/// The largest `step` a segment may have (`guc::MAX_SEGMENT_STEP`, also the bound of
-/// `idgen.segment_max_step`).
-pub(crate) const MAX_STEP: i32 = crate::guc::MAX_SEGMENT_STEP;
+/// The largest `step` a segment may have, and so the bound of `idgen.segment_max_step`: a
+/// billion. A restart skips the numbers still cached (up to two ranges), so a larger step is
+/// almost certainly a mistake, such as a start value passed as the step.
+pub const MAX_STEP: i32 = 1_000_000_000;
 
 /// Longest segment name, in bytes: PostgreSQL's `NAMEDATALEN - 1`.
-pub(crate) const MAX_NAME_BYTES: usize = 63;
+pub const MAX_NAME_BYTES: usize = 63;
 
 /// Longest description kept with a segment, in bytes.
-pub(crate) const MAX_DESCRIPTION_BYTES: usize = 1024;
+pub const MAX_DESCRIPTION_BYTES: usize = 1024;
 
 /// Why a segment name is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NameError {
+pub enum NameError {
     /// The empty string.
     Empty,
     /// More than [`MAX_NAME_BYTES`] bytes; carries the length in bytes.
@@ -25,7 +26,7 @@ pub(crate) enum NameError {
 }
 
 /// Checks a segment name: 1 to 63 bytes of any text (names are data, never SQL).
-pub(crate) fn check_name(name: &str) -> Result<(), NameError> {
+pub fn check_name(name: &str) -> Result<(), NameError> {
     match name.len() {
         0 => Err(NameError::Empty),
         n if n > MAX_NAME_BYTES => Err(NameError::TooLong(n)),
@@ -35,30 +36,31 @@ pub(crate) fn check_name(name: &str) -> Result<(), NameError> {
 
 /// An inclusive range of numbers, `first..=last`, handed out from one refill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Range {
+pub struct Range {
     /// First number of the range.
-    pub(crate) first: i64,
+    pub first: i64,
     /// Last number of the range (inclusive); `>= first`.
-    pub(crate) last: i64,
+    pub last: i64,
 }
 
 impl Range {
     /// How many numbers the range holds (at least 1).
-    pub(crate) fn len(&self) -> u64 {
+    #[allow(clippy::len_without_is_empty)] // never empty
+    pub fn len(&self) -> u64 {
         (self.last as i128 - self.first as i128 + 1) as u64
     }
 }
 
-/// Which blocks of a segment's numbers this server may hand out (seed 001's outer/inner step,
+/// Which blocks of a segment's numbers this server may hand out (an outer/inner step, as
 /// Tinyid's delta/remainder): with `count` servers sharing one logical segment, server `index`
 /// takes only the blocks whose number is `index` modulo `count`, so they never overlap and need
 /// no communication. Block `k` of a segment with step `s` holds `k*s + 1 ..= (k+1)*s`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Nodes {
+pub struct Nodes {
     /// How many servers share the segment names (`idgen.segment_node_count`), at least 1.
-    pub(crate) count: u32,
+    pub count: u32,
     /// This server's 0-based place among them (`idgen.segment_node_index`), below `count`.
-    pub(crate) index: u32,
+    pub index: u32,
 }
 
 impl Nodes {
@@ -67,7 +69,7 @@ impl Nodes {
     pub(crate) const SINGLE: Nodes = Nodes { count: 1, index: 0 };
 
     /// True when other servers own some blocks.
-    pub(crate) fn interleaved(&self) -> bool {
+    pub fn interleaved(&self) -> bool {
         self.count > 1
     }
 }
@@ -80,7 +82,7 @@ impl Nodes {
 /// One server (`Nodes::SINGLE`): `max_id + 1 ..= max_id + step`. Interleaved: the rest of
 /// the first block of `step` numbers above `max_id` that this server owns; `step` is then the
 /// block size and must be the same on every server.
-pub(crate) fn next_range(max_id: i64, step: i64, nodes: Nodes) -> Option<Range> {
+pub fn next_range(max_id: i64, step: i64, nodes: Nodes) -> Option<Range> {
     debug_assert!(step > 0 && nodes.index < nodes.count);
     let first = max_id.checked_add(1)?;
     if !nodes.interleaved() {
@@ -108,16 +110,16 @@ pub(crate) fn next_range(max_id: i64, step: i64, nodes: Nodes) -> Option<Range> 
 /// server caps its old interleave at F before any server takes a block of the new one, so the
 /// two never meet, whatever the order the servers switch in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Fences {
+pub struct Fences {
     /// `idgen.segment_interleave_from`: no number at or below it is handed out.
-    pub(crate) from: Option<i64>,
+    pub from: Option<i64>,
     /// `idgen.segment_interleave_until`: no number above it is handed out.
-    pub(crate) until: Option<i64>,
+    pub until: Option<i64>,
 }
 
 /// Why [`fenced_range`] has no range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NoRange {
+pub enum NoRange {
     /// No number above the mark is left for this server ([`next_range`]'s `None`).
     Exhausted,
     /// The interleave reached `idgen.segment_interleave_until`, this fence.
@@ -126,7 +128,7 @@ pub(crate) enum NoRange {
 
 /// [`next_range`] within `fences`: the next own range above both the high-water mark and
 /// `from`, cut at `until`.
-pub(crate) fn fenced_range(
+pub fn fenced_range(
     max_id: i64,
     step: i64,
     nodes: Nodes,
@@ -146,7 +148,7 @@ pub(crate) fn fenced_range(
 
 /// The high-water mark a segment created with `start` gets: `start - 1`, so that the first
 /// number handed out is `start`. `None` for `i64::MIN`, which has no predecessor.
-pub(crate) fn max_id_for_start(start: i64) -> Option<i64> {
+pub fn max_id_for_start(start: i64) -> Option<i64> {
     start.checked_sub(1)
 }
 
@@ -157,7 +159,7 @@ pub(crate) fn max_id_for_start(start: i64) -> Option<i64> {
 /// * `previous`: the step of the last refill, `None` before the first (then: `base_step`).
 /// * `since_last_ms`: milliseconds since the last refill.
 /// * `max_step`: `idgen.segment_max_step`; a `base_step` above it wins (the step is then fixed).
-pub(crate) fn next_step(
+pub fn next_step(
     previous: Option<i64>,
     base_step: i64,
     max_step: i64,
@@ -180,7 +182,7 @@ pub(crate) fn next_step(
 
 /// The offset into a range of `len` numbers whose drawing asks for the next range: 10% in, as
 /// Leaf's double buffer. Exactly one draw covers each offset, so exactly one caller asks.
-pub(crate) fn prefetch_offset(len: u64) -> u64 {
+pub fn prefetch_offset(len: u64) -> u64 {
     len / 10
 }
 

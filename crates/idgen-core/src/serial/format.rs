@@ -1,6 +1,5 @@
-//! The format of a business serial number (seed 003, scenario 2: business code + date and time +
-//! counter), e.g. `INV-{YYYY}{MM}{DD}-{seq:06}` → `INV-20261122-000123`. Pure: no pgrx; covered
-//! by `#[test]`s and proptest.
+//! The format of a business serial number (business code + date and time + counter), e.g.
+//! `INV-{YYYY}{MM}{DD}-{seq:06}` → `INV-20261122-000123`; covered by `#[test]`s and proptest.
 //!
 //! Literal text plus tokens in braces: `{YYYY}` `{YY}` `{MM}` `{DD}` `{HH24}` `{MI}` `{SS}`
 //! `{MS}` (PostgreSQL `to_char`'s names, of the draw's local time), `{seq}` or `{seq:0N}` (the
@@ -8,7 +7,7 @@
 //! worker id, 4 digits by default); `{{` and `}}` are literal braces. Exactly one counter.
 
 /// Longest format, in bytes.
-pub(crate) const MAX_FORMAT_BYTES: usize = 256;
+pub const MAX_FORMAT_BYTES: usize = 256;
 
 /// Digits of `{worker}` without a width: the default layout's largest worker id, 1023.
 const WORKER_DIGITS: usize = 4;
@@ -33,7 +32,7 @@ enum Piece {
 
 /// When a serial's counter starts again at 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reset {
+pub enum Reset {
     Day,
     Month,
     Year,
@@ -42,7 +41,7 @@ pub(crate) enum Reset {
 
 impl Reset {
     /// Its SQL name, as [`Reset::parse`] reads it.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Reset::Day => "day",
             Reset::Month => "month",
@@ -52,7 +51,7 @@ impl Reset {
     }
 
     /// `'day'`, `'month'`, `'year'` or `'never'`.
-    pub(crate) fn parse(text: &str) -> Option<Reset> {
+    pub fn parse(text: &str) -> Option<Reset> {
         match text {
             "day" => Some(Reset::Day),
             "month" => Some(Reset::Month),
@@ -65,25 +64,25 @@ impl Reset {
 
 /// A parsed format.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Format {
+pub struct Format {
     pieces: Vec<Piece>,
 }
 
 /// The local time of a draw, in the serial's time zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LocalTime {
-    pub(crate) year: i32,
-    pub(crate) month: u8,
-    pub(crate) day: u8,
-    pub(crate) hour: u8,
-    pub(crate) minute: u8,
-    pub(crate) second: u8,
-    pub(crate) milli: u16,
+pub struct LocalTime {
+    pub year: i32,
+    pub month: u8,
+    pub day: u8,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub milli: u16,
 }
 
 /// Why a format is refused (SQLSTATE 22023), naming the offending token.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum FormatError {
+pub enum FormatError {
     TooLong(usize),
     UnknownToken {
         token: String,
@@ -147,7 +146,7 @@ impl std::fmt::Display for FormatError {
 
 /// Why a number cannot be rendered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RenderError {
+pub enum RenderError {
     /// The counter has outgrown its padding (the 1,000,000th number of `{seq:06}`): an error,
     /// never a truncation or a silent widening.
     SeqOverflow { max: i64 },
@@ -177,7 +176,7 @@ fn width(text: &str) -> Option<usize> {
 
 impl Format {
     /// Parses `text`. Errors name the offending token and its byte position.
-    pub(crate) fn parse(text: &str) -> Result<Format, FormatError> {
+    pub fn parse(text: &str) -> Result<Format, FormatError> {
         if text.len() > MAX_FORMAT_BYTES {
             return Err(FormatError::TooLong(text.len()));
         }
@@ -255,7 +254,7 @@ impl Format {
     /// Checks that a counter restarting on `reset` cannot repeat a text: the text shows the
     /// period (a year, and the month, and the day, as the reset needs). `{YY}` counts as a year
     /// (its texts repeat after a century).
-    pub(crate) fn check_reset(&self, reset: Reset) -> Result<(), FormatError> {
+    pub fn check_reset(&self, reset: Reset) -> Result<(), FormatError> {
         let has = |p: &Piece| self.pieces.contains(p);
         let year = has(&Piece::Year4) || has(&Piece::Year2);
         let (name, needs): (&'static str, &[(bool, &'static str)]) = match reset {
@@ -287,7 +286,7 @@ impl Format {
     /// other change (a literal, a token moved, swapped or added) can line two texts up (`A1{seq:03}`
     /// → `A{seq:04}` prints `A1001` again after 1,000 draws; `{DD}{MM}` → `{MM}{DD}` prints
     /// 4 March's texts again on 3 April) and is refused: such a format is a new serial.
-    pub(crate) fn check_change(&self, new: &Format) -> Result<(), FormatError> {
+    pub fn check_change(&self, new: &Format) -> Result<(), FormatError> {
         let shape = |f: &Format| -> Vec<Piece> {
             f.pieces
                 .iter()
@@ -305,7 +304,7 @@ impl Format {
     }
 
     /// The largest counter the padding shows (`10^N - 1` for `{seq:0N}`), `None` unpadded.
-    pub(crate) fn max_seq(&self) -> Option<i64> {
+    pub fn max_seq(&self) -> Option<i64> {
         self.pieces.iter().find_map(|p| match p {
             Piece::Seq(Some(n)) => Some(10i64.pow(*n as u32) - 1),
             _ => None,
@@ -313,12 +312,12 @@ impl Format {
     }
 
     /// Whether the format shows the worker id.
-    pub(crate) fn uses_worker(&self) -> bool {
+    pub fn uses_worker(&self) -> bool {
         self.pieces.iter().any(|p| matches!(p, Piece::Worker(_)))
     }
 
     /// The text of counter value `seq` (≥ 1) drawn at local time `t` by worker `worker`.
-    pub(crate) fn render(
+    pub fn render(
         &self,
         t: &LocalTime,
         seq: i64,
@@ -600,7 +599,7 @@ mod tests {
         assert!(change("INV-{YYYY}{MM}{DD}-{seq:06}", "INV-{YYYY}{MM}{DD}-{seq:07}").is_ok());
         assert!(change("A{seq}", "A{seq:04}").is_ok());
         assert!(change("A{seq:05}", "A{seq:03}").is_ok());
-        // The review's two: each prints an old text again, shown here by rendering.
+        // Two that each print an old text again, shown here by rendering.
         assert!(change("A1{seq:03}", "A{seq:04}").is_err());
         let (old, new) = (
             Format::parse("A1{seq:03}").unwrap(),

@@ -4,8 +4,9 @@
 //! current, what each holds, whether the segment is frozen, and a sequence number. Every
 //! writer transition (install, advance, clear, freeze, thaw) is a `compare_exchange` of the
 //! state word that bumps the sequence number, so a writer acts only on the exact state it
-//! checked: writers are correct even when they race. The caller's lock (the segment LWLock,
-//! `shared.rs`) is kept for the rest of the slot, not for the buffer's safety. No pgrx here.
+//! checked: writers are correct even when they race. The caller's lock (the segment's LWLock
+//! in the extension's shared memory) is kept for the rest of the slot, not for the buffer's
+//! safety.
 //!
 //! Each buffer is in one phase, kept in the state word:
 //!
@@ -90,9 +91,9 @@ fn drawable(s: u64) -> bool {
 }
 
 /// The `taken` counter of a range, alone on its 128-byte cache-line pair: every draw of every
-/// backend writes it, so nothing a draw only reads may share its line (issue 30: with `first`
-/// and `len` beside it, each draw fetched the line shared to read them, then again exclusive
-/// for its `fetch_add`: two transfers of the hottest line per number instead of one).
+/// backend writes it, so nothing a draw only reads may share its line (with `first` and `len`
+/// beside it, each draw fetched the line shared to read them, then again exclusive for its
+/// `fetch_add`: two transfers of the hottest line per number instead of one).
 #[repr(C, align(128))]
 #[derive(Default)]
 struct Taken(AtomicU64);
@@ -111,7 +112,7 @@ impl std::ops::Deref for Taken {
 /// and the fields read by every draw (`first`, `len`) stay clean in every core's cache.
 #[repr(C, align(128))]
 #[derive(Default)]
-pub(crate) struct RangeBuffer {
+pub struct RangeBuffer {
     /// Offsets handed out so far; `>= len` once drained. Grows past `len` harmlessly: a draw
     /// on a drained range adds to it before it sees that the range is drained.
     taken: Taken,
@@ -127,11 +128,11 @@ pub(crate) struct RangeBuffer {
 
 /// A buffer as seen by `segment_status()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BufferView {
+pub struct BufferView {
     /// The range held.
-    pub(crate) range: Range,
+    pub range: Range,
     /// How many of its numbers have been taken (at most its length).
-    pub(crate) taken: u64,
+    pub taken: u64,
 }
 
 impl RangeBuffer {
@@ -169,19 +170,19 @@ impl BufferView {
 
 /// Numbers drawn by one call of [`DoubleBuffer::draw`]: `first..first + count`, consecutive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Drawn {
+pub struct Drawn {
     /// The first number drawn.
-    pub(crate) first: i64,
+    pub first: i64,
     /// How many consecutive numbers were drawn (1..=asked).
-    pub(crate) count: u64,
+    pub count: u64,
     /// True for the one draw that crossed 10% of the range: it should ask for the next range.
-    pub(crate) prefetch: bool,
+    pub prefetch: bool,
 }
 
 /// The two buffers of a segment, which one is current, and their phases.
 #[repr(C)]
 #[derive(Default)]
-pub(crate) struct DoubleBuffer {
+pub struct DoubleBuffer {
     /// The state word (see the module doc). All zero: both buffers empty, not frozen.
     state: AtomicU64,
     /// How many times [`clear`](Self::clear) ran: a backend's block of numbers
@@ -196,7 +197,7 @@ impl DoubleBuffer {
     /// Draws up to `n` consecutive numbers (`n >= 1`) from the current range, without a lock.
     /// `None` when the current range is drained, empty, frozen or being rewritten: the caller
     /// takes the slow path.
-    pub(crate) fn draw(&self, n: u64) -> Option<Drawn> {
+    pub fn draw(&self, n: u64) -> Option<Drawn> {
         debug_assert!(n >= 1);
         loop {
             let s1 = self.state.load(SeqCst);
@@ -207,7 +208,7 @@ impl DoubleBuffer {
             let buffer = &self.buffers[cur];
             let len = buffer.len.load(SeqCst);
             // No load of `taken` first: reading the hot line before writing it costs a second
-            // transfer of it (issue 30). A draw on a drained range overshoots `taken`, which is
+            // transfer of it. A draw on a drained range overshoots `taken`, which is
             // harmless (`view` and `remaining` clamp it).
             let offset = buffer.taken.fetch_add(n, SeqCst);
             let first = buffer.first.load(SeqCst);
@@ -253,12 +254,12 @@ impl DoubleBuffer {
     /// How many times the buffers were cleared: a block of numbers taken under one count is
     /// handed out only while the count is the same (see [`DoubleBuffer::clears`]).
     #[inline]
-    pub(crate) fn clears(&self) -> u64 {
+    pub fn clears(&self) -> u64 {
         self.clears.load(SeqCst)
     }
 
     /// Numbers left in the range after the current one.
-    pub(crate) fn next_remaining(&self) -> u64 {
+    pub fn next_remaining(&self) -> u64 {
         self.read_consistent(|s| {
             let next = cur_of(s) ^ 1;
             if phase(s, next) == QUEUED {
@@ -303,7 +304,7 @@ impl DoubleBuffer {
     /// must be installed in increasing order between clears; a late one is refused rather
     /// than drawn after higher numbers), when another writer is installing at the same
     /// moment, or when a [`clear`](Self::clear) raced with this install.
-    pub(crate) fn install(&self, range: Range) -> bool {
+    pub fn install(&self, range: Range) -> bool {
         let (first, len) = (range.first, range.len());
         // Claim: one compare_exchange from the exact state all checks were made in.
         let target = loop {
@@ -365,7 +366,7 @@ impl DoubleBuffer {
 
     /// Writer: when the current range is drained and the next one holds numbers, makes the
     /// next one current. Returns whether the current range now holds numbers.
-    pub(crate) fn advance(&self) -> bool {
+    pub fn advance(&self) -> bool {
         loop {
             let s = self.state.load(SeqCst);
             let cur = cur_of(s);
@@ -391,7 +392,7 @@ impl DoubleBuffer {
 
     /// Writer: empties both buffers and thaws; the numbers left in them are skipped, never
     /// reissued. An install in progress is cancelled (it returns false).
-    pub(crate) fn clear(&self) {
+    pub fn clear(&self) {
         loop {
             let s = self.state.load(SeqCst);
             let mut cleared = s & !FROZEN;
@@ -422,7 +423,7 @@ impl DoubleBuffer {
     /// Writer: makes every draw fail (and go to the slow path) until [`thaw`](Self::thaw) or
     /// [`clear`](Self::clear), including the draws in flight. While frozen,
     /// [`highest_taken`](Self::highest_taken) is stable. Installs and switches still work.
-    pub(crate) fn freeze(&self) {
+    pub fn freeze(&self) {
         loop {
             let s = self.state.load(SeqCst);
             if s & FROZEN != 0 {
@@ -446,7 +447,7 @@ impl DoubleBuffer {
     }
 
     /// Writer: undoes [`freeze`](Self::freeze); the ranges are drawn from again as they were.
-    pub(crate) fn thaw(&self) {
+    pub fn thaw(&self) {
         loop {
             let s = self.state.load(SeqCst);
             if s & FROZEN == 0
@@ -469,7 +470,7 @@ impl DoubleBuffer {
     /// A range is overwritten only while the other buffer is current and ACTIVE, and that one
     /// lies above it, so the numbers of every earlier range since the clear are below the
     /// current range's first number; a queued range has handed out nothing.
-    pub(crate) fn highest_taken(&self) -> Option<i64> {
+    pub fn highest_taken(&self) -> Option<i64> {
         self.read_consistent(|s| {
             (0..2)
                 .filter(|&i| phase(s, i) == ACTIVE)
@@ -480,7 +481,7 @@ impl DoubleBuffer {
     }
 
     /// The current range and the next one, for `segment_status()`.
-    pub(crate) fn views(&self) -> (Option<BufferView>, Option<BufferView>) {
+    pub fn views(&self) -> (Option<BufferView>, Option<BufferView>) {
         self.read_consistent(|s| {
             let cur = cur_of(s);
             let current = (phase(s, cur) == ACTIVE)

@@ -419,9 +419,9 @@ proptest! {
 
 /// A block stamped with the clear count read before its draw never comes from a range of an
 /// earlier clear epoch: a session that read count c drew from a range installed after the
-/// c-th clear (issue 30's review: counting before the clear's compare_exchange let a block
-/// drawn from the old range carry the new count). A clearing thread clears and installs the
-/// next range, without freezing, while a drawing thread stamps blocks.
+/// c-th clear (counting before the clear's compare_exchange would let a block drawn from the
+/// old range carry the new count). A clearing thread clears and installs the next range,
+/// without freezing, while a drawing thread stamps blocks.
 #[test]
 fn a_block_stamped_with_a_clear_count_comes_from_that_epochs_ranges() {
     const LEN: i64 = 1_000_000;
