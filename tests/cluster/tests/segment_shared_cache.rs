@@ -1,8 +1,8 @@
-//! Pins the segment cache's two promises of issue 19 on real servers: the cache is not a limit
-//! on segment names (`idgen.segment_cache_size`, least recently used segments leave it), and
-//! unused numbers are given back instead of skipped: when a segment leaves the cache (evicted,
-//! idle) and at a clean shutdown, with one compare-and-set on its mark; never after a crash,
-//! never over a mark someone moved, never at the cost of a duplicate.
+//! Pins the shared segment cache on real servers: the cache is not a limit on segment names
+//! (`idgen.segment_cache_size`, least recently used segments leave it), and unused numbers are
+//! given back instead of skipped: when a segment leaves the cache (evicted, idle) and at a clean
+//! shutdown, with one compare-and-set on its mark; never after a crash, never over a mark someone
+//! moved, never at the cost of a duplicate. The per-backend cache is `segment_backend_cache.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::thread;

@@ -1,11 +1,11 @@
-//! Pins the per-backend cache of segments (issue 30, `segment_create(..., cache => n)`) on real
-//! servers: a backend's block of numbers is its own, so that with a cache no number is handed
+//! Pins the per-backend cache of segments (`segment_create(..., cache => n)`) on real servers: a backend's block of numbers is its own, so that with a cache no number is handed
 //! out twice and each session's numbers increase, under concurrent sessions, `segment_setval`
 //! (which reaches every session's block: later statements draw above its value), evictions from
 //! a small shared cache, `segment_drop`, a clean restart and a `kill -9` of the postmaster. The
 //! adaptive mode (`cache => 0`) takes one number at a time from a session that draws one per
 //! statement, also when that draw waits for a range, so 1,000 such sessions leave at most 1,000
-//! numbers unused (a fixed cache of 1,000 leaves about 1,000 per session). `DISCARD SEQUENCES` and `DISCARD ALL` forget blocks and
+//! numbers unused (a fixed cache of 1,000 leaves about 1,000 per session). `DISCARD SEQUENCES`
+//! and `DISCARD ALL` forget blocks and
 //! `segment_currval`s as they do a sequence's; `segment_nextvals` and `segment_alter` go through
 //! the block; `pg_dump` carries the cache; a bad cache is refused and changes nothing.
 
