@@ -221,8 +221,7 @@ fn a_registry_installed_again_under_live_nodes_recovers_and_repeats_nothing() {
 /// PostgreSQL logs a sequence ahead, so the restored revision sequence stands above every
 /// revision any node was answered): the recovery still opens, because a node's hello is compared
 /// with the revision the registry committed as answered to that node, and no number of `g`
-/// repeats. (Found by the review of this change: comparing with the sequence let A hand out
-/// B's range again, 51 numbers.)
+/// repeats. (Comparing with the sequence instead let A hand out B's range again, 51 numbers.)
 #[test]
 fn a_restore_a_few_changes_back_still_opens_the_recovery() {
     let reg = registry("rec_seq_reg");
@@ -395,7 +394,7 @@ fn with_coarse_ticks_a_grant_after_the_wait_starts_above_a_lost_grants_fence() {
 }
 
 /// A node cut off during a recovery that skipped it must not serve its cached ranges when it
-/// comes back (adversarial review of the contact rule, HIGH): B holds `g`'s first range; the
+/// comes back: B holds `g`'s first range; the
 /// registry's backup; A takes the next range (lost in the restore) and is cut off (its registry
 /// client stopped); the operator restores the registry, B reports, and the recovery skips A.
 /// B uses up its range and takes A's lost one again. When A's client is back, its first hello
@@ -487,7 +486,7 @@ fn a_node_skipped_by_a_recovery_drops_its_cached_ranges_when_it_comes_back() {
 }
 
 /// The catalogs' merge runs as a superuser in every database: a database owner must not be able
-/// to make it run their code (adversarial review, HIGH). The owner of a database with idgen
+/// to make it run their code. The owner of a database with idgen
 /// plants `public.-(bigint, integer)` calling a function that makes them a superuser, and puts
 /// `public` first in the database's `search_path`; the node restarts (the registry client starts
 /// the merge). The merge raises the database's global mark into the (removed) marks file, and
@@ -540,7 +539,7 @@ fn a_database_owner_cannot_run_code_in_the_catalogs_merge() {
 }
 
 /// The catalogs' merge reads every database, also one whose owner refuses connections
-/// (adversarial review, MEDIUM: a database skipped silently leaves its global marks out of a
+/// (a database skipped silently leaves its global marks out of a
 /// promoted standby's report). A database with a drawn global segment is closed to connections;
 /// the node restarts without its marks file, and the merge still raises that database's mark in
 /// it. (Before, the merge listed only databases that allow connections.)
@@ -574,8 +573,7 @@ fn the_catalogs_merge_reads_a_database_closed_to_connections() {
     );
 }
 
-/// No database owner can keep a node from reporting in a recovery (adversarial review of the
-/// catalogs' merge, HIGH): a database whose stored settings make every transaction
+/// No database owner can keep a node from reporting in a recovery: a database whose stored settings make every transaction
 /// SERIALIZABLE READ ONLY DEFERRABLE waits for a safe snapshot while a serializable transaction
 /// stays open there, and a background worker's statements have no `statement_timeout`. The
 /// merge sets its own isolation and gives each database a deadline. Here the merge at the
@@ -630,8 +628,7 @@ fn a_database_owner_cannot_keep_the_node_from_reporting() {
     held.batch_execute("COMMIT").unwrap();
 }
 
-/// A node reports in a recovery only once a merge read every database's catalog (third
-/// adversarial review, HIGH): a report without a promoted node's catalog marks lets its old
+/// A node reports in a recovery only once a merge read every database's catalog: a report without a promoted node's catalog marks lets its old
 /// primary's ranges be handed out again. A database's `idgen_segment` cannot be read when the
 /// node starts (a column renamed by a superuser here; a lock or a worker slot short in life), so
 /// the merge at the start fails, and a recovery opens: the node does not report; once the table

@@ -49,7 +49,7 @@ fn current_range(node: &Cluster) -> (i64, i64) {
     )
 }
 
-/// The interleaving of the issue, up to A's give-back: a registry, nodes A and B, global
+/// The interleaving that once duplicated numbers, up to A's give-back: a registry, nodes A and B, global
 /// segment `g` (step 100); A draws 1 (A holds 1..100), B draws 1 (B holds the range above), A
 /// draws 30 more, which prefetches A's next range above B's. Returns the registry, A, B, every
 /// number drawn so far, B's range and the registry's mark before the give-back.
@@ -121,7 +121,7 @@ fn assert_no_number_twice(
     );
 }
 
-/// The confirmed duplicate of issue 28 and review finding S4 came from global give-backs: A
+/// Global give-backs once handed out a number twice: A
 /// holds 1..100, B the range above, A has prefetched the range above B's; A stops cleanly.
 /// Nothing is given back (the registry's mark stays where A's last range put it), and after A
 /// restarts 150 draws on A and 60 on B repeat no number (the first draws included).

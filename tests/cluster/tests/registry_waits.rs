@@ -45,7 +45,7 @@ fn recover_now(reg: &Cluster) {
 /// A restart right after a recovery (allowed without an operator) starts a new epoch, and
 /// ranges after a plain epoch wait only half a lease; they must still wait a whole lease after
 /// the recovery, since a node the recovery skipped serves its cached ranges up to a lease after
-/// its last contact (adversarial review, MEDIUM). (Before, the restart cut the ranges' wait to
+/// its last contact. (Before, the restart cut the ranges' wait to
 /// half a lease after the restart: here 6 s after it instead of 11 s after the recovery.)
 #[test]
 fn a_restart_right_after_a_recovery_keeps_the_ranges_wait_of_the_recovery() {
@@ -81,8 +81,8 @@ fn a_restart_right_after_a_recovery_keeps_the_ranges_wait_of_the_recovery() {
 }
 
 /// Lowering `idgen.registry_max_lease` (a reload) does not shorten the waits after an epoch
-/// below the longest lease the registry answered: a node may still hold a lease that long
-/// (adversarial review, MEDIUM-LOW). (Before, the waits counted with the new, shorter setting.)
+/// below the longest lease the registry answered: a node may still hold a lease that long.
+/// (Before, the waits counted with the new, shorter setting.)
 #[test]
 fn lowering_the_longest_lease_does_not_shorten_the_waits() {
     let reg = registry_with_max_lease("waits_lowered", "10s");

@@ -139,7 +139,7 @@ struct Batch {
     numbers: Vec<i64>,
 }
 
-/// The acceptance test of issue 30: 8 sessions draw 200,000 numbers each, in statements of
+/// 8 sessions draw 200,000 numbers each, in statements of
 /// 2,000 numbers alternating between a segment with `cache => 1000` and one with `cache => 0`
 /// and between `segment_nextval` and `segment_nextvals`, while another session moves both
 /// segments forward with `segment_setval` six times and a third draws from 24 other segments
@@ -512,7 +512,7 @@ fn cached_segment_under_setval_eviction_and_restarts_never_repeats() {
 
 /// 1,000 sessions, each drawing one number of a segment with `cache => 0` and leaving: the
 /// adaptive mode takes one number for a statement's first draw, so the sessions leave at most
-/// 1,000 numbers unused (the issue's bound). The same with `cache => 1000` for 20 sessions
+/// 1,000 numbers unused (the bound this cache promises). The same with `cache => 1000` for 20 sessions
 /// leaves 999 per session unused, so the bound is one the test can see broken.
 #[test]
 fn adaptive_cache_one_number_per_session_loses_at_most_one_each() {

@@ -188,7 +188,7 @@ fn an_interleaved_server_gives_back_within_its_own_block() {
     assert_eq!(rest, [15, 16, 17, 18, 19, 20, 31, 32, 33, 34]);
 }
 
-/// Per-backend blocks (issue 30) are cut from this server's own interleaved blocks: with
+/// Per-backend blocks are cut from this server's own interleaved blocks: with
 /// `cache => 4` and two sessions, every number is in server 1's blocks (11..20, 31..40, ...),
 /// none twice, each session's increasing.
 #[test]
@@ -412,8 +412,7 @@ fn allocator_lock_waits_after(client: &mut Client, after: Duration) -> Vec<Durat
     late
 }
 
-/// A session holding idgen_segment's lock never stops the allocator for long (the reviews of
-/// issue 30): a refill that waits for a row longer than `idgen.segment_wait_timeout` fails its
+/// A session holding idgen_segment's lock never stops the allocator for long: a refill that waits for a row longer than `idgen.segment_wait_timeout` fails its
 /// callers with the lock timeout (not retried as if the registry were down, holding the
 /// allocator again and again), another segment refills meanwhile, and a give-back never waits
 /// for the table's lock at all (it runs with interrupts held off, where no timeout ends a
