@@ -6,8 +6,8 @@
 #   bash scripts/test.sh --pg N          the whole suite on version N (a version that cannot be
 #                                        fetched fails the run)
 #   bash scripts/test.sh --pg N --smoke  the smoke tier on version N
-# First, once: the layer check of src/, and crates/idgen-core's tests (the registry model
-# included), which need no PostgreSQL.
+# First, once: the layer check of src/, the check that every test DESIGN.md names exists, and
+# crates/idgen-core's tests (the registry model included), which need no PostgreSQL.
 # The whole suite, per version:
 #   1. cargo pgrx test: plain #[test]s (pure arithmetic) and #[pg_test]s (SQL surface, SQLSTATEs)
 #   2. the release build installed into that version's PostgreSQL
@@ -65,6 +65,10 @@ tier() {  # tier NAME COMMAND...: runs a tier, keeps its output for the summary
 
 # The module layering of src/ (DESIGN.md section 5), before anything is built.
 tier layers python3 scripts/check-layers.py
+
+# Every test DESIGN.md's invariant table names exists (a renamed test would leave its guarantee
+# pointing at nothing).
+tier design-tests python3 scripts/check-design-tests.py
 
 # The pure core without PostgreSQL: its unit tests and the registry model (DESIGN.md section 6
 # "The model"), bounded to about a minute and 3.3 GiB; one test at a time, each uses every core.

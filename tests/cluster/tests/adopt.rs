@@ -1,4 +1,4 @@
-//! Pins `idgen_adopt_column` (issue 19, part 3) on real servers: a `bigserial`, an identity
+//! Pins `idgen_adopt_column` on real servers: a `bigserial`, an identity
 //! column and a partitioned table's column switch to idgen while 4 clients keep inserting, and
 //! no insert fails (they wait for the lock) and no key repeats; a dry run changes nothing; the
 //! undo statements it returns bring the sequence back; refused calls change nothing.
@@ -307,7 +307,7 @@ fn a_dry_run_and_every_refused_call_change_nothing() {
     assert_eq!(state(&mut admin), before);
 }
 
-// Issue 29, point 7: an adopt never hands out a number the column holds.
+// An adopt never hands out a number the column holds.
 
 /// `INSERT`s `rows` rows into `table` with the column's default, in one statement; the error if
 /// one repeats a key (23505).

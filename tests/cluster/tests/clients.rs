@@ -1,4 +1,4 @@
-//! Clients and ORMs (issue 31, point 6): README's recipes run by the real client libraries
+//! Clients and ORMs: README's recipes run by the real client libraries
 //! against a real server. Each test starts a server preloading idgen, then runs the client
 //! program of its recipe (tests/recipes/clients/) with the database's URL in
 //! `IDGEN_DATABASE_URL`; the program asserts what the recipe promises and prints what it saw,

@@ -1,4 +1,4 @@
-//! Streaming replication and failover (issue 5): a primary with a synchronous hot standby.
+//! Streaming replication and failover: a primary with a synchronous hot standby.
 //! On the standby both generators refuse with 25006 and say why. Under load the primary is
 //! stopped with `-m immediate` and the standby promoted, once with its own worker id (set by a
 //! restart before promotion) and once with the primary's: no Snowflake id and no segment number

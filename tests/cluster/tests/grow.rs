@@ -1,5 +1,4 @@
-//! Growing from 2 to 3 servers sharing segment names, while clients keep drawing (issue 16,
-//! point 8; README "Growing from N to M servers"):
+//! Growing from 2 to 3 servers sharing segment names, while clients keep drawing (README "Growing from N to M servers"):
 //!
 //! 1. pick a fence F above every server's high-water marks; on each server set
 //!    `idgen.segment_interleave_until = F`, reload, and confirm with

@@ -1,4 +1,4 @@
-//! End-to-end failover under a real HA manager (issue 16, point 10): pg_auto_failover from
+//! End-to-end failover under a real HA manager: pg_auto_failover from
 //! Debian (`postgresql-15-auto-failover`, `pg-auto-failover-cli`) runs a monitor and two data
 //! nodes on 127.0.0.1, with the synchronous replication it sets up itself. idgen is preloaded
 //! on both nodes with the same worker id (a failover pair shares its postgresql.conf), and four
@@ -13,7 +13,7 @@
 //! machine is back) and rejoins as secondary (`pg_rewind`). An id counts as drawn once its
 //! statement returned it. With pg_auto_failover's default timeouts a machine crash takes about
 //! 50 s to fail over (20 s to give up on the node, 30 s `primary_demote_timeout`), so the load
-//! runs about three minutes to fit three failovers, not the issue's 60 s; the whole test about
+//! runs about three minutes to fit three failovers, not 60 s; the whole test about
 //! 3.5 minutes.
 //!
 //! Asserted: no Snowflake id and no segment number (per name) was returned twice; every id

@@ -1,4 +1,4 @@
-//! idgen under logical replication (issue 31, point 4), against real servers. Run by
+//! idgen under logical replication, against real servers. Run by
 //! `scripts/recipes/logical.sh`, which installs Debian's `postgresql-15-pglogical` first.
 //!
 //! **Bidirectional pglogical** (pgEdge's use case for Snowflake ids): servers A and B, both
@@ -7,7 +7,7 @@
 //! change comes back to where it started). The table's ids come from `snowflake_nextval()`, its
 //! order numbers from a global segment (its high-water mark in the registry). A's
 //! `shared_preload_libraries` lists idgen first, B's pglogical first: both orders work. Two
-//! writers per side insert one row per statement for [`WRITE_TIME`] (the issue's 60 s); then
+//! writers per side insert one row per statement for [`WRITE_TIME`] (60 s); then
 //! both sides must converge. Asserted: the two nodes leased distinct worker ids and each row's
 //! id carries its writer's; every insert a writer saw succeed is on both sides (same id, number
 //! and node), no other row is; no id and no number twice; both tables identical, row by row;
@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use idgen_cluster_tests::registry::{held_worker, registry, registry_setting, FAST};
 use idgen_cluster_tests::{as_postgres, column, db_error, twitter, wait_for, Cluster, One};
 
-/// How long the writers of both pglogical nodes insert (the issue asks for 60 s).
+/// How long the writers of both pglogical nodes insert (60 s).
 const WRITE_TIME: Duration = Duration::from_secs(60);
 /// Writers per pglogical node.
 const WRITERS: usize = 2;

@@ -1,4 +1,4 @@
-//! Partitioning by Snowflake id with pg_partman (issue 31, point 5), with Debian's
+//! Partitioning by Snowflake id with pg_partman, with Debian's
 //! `postgresql-15-partman` 4.7 and its background worker (`pg_partman_bgw`, every second).
 //!
 //! - A day in id units is `snowflake_compose(now() + interval '24 hours') - snowflake_compose(now())`:

@@ -1,4 +1,4 @@
-//! idgen under Patroni (issue 31, point 2): Debian's `patroni` 3.0.2 with one `etcd` 3.4
+//! idgen under Patroni: Debian's `patroni` 3.0.2 with one `etcd` 3.4
 //! (Debian's `etcd-server`) manages three PostgreSQL 15 members on 127.0.0.1, each with idgen
 //! preloaded through Patroni's `postgresql.parameters`, in Patroni's `synchronous_mode` (the
 //! synchronous replication README's "Replicas and failover" asks for segments).

@@ -1,5 +1,6 @@
-//! Runs the pg_regress golden files of `tests/pg_regress` (the SQL surface) against a server
-//! started here, with PostgreSQL's own pg_regress from postgresql-server-dev-15.
+//! Runs the pg_regress golden files of `tests/pg_regress` (the SQL surface, one file per
+//! surface, every file of `sql/` in name order) against a server started here, with the
+//! pg_regress of the PostgreSQL under test (its pgxs).
 
 use std::path::Path;
 use std::process::Command;

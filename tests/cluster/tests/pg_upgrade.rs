@@ -1,4 +1,4 @@
-//! The upgrade path across major versions (issue 20): `pg_upgrade` from PostgreSQL 15 (Debian's,
+//! The upgrade path across major versions: `pg_upgrade` from PostgreSQL 15 (Debian's,
 //! `IDGEN_PG_BIN`) to 16 (`IDGEN_PG_NEW_BIN`, the installation `scripts/pg-versions.sh`
 //! fetches, with idgen installed into it) of a server preloading idgen, the way README's
 //! "Upgrading PostgreSQL" section says: stop the old server, `initdb` the new one, the same

@@ -1,4 +1,4 @@
-//! idgen behind pgbouncer (issue 31, point 3), with Debian's pgbouncer (1.18 on Debian 12).
+//! idgen behind pgbouncer, with Debian's pgbouncer (1.18 on Debian 12).
 //! Each test starts its own server and its own pgbouncer (as `postgres`, on a free port, with
 //! `auth_type = trust`, no Unix socket), never the packaged service, and kills it when done.
 //!

@@ -1,5 +1,5 @@
-//! The registry (issue 18, DESIGN.md §6) against real servers: a registry database and nodes
-//! with `idgen.registry` set, started by the tests. Each invariant of the issue is a test:
+//! The registry (DESIGN.md §6) against real servers: a registry database and nodes
+//! with `idgen.registry` set, started by the tests. Each invariant is a test:
 //!
 //! * one holder per worker id: `auto` nodes get distinct ids; an explicit id held by another
 //!   node is refused (55006) while the holder renews; a clone with the same node name gets

@@ -343,7 +343,7 @@ where
     panic!("{sql} kept failing: {last}");
 }
 
-/// The capture attempt of the review (S2), with the recovery of 0.9.0: no planted function or
+/// A capture attempt, with the recovery of 0.9.0: no planted function or
 /// operator of the registry database's owner runs in a node's registry session or in the
 /// registry's functions; the nodes say hello, claim, renew, draw, take, report to the
 /// recovery that the operator opens and completes in a session whose `search_path` puts
@@ -1328,7 +1328,7 @@ fn install_old_script() {
 /// update note says, before the nodes restart; a second member of `idgen_registry` that says
 /// hello under a's name is then refused (42501), and a's own hello goes through, so that a
 /// keeps renewing and reports as itself. (Without the binding the first hello of a name binds
-/// it to its role, whoever that is: the review of this change found an intruder owning "a".)
+/// it to its role, whoever that is: an intruder could own "a".)
 #[test]
 fn a_member_cannot_take_the_name_of_a_node_with_a_live_lease_after_the_update() {
     install_old_script();

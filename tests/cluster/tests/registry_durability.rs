@@ -2,16 +2,18 @@
 //! a registry grants worker ids and hands out global ranges only while it can show that it
 //! keeps the commits it acknowledges (a synchronous standby streaming, or its operator's
 //! declaration of a single durable server, with `fsync` and `synchronous_commit` on), and it
-//! bounds what a member sends: leases (review finding S8), final reservations (S7), a global
-//! segment's start (S11); and a node talks to a registry off its machine only over TLS (S12).
+//! bounds what a member sends: leases, final reservations, a global segment's
+//! start; and a node talks to a registry off its machine only over TLS.
 
-use std::time::Duration;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use idgen_cluster_tests::registry::{
-    auto_fast, direct_hello, held_worker, intruder, node, registry, registry_setting, state_of,
-    DIRECT_CLAIM, DURABLE,
+    auto_fast, direct_hello, failure_text, held_worker, intruder, node, registry, registry_setting,
+    state_of, DIRECT_CLAIM, DURABLE,
 };
 use idgen_cluster_tests::{db_error, sqlstate, wait_for, Cluster, One, STANDBY_NAME};
+use postgres::Client;
 
 /// The fleet layout of the direct calls below: epoch 2024-01-01, 10 worker bits, 12 sequence
 /// bits, 1 ms ticks.
@@ -290,4 +292,268 @@ fn a_registry_configured_with_remote_write_still_grants() {
     );
     let n = node(&reg, "dur_rw_n", &auto_fast(&[]));
     held_worker(&n, Duration::from_secs(20));
+}
+
+/// The fleet layout of the direct claims: idgen's default epoch (2024-01-01), 10 worker bits,
+/// 12 sequence bits, 1 ms ticks.
+const LAYOUT: &str = "1704067200000, 10, 12, 1";
+
+/// A failed statement's SQLSTATE, if the server raised it.
+fn code_of(e: &postgres::Error) -> Option<String> {
+    e.code().map(|c| c.code().to_owned())
+}
+
+/// A direct claim of the registry (superuser), with the fleet layout [`LAYOUT`]: returns the
+/// worker id, floor and fence, or the error. Say [`direct_hello`] first.
+#[allow(clippy::too_many_arguments)]
+fn claim(
+    r: &mut Client,
+    node: &str,
+    incarnation: &str,
+    secret: &str,
+    system: &str,
+    timeline: i32,
+    worker: Option<i32>,
+    lease_ms: i32,
+    renew_ms: i32,
+) -> Result<(i32, i64, i64, Option<String>), postgres::Error> {
+    r.query_one(
+        &format!(
+            "SELECT worker_id, floor_tick, fence_tick, previous_holder FROM idgen_registry_claim(\
+             $1::text, $2::text, $3::text, $4::text, $5::integer, $6::integer, {LAYOUT}, \
+             $7::integer, $8::integer, 0::double precision, 5432)"
+        ),
+        &[
+            &node,
+            &incarnation,
+            &secret,
+            &system,
+            &timeline,
+            &worker,
+            &lease_ms,
+            &renew_ms,
+        ],
+    )
+    .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+}
+
+/// A holder releases its worker id with a final
+/// reservation ahead of the clock (it reserved ticks up to its fence, the furthest the registry
+/// allowed it: a holder's ids are never past its fence) and with one far past its fence (a
+/// lie, or a bug). Pinned: the registry records the first as it is and caps the second at the
+/// fence plus one, never lower than the ticks the holder may have used: the next holder of the
+/// worker id (another server) is refused (55P03) until the registry's clock has passed the
+/// released reservation, and then starts above every tick the released holder may have used
+/// (its floor above the holder's fence). The renewal of 0.8.0 (with a known fence and
+/// attested standbys) is gone (42883).
+#[test]
+fn the_next_holder_of_a_released_worker_id_starts_above_the_released_reservation() {
+    let reg = registry("review2_release_reg");
+    let mut r = reg.connect("postgres");
+    direct_hello(&mut r, "p");
+    let (p_secret, q_secret, x_secret) = ("a1".repeat(32), "b2".repeat(32), "c3".repeat(32));
+    assert_eq!(
+        sqlstate(r.query(
+            "SELECT * FROM idgen_registry_renew(5, 'inc-p', $1::text, 2000, 200, \
+             0::double precision, 0::bigint, '{s}'::text[])",
+            &[&p_secret],
+        )),
+        "42883",
+        "the renewal with a known fence and attested standbys"
+    );
+    for (holder, secret, final_past_fence) in [("p", &p_secret, 1_i64), ("q", &q_secret, 1_000_000)]
+    {
+        let incarnation = format!("inc-{holder}");
+        let (w, _, fence, _) = claim_when_free(&mut r, holder, &incarnation, secret, "sys", 5);
+        assert_eq!(w, 5);
+        let renewed: i64 = r
+            .query_one(
+                "SELECT fence_tick FROM idgen_registry_renew(5, $1::text, $2::text, 2000, 200, \
+                 0::double precision)",
+                &[&incarnation, secret],
+            )
+            .unwrap_or_else(|e| panic!("{holder}'s renewal: {}", failure_text(&e)))
+            .get(0);
+        assert!(
+            renewed >= fence,
+            "{holder}'s fence moved back: {fence} -> {renewed}"
+        );
+        let final_tick = renewed + final_past_fence;
+        let released: bool = r
+            .query_one(
+                "SELECT idgen_registry_release(5, $1::text, $2::text, $3::bigint)",
+                &[&incarnation, secret, &final_tick],
+            )
+            .unwrap_or_else(|e| panic!("{holder}'s release: {}", failure_text(&e)))
+            .get(0);
+        assert!(released, "{holder}'s release");
+        let released_tick: Option<i64> =
+            r.one("SELECT released_tick FROM idgen_registry_lease WHERE worker_id = 5");
+        assert_eq!(
+            released_tick,
+            Some(renewed + 1),
+            "{holder}'s release at final tick {final_tick} (fence {renewed})"
+        );
+
+        // x: another server, at once: the released reservation is ahead of the clock.
+        let x_incarnation = format!("inc-x-after-{holder}");
+        let first = claim(
+            &mut r,
+            "x",
+            &x_incarnation,
+            &x_secret,
+            "sys-other",
+            1,
+            Some(5),
+            2000,
+            200,
+        );
+        assert_eq!(
+            first.as_ref().err().and_then(code_of).as_deref(),
+            Some("55P03"),
+            "x's claim of worker id 5 right after {holder}'s release up to tick {renewed}: {:?}",
+            first.map_err(|e| failure_text(&e))
+        );
+        let (xw, x_floor, _, x_prev) =
+            claim_when_free(&mut r, "x", &x_incarnation, &x_secret, "sys-other", 5);
+        assert_eq!(xw, 5);
+        assert!(
+            x_floor > renewed,
+            "x's floor {x_floor} (after {x_prev:?}) is not above tick {renewed}, the fence of \
+             {holder}, which released at final tick {final_tick}"
+        );
+        // x gives the id back for the next round, at its floor (it issued nothing).
+        let released: bool = r
+            .query_one(
+                "SELECT idgen_registry_release(5, $1::text, $2::text, $3::bigint)",
+                &[&x_incarnation, &x_secret, &x_floor],
+            )
+            .unwrap_or_else(|e| panic!("x's release: {}", failure_text(&e)))
+            .get(0);
+        assert!(released, "x's release");
+    }
+}
+
+/// [`claim`] of worker id `worker` with a 2 s lease, tried again while the registry answers
+/// 55P03 (the id's last holder's ticks are ahead of the clock), for at most 20 s.
+fn claim_when_free(
+    r: &mut Client,
+    node: &str,
+    incarnation: &str,
+    secret: &str,
+    system: &str,
+    worker: i32,
+) -> (i32, i64, i64, Option<String>) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match claim(
+            r,
+            node,
+            incarnation,
+            secret,
+            system,
+            1,
+            Some(worker),
+            2000,
+            200,
+        ) {
+            Ok(v) => break v,
+            Err(e) if code_of(&e).as_deref() == Some("55P03") && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("{node}'s claim: {}", failure_text(&e)),
+        }
+    }
+}
+
+/// No integer overflow from a lease. The
+/// registry grants leases of 100 ms up to its `idgen.registry_max_lease` (2 s here), renewed
+/// at most a third of the lease apart, and refuses anything else before any arithmetic with
+/// it (22023): a claim with a lease of 2000000000 ms (about 23 days, within `integer`) or one
+/// millisecond above the longest, a renewal asking for a longer lease, or renewals further
+/// apart than a third of the lease. A lease of exactly the longest is granted, renewed and
+/// released, its fence within that lease of its floor.
+#[test]
+fn a_lease_longer_than_the_registry_max_lease_is_refused() {
+    let reg = registry("review2_long_reg");
+    let mut r = reg.connect("postgres");
+    direct_hello(&mut r, "long");
+    let longest: i64 =
+        r.one("SELECT setting::bigint FROM pg_settings WHERE name = 'idgen.registry_max_lease'");
+    let longest = i32::try_from(longest).unwrap();
+    let secret = "d4".repeat(32);
+    for (lease, renew) in [(2_000_000_000, 10_000), (longest + 1, 200), (99, 33)] {
+        let refused = claim(
+            &mut r, "long", "inc-long", &secret, "sys", 1, None, lease, renew,
+        );
+        assert_eq!(
+            sqlstate(refused),
+            "22023",
+            "a claim of a {lease} ms lease (longest {longest} ms)"
+        );
+    }
+    let refused = claim(
+        &mut r,
+        "long",
+        "inc-long",
+        &secret,
+        "sys",
+        1,
+        None,
+        longest,
+        (longest + 2) / 3 + 1,
+    );
+    assert_eq!(
+        sqlstate(refused),
+        "22023",
+        "renewals further apart than a third of the lease"
+    );
+    let none: i64 = r.one("SELECT count(*) FROM idgen_registry_lease");
+    assert_eq!(none, 0, "a refused claim left a lease");
+
+    let (w, floor, fence, _) = claim(
+        &mut r,
+        "long",
+        "inc-long",
+        &secret,
+        "sys",
+        1,
+        None,
+        longest,
+        longest / 3,
+    )
+    .unwrap_or_else(|e| panic!("a claim with a {longest} ms lease: {}", failure_text(&e)));
+    assert!(
+        fence >= floor && fence <= floor + i64::from(longest),
+        "floor {floor}, fence {fence} of a {longest} ms lease (1 ms ticks)"
+    );
+    let renew = "SELECT fence_tick FROM idgen_registry_renew($1::integer, 'inc-long', $2::text, \
+                 $3::integer, $4::integer, 0::double precision)";
+    for (lease, every) in [
+        (2_000_000_000, 10_000),
+        (longest + 1, 200),
+        (longest, longest),
+    ] {
+        assert_eq!(
+            sqlstate(r.query(renew, &[&w, &secret, &lease, &every])),
+            "22023",
+            "a renewal of a {lease} ms lease, every {every} ms (longest {longest} ms)"
+        );
+    }
+    let renewed: i64 = r
+        .query_one(renew, &[&w, &secret, &longest, &(longest / 3)])
+        .unwrap_or_else(|e| panic!("the renewal of a {longest} ms lease: {}", failure_text(&e)))
+        .get(0);
+    assert!(
+        renewed >= fence,
+        "the renewal moved the fence back: {fence} -> {renewed}"
+    );
+    let released: bool = r
+        .query_one(
+            "SELECT idgen_registry_release($1::integer, 'inc-long', $2::text, $3::bigint)",
+            &[&w, &secret, &(floor + 10)],
+        )
+        .unwrap_or_else(|e| panic!("the release of a {longest} ms lease: {}", failure_text(&e)))
+        .get(0);
+    assert!(released);
 }

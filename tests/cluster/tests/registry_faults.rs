@@ -1,9 +1,11 @@
-//! Faults of the registry and of the registry client (issue 28, points 4, 5, 6 and 8; DESIGN.md
-//! §6) against real servers: a registry that goes back in time (restored from a snapshot), a
-//! lock held on its lease table, a registry that is down while local segments refill, a
-//! terminated registry client, repeated failures in the log, a host name that needs DNS, and a
-//! read-only host first in a multi-host connection string.
+//! Faults of the registry and of the registry client (DESIGN.md §6) against real servers: a
+//! registry that goes back in time (restored from a snapshot), a lock held on its lease table, a
+//! registry that is down while local segments refill, a terminated registry client, repeated
+//! failures in the log, a host name that needs DNS (in the setting or from the environment), a
+//! first host that accepts connections but never answers, and a read-only host first in a
+//! multi-host connection string. The fleet keeps issuing and repeats nothing.
 
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -649,4 +651,76 @@ fn a_read_only_registry_host_is_left_for_the_next() {
     assert!(ids
         .iter()
         .all(|&id| twitter::worker_of(id) == i64::from(worker)));
+}
+
+/// `idgen.registry` names no host, and the server's environment has
+/// `PGHOST=registry.invalid` (libpq takes the host from there, which needs a name lookup the
+/// client cannot interrupt): the server refuses to start, and its log says to use `hostaddr`.
+#[test]
+fn a_host_name_from_the_environment_is_refused_too() {
+    let reg = registry("review_env_reg");
+    let setting = format!(
+        "idgen.registry = 'port={} dbname=postgres user=postgres'",
+        reg.port()
+    );
+    let mut n = Cluster::init(
+        "review_env",
+        &[
+            "shared_preload_libraries = 'idgen'",
+            "idgen.worker_id = auto",
+            &setting,
+        ],
+    );
+    n.set_env("PGHOST", "registry.invalid");
+    let out = n.pg_ctl_start();
+    let log = n.log();
+    if out.status.success() {
+        // What the running server's processes were given (the environment reaches them).
+        let pid = n.postmaster_pid();
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let has = String::from_utf8_lossy(&environ).contains("PGHOST=registry.invalid");
+        panic!(
+            "started with PGHOST=registry.invalid in its environment (seen by the postmaster: \
+             {has}) and a registry without host or hostaddr:\n{log}"
+        );
+    }
+    assert!(
+        log.contains("idgen.registry") && log.contains("hostaddr"),
+        "the log does not say to give hostaddr:\n{log}"
+    );
+}
+
+/// `idgen.registry` lists first a host that accepts TCP connections but never answers (a
+/// hung postmaster, or a listener of something else), then the registry. libpq's
+/// `connect_timeout` (2 s, set by idgen unless the string has one) passes over the first for the
+/// second within the client's deadline. (Before the fix each attempt waited on the first host
+/// until the client's own deadline and began again with it: the node never held a lease.)
+#[test]
+fn a_first_registry_host_that_never_answers_is_passed_over() {
+    let reg = registry("reg_silent_first");
+    // Accepts connections (the kernel completes the handshake into the backlog) and never
+    // reads or writes.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let setting = format!(
+        "idgen.registry = 'host=127.0.0.1,127.0.0.1 port={silent_port},{} dbname=postgres user=postgres'",
+        reg.port()
+    );
+    let n = Cluster::start(
+        "silent_first",
+        &[
+            "shared_preload_libraries = 'idgen'",
+            &setting,
+            "idgen.worker_id = auto",
+            FAST[0],
+            FAST[1],
+        ],
+    );
+    n.create_db_with_idgen("postgres");
+    held_worker(&n, Duration::from_secs(30));
+    let server: String = n
+        .connect("postgres")
+        .one("SELECT registry FROM idgen_registry_status");
+    assert_eq!(server, format!("127.0.0.1:{}", reg.port()));
+    drop(silent);
 }

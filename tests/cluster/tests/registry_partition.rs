@@ -205,7 +205,7 @@ fn draw_global_until(
     outcomes
 }
 
-/// The acceptance. A node draws local segment `loc` (step 10, so its allocator refills
+/// A node draws local segment `loc` (step 10, so its allocator refills
 /// it every few milliseconds) from four clients, one number a statement, while a fifth client
 /// draws global segment `g` (step 5) so that global refills are always being asked for. After
 /// 15 s the registry's every process is stopped (SIGSTOP) for 60 s: a registry that accepts
@@ -216,8 +216,7 @@ fn draw_global_until(
 /// (present in `pg_stat_activity` while `g` is drawn), not in the allocator that refills
 /// `loc`. No draw of `g` is served from its cached range once the node's 2 s lease since its
 /// last contact is over, and once the registry runs again `g` draws again within 30 s.
-/// (Before, one allocator ran both, and review measured the local p99 going from 12 ms to
-/// 3.77 s.)
+/// (Before, one allocator ran both, and the local p99 went from 12 ms to 3.77 s.)
 #[test]
 fn a_silent_registry_never_delays_local_segments() {
     const LOCAL_CLIENTS: usize = 4;
@@ -695,8 +694,7 @@ fn unknown_names_are_asked_once_a_second_and_never_delay_local_refills() {
     );
 }
 
-/// Only the registry client's hello renews the contact, never a take (second adversarial
-/// review, HIGH): a take knows nothing of a recovery that made the cached ranges void, which
+/// Only the registry client's hello renews the contact, never a take a take knows nothing of a recovery that made the cached ranges void, which
 /// only the hello answers, so a take that counted as contact could let a skipped node serve
 /// its old ranges again before its client processed the hello. Here the node's registry client
 /// is stopped (no hello) while the registry answers its allocator's takes: past the lease,

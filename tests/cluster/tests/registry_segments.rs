@@ -1,4 +1,4 @@
-//! Global segments (issue 18, DESIGN.md §6) against real servers: a segment created once in
+//! Global segments (DESIGN.md §6) against real servers: a segment created once in
 //! the registry is drawn by every node by name, from ranges each node's allocator takes in the
 //! registry with one committed UPDATE; nothing is repeated when the registry restarts or fails
 //! over to its synchronous standby mid-run; and the rules of a global segment on a node.
@@ -136,7 +136,7 @@ fn three_nodes_by_eight_clients_draw_one_global_segment_across_a_registry_restar
     }
 }
 
-/// A global segment with per-backend blocks (issue 30): each node's cache is its own setting
+/// A global segment with per-backend blocks: each node's cache is its own setting
 /// (a column of its local catalog), blocks are cut from the ranges each node takes in the
 /// registry, and two nodes by four clients repeat nothing.
 #[test]

@@ -1,9 +1,9 @@
-//! Trust across servers (issue 28, DESIGN.md §6) against real servers: what one node, one role
+//! Trust across servers (DESIGN.md §6) against real servers: what one node, one role
 //! in `idgen_registry` or one reader of settings and logs can do to another node's numbers,
 //! lease and secrets through the registry.
 //!
 //! * a global segment's give-back never returns a number another node holds: after the
-//!   interleaving of the issue (A's range, B's range above it, A's prefetched range above that)
+//!   interleaving A's range, B's range above it, A's prefetched range above that (A's range, B's range above it, A's prefetched range above that),
 //!   A's give-back, at a clean stop or through idleness, leaves the registry's mark at or above
 //!   B's range, and no number is drawn on both nodes;
 //! * leases and global segments change only by their holder: a second role in
@@ -14,15 +14,22 @@
 //!   the holder's incarnation;
 //! * secrets stay secret: `idgen.registry` (with its password) is hidden from a plain role's
 //!   `SHOW`, `current_setting` and `pg_settings`, and a refused value's password appears in no
-//!   log line and no error.
+//!   log line and no error;
+//! * one live lease per worker id, whatever carries a node's name: a base-backup copy, a
+//!   restored and promoted copy, or a standby streaming under the primary's node name and
+//!   promoted while the primary renews never takes the live node's lease; a member reusing a
+//!   node's incarnation does not block its reclaim; and a renewal without the holder's secret
+//!   cannot raise its fence.
 
-use std::time::Duration;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use idgen_cluster_tests::registry::{
-    direct_hello, draw_segment, held_worker, intruder, node, registry, repeated, segment_mark,
-    status, DIRECT_CLAIM, FAST,
+    auto_fast, client_pid, direct_hello, draw, draw_segment, failure_text, held_worker, intruder,
+    node, refused, registry, repeated, segment_mark, signal, state_of, status, Stopped,
+    DIRECT_CLAIM, FAST,
 };
-use idgen_cluster_tests::{column, wait_for, Cluster, One};
+use idgen_cluster_tests::{column, sqlstate, twitter, wait_for, Cluster, One};
 use postgres::types::ToSql;
 use postgres::Client;
 
@@ -42,7 +49,7 @@ fn current_range(node: &Cluster) -> (i64, i64) {
     )
 }
 
-/// The interleaving of the issue, up to A's give-back: a registry, nodes A and B, global
+/// The interleaving that once duplicated numbers, up to A's give-back: a registry, nodes A and B, global
 /// segment `g` (step 100); A draws 1 (A holds 1..100), B draws 1 (B holds the range above), A
 /// draws 30 more, which prefetches A's next range above B's. Returns the registry, A, B, every
 /// number drawn so far, B's range and the registry's mark before the give-back.
@@ -114,7 +121,7 @@ fn assert_no_number_twice(
     );
 }
 
-/// The confirmed duplicate of issue 28 and review finding S4 came from global give-backs: A
+/// Global give-backs once handed out a number twice: A
 /// holds 1..100, B the range above, A has prefetched the range above B's; A stops cleanly.
 /// Nothing is given back (the registry's mark stays where A's last range put it), and after A
 /// restarts 150 draws on A and 60 on B repeat no number (the first draws included).
@@ -463,7 +470,7 @@ fn the_registry_setting_is_hidden_from_plain_roles() {
     assert!(leaks.is_empty(), "{}", leaks.join("\n"));
 }
 
-/// Issue 28, point 7: a base backup of a live node restored elsewhere and promoted (a later
+/// A base backup of a live node restored elsewhere and promoted (a later
 /// timeline of the same system, as on a staging host) does not take over the node's lease: the
 /// registry treats it as any other server (0.9.0 has no succession by promotion at all), so
 /// it gets another worker id. The original keeps its worker id and issues ids past several
@@ -531,7 +538,7 @@ fn a_restored_and_promoted_copy_of_a_node_does_not_take_its_lease() {
     assert!(after.iter().min() > before.iter().max());
 }
 
-/// Issue 28, point 8: the release at a shutdown uses the connection in hand and never opens a
+/// The release at a shutdown uses the connection in hand and never opens a
 /// new one: with the registry gone (the client's connection dropped after a failed renewal) a
 /// fast shutdown says the lease was not released and does not try to connect. (0.4.0 connected
 /// again for the release, through DNS and a connection attempt a shutdown must not wait for.)
@@ -555,4 +562,313 @@ fn the_release_at_shutdown_never_connects_again() {
         "{log}"
     );
     assert!(!log.contains("could not release"), "{log}");
+}
+
+/// A member of `idgen_registry` claims a free worker id under node A's
+/// incarnation (with a secret of its own). A's children then restart without the postmaster
+/// (`kill -9` of a backend: shared memory is reinitialized, the registry client starts again
+/// with the same incarnation and no grant): A's re-claim is not blocked by the intruder's
+/// row, and within 20 s A holds a worker id again and issues ids with it. (The intruder says
+/// its hello first, as a node does, and is granted the id: incarnations are names, not
+/// credentials.)
+#[test]
+fn a_member_reusing_a_nodes_incarnation_does_not_block_its_reclaim() {
+    let reg = registry("review_incarn_reg");
+    let a = node(&reg, "review_incarn_a", &auto_fast(&[]));
+    let w = held_worker(&a, Duration::from_secs(20));
+    let mut r = reg.connect("postgres");
+    let row = r
+        .query_one(
+            "SELECT l.incarnation, l.system_identifier, l.timeline, f.epoch_unix_ms, f.worker_bits, \
+             f.sequence_bits, f.time_unit_ms FROM idgen_registry_lease l, idgen_registry_fleet f \
+             WHERE l.worker_id = $1",
+            &[&w],
+        )
+        .unwrap();
+    let (incarnation, system, timeline): (String, String, i32) =
+        (row.get(0), row.get(1), row.get(2));
+    let (epoch, worker_bits, sequence_bits, tick_ms): (i64, i32, i32, i32) =
+        (row.get(3), row.get(4), row.get(5), row.get(6));
+    let mut intruder = intruder(&reg);
+    direct_hello(&mut intruder, "intruder");
+    let free = w + 5;
+    let secret = "0123456789abcdef".repeat(4);
+    let claimed = intruder.query(
+        DIRECT_CLAIM,
+        &[
+            &"intruder",
+            &incarnation,
+            &secret,
+            &system,
+            &timeline,
+            &free,
+            &epoch,
+            &worker_bits,
+            &sequence_bits,
+            &tick_ms,
+        ],
+    );
+    let claimed = claimed.map(|rows| rows.len()).map_err(|e| failure_text(&e));
+    assert_eq!(
+        claimed,
+        Ok(1),
+        "the intruder's claim of the free worker id {free} as A's incarnation"
+    );
+
+    // Until A's renewals have moved its row past the intruder's in the table (a scan for the
+    // incarnation then meets the intruder's row first).
+    wait_for(
+        "A's lease row after the intruder's",
+        Duration::from_secs(10),
+        || {
+            r.one_with::<bool>(
+                "SELECT coalesce((SELECT ctid FROM idgen_registry_lease WHERE worker_id = $1) \
+             > (SELECT ctid FROM idgen_registry_lease WHERE worker_id = $2), true)",
+                &[&w, &free],
+            )
+            .then_some(())
+        },
+    );
+
+    // A crash of one backend: the postmaster restarts every child with the same incarnation.
+    let mut busy = a.connect("postgres");
+    let victim: i32 = busy.one("SELECT pg_backend_pid()");
+    signal(victim, "-9");
+    drop(busy);
+    let mut ac = wait_for(
+        "A to accept connections again",
+        Duration::from_secs(30),
+        || {
+            Client::connect(&a.conninfo("postgres"), postgres::NoTls)
+                .ok()
+                .filter(|_| a.log().contains("all server processes terminated"))
+        },
+    );
+    let outcome = {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = status(&mut ac);
+            if s.0 == "held" || Instant::now() > deadline {
+                break s;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    };
+    assert_eq!(
+        outcome.0, "held",
+        "A after its children restarted (it held {w}): {outcome:?}"
+    );
+    let id = ac
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap_or_else(|e| panic!("A's id after the restart: {}", failure_text(&e)));
+    let id: i64 = id.get(0);
+    assert_eq!(Some(twitter::worker_of(id) as i32), outcome.1);
+}
+
+/// A member of
+/// `idgen_registry` (not the holder, no secret) calls `idgen_registry_renew` of node A's worker
+/// id: with a made-up incarnation it is refused (55006, not this incarnation's lease), with A's
+/// incarnation (a name, not a credential) and a secret of its own (42501); the renewal of 0.8.0
+/// that took a known fence from the caller is gone (42883). Pinned: A's fence stays within a
+/// longest lease of the registry's clock (a renewal moves it to the clock plus the holder's
+/// lease, nothing the caller names), and A holds its lease and issues ids with it.
+#[test]
+fn an_unauthenticated_renewal_cannot_raise_another_nodes_fence() {
+    let reg = registry("review2_fence_reg");
+    let a = node(&reg, "review2_fence_a", &auto_fast(&[]));
+    let w = held_worker(&a, Duration::from_secs(20));
+    let mut r = reg.connect("postgres");
+    let incarnation: String = r.one_with(
+        "SELECT incarnation FROM idgen_registry_lease WHERE worker_id = $1",
+        &[&w],
+    );
+    let mut intruder = intruder(&reg);
+    let renew = "SELECT * FROM idgen_registry_renew($1::integer, $2::text, repeat('ab', 32), \
+                 2000, 200, 0::double precision)";
+    assert_eq!(
+        sqlstate(intruder.query(renew, &[&w, &"whatever"])),
+        "55006",
+        "a renewal of A's worker id under a made-up incarnation"
+    );
+    assert_eq!(
+        sqlstate(intruder.query(renew, &[&w, &incarnation])),
+        "42501",
+        "a renewal of A's worker id under A's incarnation without A's secret"
+    );
+    assert_eq!(
+        sqlstate(intruder.query(
+            "SELECT * FROM idgen_registry_renew($1::integer, 'whatever', repeat('ab', 32), 2000, \
+             200, 0::double precision, 9000000000000000000::bigint)",
+            &[&w],
+        )),
+        "42883",
+        "the renewal with a known fence"
+    );
+    held_worker(&a, Duration::from_secs(10));
+    thread::sleep(Duration::from_millis(500));
+    let row = r
+        .query_one(
+            "SELECT l.fence_tick, \
+                    (floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - f.epoch_unix_ms) \
+                    / f.time_unit_ms + ceil(idgen_registry_max_lease_ms()::numeric / f.time_unit_ms)::bigint \
+             FROM idgen_registry_lease l, idgen_registry_fleet f WHERE l.worker_id = $1",
+            &[&w],
+        )
+        .unwrap_or_else(|e| panic!("A's fence: {}", failure_text(&e)));
+    let (fence, bound): (i64, i64) = (row.get(0), row.get(1));
+    assert!(
+        fence <= bound,
+        "A's fence {fence} is beyond the registry's clock plus a longest lease, tick {bound}"
+    );
+    let (state, held, error) = state_of(&a);
+    assert_eq!(
+        (state.as_str(), held),
+        ("held", Some(w)),
+        "A after the forged renewals: {error:?}"
+    );
+    a.connect("postgres")
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap_or_else(|e| panic!("A's id: {}", failure_text(&e)));
+}
+
+/// A base-backup copy of node A (`idgen.node_name = 'prod'`, worker id
+/// auto: the same node name, system identifier and timeline, another port) never holds A's
+/// worker id while A renews: it is granted another free id at once (or refused). Then A's
+/// registry client pauses for 1.5 s (over two renewal intervals of 200 ms, under the 2 s
+/// lease). The copy does not take A's live lease: 3 s later A holds the same worker id and
+/// issues ids with it, and the copy does not hold A's worker id.
+#[test]
+fn a_copy_with_the_same_node_name_does_not_take_a_live_lease_when_the_original_pauses() {
+    let reg = registry("review_copy_reg");
+    let a = node(
+        &reg,
+        "review_copy_a",
+        &auto_fast(&["idgen.node_name = 'prod'"]),
+    );
+    let w = held_worker(&a, Duration::from_secs(20));
+    let copy = Cluster::clone_of(&a, "review_copy_b", &[]);
+    copy.start_server();
+    {
+        let mut cc = copy.connect("postgres");
+        let outcome = wait_for(
+            "the copy to hold a worker id or be refused",
+            Duration::from_secs(20),
+            || {
+                let (state, cw, e) = status(&mut cc);
+                assert!(
+                    !(state == "held" && cw == Some(w)),
+                    "the copy took A's worker id while A renewed"
+                );
+                (state == "held" || state == "refused").then_some((state, cw, e))
+            },
+        );
+        eprintln!("the copy while A renews: {outcome:?}");
+    }
+    let client = client_pid(&a).expect("A's registry client");
+    {
+        let _paused = Stopped::new(client);
+        thread::sleep(Duration::from_millis(1500));
+    }
+    thread::sleep(Duration::from_secs(3));
+    let (state, held, error) = state_of(&a);
+    let copy_state = state_of(&copy);
+    eprintln!("A: {state} {held:?} {error:?}; the copy: {copy_state:?}");
+    assert_eq!(
+        (state.as_str(), held),
+        ("held", Some(w)),
+        "A after a 1.5 s pause of its client: {error:?} (the copy: {copy_state:?})"
+    );
+    assert_ne!(
+        (copy_state.0.as_str(), copy_state.1),
+        ("held", Some(w)),
+        "the copy holds A's worker id"
+    );
+    let id: i64 = a
+        .connect("postgres")
+        .query_one("SELECT snowflake_nextval()", &[])
+        .unwrap_or_else(|e| panic!("A's id: {}", failure_text(&e)))
+        .get(0);
+    assert_eq!(twitter::worker_of(id), i64::from(w));
+}
+
+/// A standby made by `pg_basebackup` copies the primary's `postgresql.conf`, node name
+/// included (a restored copy of the primary carries it too), and here streams under it. It is
+/// promoted while the primary still runs and renews (a split brain), asking for the primary's
+/// very worker id (`idgen.worker_id` fixed to it). A promoted standby claims like any other
+/// server, and the same node name earns it nothing: it is refused (55006, the id is held by a
+/// live lease) while the primary renews and issues no id, and the primary keeps its worker id
+/// and issues ids with it. (Before 0.9.0 the primary vouched for its standbys by name, and
+/// such a copy, promoted, took the live primary's lease.)
+#[test]
+fn a_promoted_standby_under_the_primarys_name_never_takes_its_live_lease() {
+    let reg = registry("reg_own_name");
+    let setting = format!(
+        "idgen.registry = 'host=127.0.0.1 port={} dbname=postgres user=postgres'",
+        reg.port()
+    );
+    let primary = Cluster::start(
+        "own_name",
+        &[
+            "shared_preload_libraries = 'idgen'",
+            &setting,
+            "idgen.worker_id = auto",
+            "idgen.node_name = 'prod'",
+            FAST[0],
+            FAST[1],
+        ],
+    );
+    primary.create_db_with_idgen("postgres");
+    let w = held_worker(&primary, Duration::from_secs(20));
+    let mut ids = draw(&primary, 100);
+    // The standby streams as application_name = 'prod', the primary's node name: a copy made
+    // a standby by hand (standby.signal and primary_conninfo in its postgresql.conf).
+    let standby = Cluster::clone_of(
+        &primary,
+        "own_name_standby",
+        &[
+            &format!(
+                "primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name=prod'",
+                primary.port()
+            ),
+            &format!("idgen.worker_id = {w}"),
+        ],
+    );
+    standby.write_signal("standby.signal");
+    standby.start_server();
+    let mut p = primary.connect("postgres");
+    wait_for("the standby to stream", Duration::from_secs(30), || {
+        p.one::<bool>(
+            "SELECT EXISTS (SELECT FROM pg_stat_replication \
+             WHERE application_name = 'prod' AND state = 'streaming')",
+        )
+        .then_some(())
+    });
+    standby.promote();
+    let refusal = refused(&standby);
+    assert_eq!(
+        refusal.code().code(),
+        "55006",
+        "the promoted standby's claim of the primary's worker id {w}: {}",
+        refusal.message()
+    );
+    // Several renewals of the primary later, the promoted standby still has no worker id.
+    std::thread::sleep(Duration::from_secs(3));
+    let (state, held, error) = state_of(&standby);
+    assert!(
+        held.is_none() && state != "held",
+        "the promoted standby: {state} {held:?} {error:?}"
+    );
+    assert_eq!(status(&mut p).0, "held");
+    assert_eq!(status(&mut p).1, Some(w));
+    ids.extend(draw(&primary, 100));
+    assert!(ids.iter().all(|&id| twitter::worker_of(id) == i64::from(w)));
+    let standby_ids = standby
+        .connect("postgres")
+        .query("SELECT snowflake_nextval()", &[]);
+    assert!(
+        standby_ids.is_err(),
+        "the promoted standby issued an id without a worker id: {standby_ids:?}"
+    );
+    assert!(repeated(&ids).is_empty(), "the primary repeated an id");
+    drop(standby);
 }

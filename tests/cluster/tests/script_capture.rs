@@ -1,4 +1,4 @@
-//! Pins issue 36 item 4: no function or operator name that an idgen SQL script uses can be
+//! Pins that no function or operator name that an idgen SQL script uses can be
 //! captured from schema `public` by a database owner who is not a superuser.
 //!
 //! Stored expressions (column defaults, views, CHECKs, index expressions) are bound when the
@@ -403,7 +403,7 @@ fn volatility(v: char) -> &'static str {
 
 /// The body of a decoy: says so in the server log as WARNING, counts itself in
 /// `public.decoy_calls` (a sequence: no rollback undoes it, any role may advance it), makes
-/// `app` a superuser when it runs as one (the attack of issue 36), then
+/// `app` a superuser when it runs as one (the attack pinned here), then
 /// answers what pg_catalog's function would (with `public` on the path, so that a sequence
 /// named as text is found), NULL if that fails: planted code that keeps idgen working.
 fn decoy_body(signature: &str, ret: &str, retset: bool, call: &str) -> String {

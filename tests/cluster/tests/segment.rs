@@ -273,7 +273,7 @@ fn kill_9_of_the_allocator_never_leads_to_a_repeated_number() {
     );
 }
 
-/// Dump and restore (issue 7): `pg_dump -Fc` of a database using both generators, as column
+/// Dump and restore: `pg_dump -Fc` of a database using both generators, as column
 /// defaults, restored with `pg_restore` into a fresh server that has no worker id yet. Every
 /// high-water mark arrives as it was; the restored table's defaults work once the new server has
 /// its own worker id; new Snowflake ids and segment numbers are above every restored one.

@@ -1,4 +1,4 @@
-//! Pins business serial numbers (issue 19, part 1) on real servers: the counter restarts when
+//! Pins business serial numbers on real servers: the counter restarts when
 //! the day changes in the serial's time zone (the server's clock moved to just before a Tokyo
 //! midnight with libfaketime); fast mode under 4 clients repeats nothing, as a column DEFAULT
 //! too; gapless mode leaves no gap when transactions roll back; the padding's overflow is an

@@ -36,7 +36,7 @@ fn repeated(texts: &[String]) -> Vec<String> {
     twice
 }
 
-/// The review's reproduction, fast and gapless: on the code it read, the change was accepted
+/// Fast and gapless: before this was refused, the change was accepted
 /// and `A1001`..`A1005` were printed twice.
 #[test]
 fn a_format_change_that_could_print_an_old_text_is_refused() {
@@ -90,7 +90,7 @@ fn a_format_change_that_could_print_an_old_text_is_refused() {
     assert_eq!(format, "INV-{DD}{MM}{YYYY}-{seq:06}");
 }
 
-/// On the code the review read, a serial created under a dropped one's name counted from 1
+/// Before, a serial created under a dropped one's name counted from 1
 /// and printed `D1` again.
 #[test]
 fn a_dropped_serials_name_keeps_what_it_printed() {
@@ -183,7 +183,7 @@ fn a_dropped_serials_name_keeps_what_it_printed() {
     );
 }
 
-/// On the code the review read: 55000 ("cannot acquire lock mode ExclusiveLock on database
+/// Before: 55000 ("cannot acquire lock mode ExclusiveLock on database
 /// objects while recovery is in progress").
 #[test]
 fn a_gapless_draw_on_a_standby_fails_with_25006() {

@@ -1,4 +1,4 @@
-//! Serials on several servers (issue 29, point 3), against a real registry and its nodes: a
+//! Serials on several servers, against a real registry and its nodes: a
 //! global serial (`scope => 'global'`) takes its counter's ranges from the registry, so every
 //! node drawing it prints different texts, also when a worker id moves from one node to
 //! another within the day, and after the registry lost the counter's last ranges (a restore)

@@ -1,5 +1,5 @@
 //! Pins that no value of an idgen setting can stop the server, and that the reloadable clock
-//! settings never make a batch within the documented maximum fail (issue 16, points 4 and 7).
+//! settings never make a batch within the documented maximum fail.
 //!
 //! * A bad value of every idgen setting, written to postgresql.conf and reloaded, leaves the
 //!   postmaster and the open sessions running with the old value, and the server log names the

@@ -1,4 +1,4 @@
-//! Many servers, one id space (issue 5, DESIGN.md §2 "Several nodes, no coordination"): three
+//! Many servers, one id space (DESIGN.md §2 "Several nodes, no coordination"): three
 //! PostgreSQL shards with worker ids 1, 2, 3 and `idgen.segment_node_count = 3`, behind a
 //! PL/Proxy front server whose `insert_order(customer, amount)` routes by `hashtext(customer)`
 //! to a shard. On the shard the row gets `DEFAULT snowflake_nextval()` and an order number from

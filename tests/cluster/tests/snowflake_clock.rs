@@ -1,4 +1,4 @@
-//! Snowflake under clock faults, crashes and restarts, on real servers (issue 4, DESIGN.md §1):
+//! Snowflake under clock faults, crashes and restarts, on real servers (DESIGN.md §1):
 //! a clock stepped back while connections draw (libfaketime), a restart with the clock an hour
 //! behind, `kill -9` of the postmaster, ten million ids in one statement, and the reservation
 //! file (coverage, corruption, a changed layout). Every test asserts on the ids themselves.

@@ -94,7 +94,7 @@ fn eight_connections_draw_distinct_increasing_ids() {
 
 /// `DISCARD ALL` (pgbouncer's reset query in session mode) and `DISCARD SEQUENCES` forget
 /// `snowflake_currval()` as they forget a sequence's `currval`: the next client of a pooled
-/// connection gets 55000, never the previous client's id (issue 31).
+/// connection gets 55000, never the previous client's id.
 #[test]
 fn discard_forgets_snowflake_currval_as_it_forgets_currval() {
     let cluster = Cluster::with_idgen("discard", WORKER_ID as u32, &[]);

@@ -1,4 +1,4 @@
-//! Configurable Snowflake layouts on real servers (issue 4, DESIGN.md §1 "Layout"): a
+//! Configurable Snowflake layouts on real servers (DESIGN.md §1 "Layout"): a
 //! Sonyflake-like layout of 10 ms ticks, Twitter's 5+5 datacenter/machine split of the worker
 //! field with Leaf's random sequence start, and a layout running out of time (under
 //! libfaketime, 20 s before the default layout's end in 2093); ids for the web, below 2^53

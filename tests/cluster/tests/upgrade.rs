@@ -5,7 +5,7 @@
 //! of a fresh `CREATE EXTENSION` (which runs the current definitions, `src/sql.rs`, and no
 //! upgrade script); so do databases updated from 0.3.0, 0.5.0, 0.6.0, 0.7.0 and 0.8.0.
 //! Also `DROP EXTENSION` and `CREATE EXTENSION` again while the library stays loaded, and the
-//! update of 0.4.0's PL/pgSQL serials to 0.6.0's while clients draw from them (issue 29).
+//! update of 0.4.0's PL/pgSQL serials to 0.6.0's while clients draw from them.
 
 use std::time::Duration;
 
@@ -358,12 +358,12 @@ fn an_update_from_0_4_0_with_serials_in_use_keeps_every_period_and_next_number()
     );
 }
 
-/// The update to 0.7.0 (issue 30) re-creates `segment_create`, `segment_alter` and
+/// The update to 0.7.0 re-creates `segment_create`, `segment_alter` and
 /// `segment_status` with the per-backend cache: their privileges are carried over (a grant to
 /// a role of the user's, a `REVOKE` from PUBLIC), `idgen_adopt_column` still checks the right
 /// to create segments (it named the old signature), existing segments have no cache, and
 /// setting a cache in the update's own transaction ends with 55P03 instead of waiting for the
-/// allocator, which waits for the update's lock, until cancelled (the review of issue 30).
+/// allocator, which waits for the update's lock, until cancelled.
 #[test]
 fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_lock() {
     install_old_script();
@@ -443,7 +443,7 @@ fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_loc
         5
     );
     // pg_dump carries the grants carried over: they are not the extension's initial
-    // privileges (the third review of issue 30: every GRANT of an extension script is recorded
+    // privileges (every GRANT of an extension script is recorded
     // in pg_init_privs, and pg_dump leaves those out).
     let out = c
         .program("pg_dump")
@@ -501,8 +501,8 @@ fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_loc
 
 /// The update to 0.7.0 and a fresh `CREATE EXTENSION` run as the superuser, in a database whose
 /// owner may create functions in the extension's schema (`public`): functions the owner plants
-/// there under the names the script uses (the second review of issue 30: an unqualified helper
-/// call ran a planted `idgen_carry_privileges(text, text)`, and a planted
+/// there under the names the script uses (an unqualified helper
+/// call once ran a planted `idgen_carry_privileges(text, text)`, and a planted
 /// `idgen_old_segment_create()` lent its privileges to `segment_create`) never run and lend
 /// nothing; the owner stays an ordinary role.
 #[test]
@@ -591,7 +591,7 @@ fn the_0_7_0_script_runs_nothing_a_database_owner_planted() {
 /// grantee as a dependency of the extension's initial privileges (`pg_shdepend`, deptype 'i');
 /// the script sets `pg_init_privs` back to a fresh install's, and left that dependency behind:
 /// `DROP ROLE` failed with 2BP01 "initial privileges for function segment_create(...)", and
-/// `DROP OWNED BY` did not help (found by running it on 17; review 4 of issue 30 suspected it).
+/// `DROP OWNED BY` did not help (found by running it on 17).
 /// On 15 and 16 there is no such dependency and the test passes either way.
 #[test]
 fn a_role_given_a_carried_grant_can_be_dropped_after_the_revoke() {
@@ -629,8 +629,7 @@ fn a_role_given_a_carried_grant_can_be_dropped_after_the_revoke() {
         .unwrap_or_else(|e| panic!("DROP ROLE after the revokes: {e:?}"));
 }
 
-/// The update to 0.9.0 bounds the lease lengths a member could record under 0.8.0 (review
-/// finding S8: a report or a claim with 2^31 - 1 ms made the next probation last weeks): the
+/// The update to 0.9.0 bounds the lease lengths a member could record under 0.8.0 (a report or a claim with 2^31 - 1 ms made the next probation last weeks): the
 /// recorded maxima and a live lease's length come down to the 120 s the registry grants.
 #[test]
 fn the_update_to_0_9_0_bounds_the_lease_lengths_recorded_before() {

@@ -1,4 +1,4 @@
-//! What idgen guarantees that PostgreSQL 18's `uuidv7()` does not (issue 20, README
+//! What idgen guarantees that PostgreSQL 18's `uuidv7()` does not (README
 //! "PostgreSQL 18's uuidv7()"): `uuidv7()` is time-ordered, and monotonic within one backend,
 //! but it is stamped from the wall clock alone and remembers nothing across a restart, so when
 //! the clock is behind the time of values already handed out (a step back by NTP, a restored

@@ -88,7 +88,7 @@ SELECT segment_nextval('orders');
 SELECT segment_create('orders', start => 10);
 SELECT segment_nextval('orders');
 
--- A per-backend cache (issue 30): a block of 10 is taken at the first draw and handed out by
+-- A per-backend cache: a block of 10 is taken at the first draw and handed out by
 -- this session; segment_status shows the cache; setval drops the block; bad caches are refused.
 SELECT segment_create('blocks', step => 100, cache => 10);
 SELECT segment_nextval('blocks'), segment_nextval('blocks');

@@ -75,3 +75,5 @@ SET idgen.epoch = '2020-01-01+00';
 SET idgen.worker_idd = 6;
 SHOW idgen.worker_id;
 SHOW idgen.epoch;
+
+DROP EXTENSION idgen;

@@ -53,8 +53,8 @@ impl Config {
         sizes
     }
 
-    /// The full benchmark of issue 6: 3 rounds, 1M and 10M ids, 1M rows, 10 s pgbench runs at
-    /// 1, 2 and 8 clients in both protocols (issue 20; about 35 minutes on 2 cores).
+    /// The full benchmark: 3 rounds, 1M and 10M ids, 1M rows, 10 s pgbench runs at
+    /// 1, 2 and 8 clients in both protocols (about 35 minutes on 2 cores).
     pub fn full() -> Config {
         Config {
             rounds: 3,

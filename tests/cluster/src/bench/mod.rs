@@ -1,5 +1,5 @@
 //! idgen's benchmark: its generators against PostgreSQL's own, side by side, in one run
-//! (`scripts/bench.sh`; issue 6). Not a pass/fail test: the test suite runs [`Config::quick`]
+//! (`scripts/bench.sh`). Not a pass/fail test: the test suite runs [`Config::quick`]
 //! only to keep this code working, and asserts that every cell was measured, never a timing.
 //!
 //! One server with default durability (fsync and synchronous_commit on) and idgen preloaded.

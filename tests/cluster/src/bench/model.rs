@@ -126,7 +126,7 @@ pub struct Row {
     pub vs_call: Option<f64>,
 }
 
-/// A target of issue 6, checked on a run.
+/// A target of the benchmark, checked on a run.
 #[derive(Debug, Clone)]
 pub struct Target {
     /// What it demands.

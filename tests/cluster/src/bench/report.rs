@@ -1,5 +1,5 @@
 //! The analysis of a run: cells over rounds, ratios within a round, what was not measured, and
-//! the targets of issue 6.
+//! the benchmark's targets.
 
 use std::collections::BTreeMap;
 
@@ -159,7 +159,7 @@ impl Report {
         rows
     }
 
-    /// The targets of issue 6 on this run.
+    /// The benchmark's targets on this run.
     pub fn targets(&self) -> Vec<Target> {
         let mut targets = Vec::new();
         let ratio = |a: f64, b: f64| a / b;

@@ -1,4 +1,4 @@
-//! idgen on many cores (`bash scripts/bench.sh --cores`, issue 30): how the generators scale
+//! idgen on many cores (`bash scripts/bench.sh --cores`): how the generators scale
 //! with sessions and clients that run at once. Not a pass/fail test; on fewer than 8 cores the
 //! sessions share few cores and the many-core effects barely show (the report says so).
 //!
@@ -22,12 +22,12 @@
 //!   the benchmark's sessions (`ALTER ROLE`, for this part only; the allocator commits its
 //!   ranges durably whatever the sessions' setting): tps.
 //!
-//! `segment_create(..., cache => n)` arrived with issue 30; on a build without it the cached
+//! `segment_create(..., cache => n)` arrived in 0.7.0; on a build without it the cached
 //! segments' cells read "n/a (no cache argument)" and the rest is measured as usual.
 //!
 //! `idgen-cores-bench [--quick] [--rounds R] [--pars "1 4 16"] [--n N] [--clients "16 64"]
 //! [--seconds S] [--out-dir DIR]`; the environment variables ROUNDS, PARS, N, CLIENTS and SECS
-//! (as in the device scripts of the issue) set the same, and flags win over them. Prints the
+//! set the same, and flags win over them. Prints the
 //! report and writes it as Markdown and CSV to `<out-dir>/cores.md` and `cores.csv` (default
 //! `target/bench` of the project). Exits non-zero when a cell that the server could measure
 //! was not measured.

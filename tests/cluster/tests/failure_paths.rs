@@ -1,4 +1,5 @@
-//! Failure paths a DBA can walk into (issue 16), each against real servers:
+//! Pins that the failure paths a DBA can walk into lose no uniqueness and hang nothing, each
+//! against real servers:
 //!
 //! * the allocator obeys a fast shutdown, `pg_terminate_backend` and `pg_cancel_backend` while
 //!   its commit waits for a synchronous standby that is gone, and never hands out a range whose

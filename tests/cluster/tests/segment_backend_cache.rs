@@ -1,11 +1,11 @@
-//! Pins the per-backend cache of segments (issue 30, `segment_create(..., cache => n)`) on real
-//! servers: a backend's block of numbers is its own, so that with a cache no number is handed
+//! Pins the per-backend cache of segments (`segment_create(..., cache => n)`) on real servers: a backend's block of numbers is its own, so that with a cache no number is handed
 //! out twice and each session's numbers increase, under concurrent sessions, `segment_setval`
 //! (which reaches every session's block: later statements draw above its value), evictions from
 //! a small shared cache, `segment_drop`, a clean restart and a `kill -9` of the postmaster. The
 //! adaptive mode (`cache => 0`) takes one number at a time from a session that draws one per
 //! statement, also when that draw waits for a range, so 1,000 such sessions leave at most 1,000
-//! numbers unused (a fixed cache of 1,000 leaves about 1,000 per session). `DISCARD SEQUENCES` and `DISCARD ALL` forget blocks and
+//! numbers unused (a fixed cache of 1,000 leaves about 1,000 per session). `DISCARD SEQUENCES`
+//! and `DISCARD ALL` forget blocks and
 //! `segment_currval`s as they do a sequence's; `segment_nextvals` and `segment_alter` go through
 //! the block; `pg_dump` carries the cache; a bad cache is refused and changes nothing.
 
@@ -139,7 +139,7 @@ struct Batch {
     numbers: Vec<i64>,
 }
 
-/// The acceptance test of issue 30: 8 sessions draw 200,000 numbers each, in statements of
+/// 8 sessions draw 200,000 numbers each, in statements of
 /// 2,000 numbers alternating between a segment with `cache => 1000` and one with `cache => 0`
 /// and between `segment_nextval` and `segment_nextvals`, while another session moves both
 /// segments forward with `segment_setval` six times and a third draws from 24 other segments
@@ -512,7 +512,7 @@ fn cached_segment_under_setval_eviction_and_restarts_never_repeats() {
 
 /// 1,000 sessions, each drawing one number of a segment with `cache => 0` and leaving: the
 /// adaptive mode takes one number for a statement's first draw, so the sessions leave at most
-/// 1,000 numbers unused (the issue's bound). The same with `cache => 1000` for 20 sessions
+/// 1,000 numbers unused (the bound this cache promises). The same with `cache => 1000` for 20 sessions
 /// leaves 999 per session unused, so the bound is one the test can see broken.
 #[test]
 fn adaptive_cache_one_number_per_session_loses_at_most_one_each() {

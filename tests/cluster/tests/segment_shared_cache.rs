@@ -1,8 +1,8 @@
-//! Pins the segment cache's two promises of issue 19 on real servers: the cache is not a limit
-//! on segment names (`idgen.segment_cache_size`, least recently used segments leave it), and
-//! unused numbers are given back instead of skipped: when a segment leaves the cache (evicted,
-//! idle) and at a clean shutdown, with one compare-and-set on its mark; never after a crash,
-//! never over a mark someone moved, never at the cost of a duplicate.
+//! Pins the shared segment cache on real servers: the cache is not a limit on segment names
+//! (`idgen.segment_cache_size`, least recently used segments leave it), and unused numbers are
+//! given back instead of skipped: when a segment leaves the cache (evicted, idle) and at a clean
+//! shutdown, with one compare-and-set on its mark; never after a crash, never over a mark someone
+//! moved, never at the cost of a duplicate. The per-backend cache is `segment_backend_cache.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::thread;
@@ -188,7 +188,7 @@ fn an_interleaved_server_gives_back_within_its_own_block() {
     assert_eq!(rest, [15, 16, 17, 18, 19, 20, 31, 32, 33, 34]);
 }
 
-/// Per-backend blocks (issue 30) are cut from this server's own interleaved blocks: with
+/// Per-backend blocks are cut from this server's own interleaved blocks: with
 /// `cache => 4` and two sessions, every number is in server 1's blocks (11..20, 31..40, ...),
 /// none twice, each session's increasing.
 #[test]
@@ -412,8 +412,7 @@ fn allocator_lock_waits_after(client: &mut Client, after: Duration) -> Vec<Durat
     late
 }
 
-/// A session holding idgen_segment's lock never stops the allocator for long (the reviews of
-/// issue 30): a refill that waits for a row longer than `idgen.segment_wait_timeout` fails its
+/// A session holding idgen_segment's lock never stops the allocator for long: a refill that waits for a row longer than `idgen.segment_wait_timeout` fails its
 /// callers with the lock timeout (not retried as if the registry were down, holding the
 /// allocator again and again), another segment refills meanwhile, and a give-back never waits
 /// for the table's lock at all (it runs with interrupts held off, where no timeout ends a
