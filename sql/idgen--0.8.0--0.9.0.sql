@@ -1203,7 +1203,7 @@ BEGIN
     rev := @extschema@.idgen_registry_revision_now();
     -- A reported revision is kept as sent (the view shows it) and believed up to 2^62, so that
     -- no recovery's revision reaches the bigint maximum.
-    SELECT least(max(r.revision), 4611686018427387904) INTO top
+    SELECT max(least(r.revision, 4611686018427387904)) INTO top
       FROM @extschema@.idgen_registry_recovery_report r
      WHERE r.recovery_since = s.recovery_since AND r.node_name <> ALL (coalesce(skip_nodes, '{}'));
     PERFORM pg_catalog.setval('@extschema@.idgen_registry_revision'::pg_catalog.regclass,
