@@ -1,7 +1,7 @@
 //! Time: the system clocks read in milliseconds (from `idgen_core::time`), PostgreSQL's
 //! `TimestampTz` now, and the conversions between Unix milliseconds and `timestamptz`. Used by
 //! both generators, the settings (`idgen.epoch`) and the segment cache; the Snowflake
-//! generator's own millisecond gate is in `snowflake::clock`.
+//! generator's own millisecond gate is in `idgen_core::snowflake::clock`.
 
 use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::pg_sys;
@@ -9,7 +9,7 @@ use pgrx::pg_sys;
 use crate::error::Error;
 
 pub(crate) use idgen_core::time::{
-    boottime_ms, monotonic_ms, read_clock, wall_clock_unix_ms, wall_clock_unix_us, NS_PER_MS,
+    boottime_ms, monotonic_ms, wall_clock_unix_ms, wall_clock_unix_us,
 };
 
 /// Unix milliseconds of PostgreSQL's epoch, 2000-01-01 00:00:00+00 (`timestamptz` counts

@@ -1,7 +1,7 @@
 //! The system clocks read in milliseconds with `clock_gettime`: the wall clock for both
 //! generators and the registry client, the monotonic and boot-time clocks for intervals. The
 //! extension's `crate::time` re-exports these and adds PostgreSQL's `TimestampTz`; the Snowflake
-//! generator's own millisecond gate is the extension's `snowflake::clock`.
+//! generator's own millisecond gate is in [`crate::snowflake::clock`].
 
 /// Nanoseconds per millisecond.
 pub const NS_PER_MS: u64 = 1_000_000;
