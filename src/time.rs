@@ -1,55 +1,20 @@
-//! Time: the system clocks read in milliseconds, PostgreSQL's `TimestampTz` now, and the
-//! conversions between Unix milliseconds and `timestamptz`. Used by both generators, the
-//! settings (`idgen.epoch`) and the segment cache; the Snowflake generator's own millisecond
-//! gate is in `snowflake::clock`.
+//! Time: the system clocks read in milliseconds (from `idgen_core::time`), PostgreSQL's
+//! `TimestampTz` now, and the conversions between Unix milliseconds and `timestamptz`. Used by
+//! both generators, the settings (`idgen.epoch`) and the segment cache; the Snowflake
+//! generator's own millisecond gate is in `idgen_core::snowflake::clock`.
 
 use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::pg_sys;
 
 use crate::error::Error;
 
-/// Nanoseconds per millisecond.
-pub(crate) const NS_PER_MS: u64 = 1_000_000;
+pub(crate) use idgen_core::time::{
+    boottime_ms, monotonic_ms, wall_clock_unix_ms, wall_clock_unix_us,
+};
 
 /// Unix milliseconds of PostgreSQL's epoch, 2000-01-01 00:00:00+00 (`timestamptz` counts
 /// microseconds from there).
 const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
-
-/// `clock` as (whole ms, rounded down also before 1970; ns into that ms).
-pub(crate) fn read_clock(clock: libc::clockid_t) -> (i64, u64) {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out pointer; the clocks read here (REALTIME, MONOTONIC) always exist on
-    // Linux, so the call cannot fail.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    // tv_nsec is in 0..1e9, so the division rounds down even for negative tv_sec.
-    let ms = ts.tv_sec * 1000 + ts.tv_nsec / NS_PER_MS as i64;
-    (ms, ts.tv_nsec as u64 % NS_PER_MS)
-}
-
-/// The wall clock in Unix milliseconds (negative before 1970), read now.
-pub(crate) fn wall_clock_unix_ms() -> i64 {
-    read_clock(libc::CLOCK_REALTIME).0
-}
-
-/// The wall clock in Unix microseconds, read now: the registry client's clock measurements.
-pub(crate) fn wall_clock_unix_us() -> i64 {
-    let (ms, ns) = read_clock(libc::CLOCK_REALTIME);
-    ms * 1000 + (ns / 1000) as i64
-}
-
-/// CLOCK_MONOTONIC in ms: the same in every process, unaffected by steps of the wall clock.
-pub(crate) fn monotonic_ms() -> i64 {
-    read_clock(libc::CLOCK_MONOTONIC).0
-}
-
-/// CLOCK_BOOTTIME in ms: as [`monotonic_ms`], but counting the time the machine was suspended
-/// too (a node suspended for hours must find its registry contact hours old when it resumes).
-pub(crate) fn boottime_ms() -> i64 {
-    read_clock(libc::CLOCK_BOOTTIME).0
-}
 
 /// The current time as PostgreSQL's `TimestampTz` (µs since 2000-01-01), as
 /// `GetCurrentTimestamp` gives it: what the segment cache records and compares.

@@ -12,13 +12,13 @@
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
+use idgen_core::registry::answer;
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::answer;
 use super::shared::{self, State};
 use crate::failure::{Failure, FixedText};
 use crate::guc;

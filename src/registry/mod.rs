@@ -4,10 +4,10 @@
 //! talks to the registry ([`crate::snowflake::lease`] is all it reads). This module registers
 //! the worker and its shared memory ([`init`]) and serves `idgen_registry_status`; the
 //! connection is in [`conn`], the worker's loop in [`client`], what it believes of an answer in
-//! [`answer`], its status in [`shared`]; what the server keeps of the registry's answers (its
-//! seen revision, the marks file) is [`crate::marks`], below the subsystems that take ranges.
+//! [`idgen_core::registry::answer`] (the idgen-core crate), its status in [`shared`]; what the
+//! server keeps of the registry's answers (its seen revision, the marks file) is
+//! [`crate::marks`], below the subsystems that take ranges.
 
-mod answer;
 mod catalog_marks;
 mod client;
 mod shared;

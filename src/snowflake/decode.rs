@@ -1,11 +1,12 @@
 //! Conversions between Snowflake ids, ticks and `timestamptz`, for decode, compose and status,
-//! and the SQLSTATEs of the layout's failures on arguments. The bit arithmetic is in
-//! [`mod@super::layout`]; this adds PostgreSQL's time type.
+//! and the SQLSTATEs of the layout's failures on arguments. The bit arithmetic (id to parts and
+//! back, Unix ms to ticks) is `idgen_core::snowflake::layout`'s; this adds PostgreSQL's time
+//! type.
 
+use idgen_core::snowflake::layout::{Layout, LayoutError, Parts};
+use idgen_core::snowflake::text::TextError;
 use pgrx::datetime::TimestampWithTimeZone;
 
-use super::layout::{Layout, LayoutError, Parts};
-use super::text::TextError;
 use crate::error::Error;
 use crate::time::{timestamptz_to_unix_ms, unix_ms_to_timestamptz};
 

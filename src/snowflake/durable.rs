@@ -7,10 +7,10 @@
 
 use std::sync::atomic::Ordering;
 
+use idgen_core::snowflake::layout::Layout;
+use idgen_core::snowflake::reservation::{self, FileError, Stored};
 use pgrx::pg_sys;
 
-use super::layout::Layout;
-use super::reservation::{self, FileError, Stored};
 use super::shared::{advance_state_to, raise_head_start, SnowflakeShared, RESERVATION_LOCK};
 use super::watch::{regression, REGRESSION_TOLERANCE_MS};
 use crate::error::Error;

@@ -7,11 +7,11 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
+use idgen_core::snowflake::generator::{self, Limits, Outcome, Reservation};
+use idgen_core::snowflake::layout::{Layout, LayoutError};
 use pgrx::pg_sys;
 
 use super::durable::{extend, low_water_ticks};
-use super::generator::{self, Limits, Outcome, Reservation};
-use super::layout::{Layout, LayoutError};
 use super::lease::worker_id;
 use super::shared::{layout, shared, SnowflakeShared};
 use super::watch::read_clock;

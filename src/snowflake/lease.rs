@@ -12,7 +12,9 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use super::layout::Layout;
+use idgen_core::snowflake::layout::Layout;
+use idgen_core::snowflake::reservation;
+
 use super::shared::{advance_state_to, layout, raise_head_start, shared, RESERVATION_LOCK};
 use crate::error::Error;
 use crate::failure::Failure;
@@ -235,7 +237,7 @@ pub(crate) fn release(floor_tick: u64) -> u64 {
 /// A file written under another layout counts its ticks differently: it says nothing here (0),
 /// as the generator itself refuses it (`durable::extend`).
 pub(crate) fn own_reservation_end() -> u64 {
-    super::reservation::read(&super::reservation::path_in(&crate::backend::data_dir()))
+    reservation::read(&reservation::path_in(&crate::backend::data_dir()))
         .ok()
         .flatten()
         .filter(|s| s.layout.counts_ticks_as(layout()))

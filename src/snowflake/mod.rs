@@ -1,23 +1,23 @@
-//! Snowflake ids: the SQL surface and the subsystem's `init` (DESIGN.md §1). The arithmetic is
-//! in [`mod@layout`] and [`generator`] (pure), the clocks in [`clock`] and [`watch`], the shared
-//! state and the layout fixed at start in [`shared`], the per-id path in [`issue`], the durable
-//! reservation in [`durable`] (file format in [`reservation`]) kept ahead by the [`keeper`]
-//! background worker, `snowflake_status()` in [`status`], time conversions in [`decode`].
+//! Snowflake ids: the SQL surface and the subsystem's `init` (DESIGN.md §1). The pure parts are
+//! in the `idgen-core` crate: the bit layout ([`layout`](idgen_core::snowflake::layout)), the
+//! state word ([`generator`](idgen_core::snowflake::generator)), the clock gate
+//! ([`clock`](idgen_core::snowflake::clock)), the reservation file
+//! ([`reservation`](idgen_core::snowflake::reservation)) and the text form
+//! ([`text`](idgen_core::snowflake::text)). Here: the clock watch in [`watch`], the shared state
+//! and the layout fixed at start in [`shared`], the per-id path in [`issue`], the durable
+//! reservation in [`durable`] kept ahead by the [`keeper`] background worker,
+//! `snowflake_status()` in [`status`], time conversions in [`decode`].
 
-mod clock;
 mod decode;
 mod durable;
-mod generator;
 mod issue;
 mod keeper;
-mod layout;
 pub(crate) mod lease;
-mod reservation;
 mod shared;
 mod status;
-mod text;
 mod watch;
 
+use idgen_core::snowflake::{clock, text};
 use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
@@ -147,7 +147,7 @@ pub(crate) fn worker_id() -> Result<u64, Error> {
     lease::worker_id()
 }
 
-/// The text form of a Snowflake id, a serial-number-like text: `prefix` + the UTC start of its
+/// The text form of a Snowflake id, a serial number: `prefix` + the UTC start of its
 /// tick as `yyyyMMddHHmmssSSS` + the worker id + the sequence, zero-padded to the layout's
 /// widths (4 and 4 digits by default), e.g. `ORD2026112208301512300070042`. For one prefix the
 /// texts sort (`COLLATE "C"`) as the ids do; `snowflake_parse` reads the id back. Errors: 22023
@@ -237,7 +237,7 @@ mod tests {
     }
 
     /// `DISCARD SEQUENCES` (and `DISCARD ALL`, which a transaction block refuses) forget
-    /// `snowflake_currval()`, as they forget `currval` (a pooler's next client must not get
+    /// `snowflake_currval()`, as they forget `currval` (else a pooler's next client would get
     /// the previous client's id).
     #[pg_test]
     fn discard_sequences_forgets_currval() {

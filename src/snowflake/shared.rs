@@ -6,7 +6,8 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use super::layout::{Layout, LayoutError};
+use idgen_core::snowflake::layout::{Layout, LayoutError};
+
 use crate::error::Error;
 use crate::guc;
 use crate::lwlock::NamedLWLock;
@@ -51,7 +52,8 @@ pub(crate) struct SnowflakeCounters {
     /// DESIGN.md §1, §6). 0 for none.
     pub(crate) head_start_tick: AtomicU64,
     /// The kernel's clocksource is no longer the TSC: every process closes its TSC gate
-    /// (`snowflake::clock`). Set by the reservation keeper, never cleared until a restart.
+    /// (`idgen_core::snowflake::clock`). Set by the reservation keeper, never cleared until a
+    /// restart.
     pub(crate) tsc_gate_off: AtomicBool,
 }
 
@@ -76,7 +78,7 @@ pub(crate) const PART: Part = Part {
         // Default); nothing else to initialize.
         unsafe { SHARED.attach(|_| {}) };
         RESERVATION_LOCK.attach();
-        super::clock::attach_gate_switch(&SHARED.get().counters.0.tsc_gate_off);
+        idgen_core::snowflake::clock::attach_gate_switch(&SHARED.get().counters.0.tsc_gate_off);
     },
 };
 

@@ -3,11 +3,11 @@
 
 use std::sync::atomic::Ordering;
 
+use idgen_core::snowflake::generator;
 use pgrx::datetime::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
 use super::decode::tick_start;
-use super::generator;
 use super::shared::{layout, shared};
 use crate::error::OrReport;
 use crate::time::{unix_ms_to_timestamptz, wall_clock_unix_ms};

@@ -6,10 +6,10 @@
 
 use std::sync::atomic::Ordering;
 
+use idgen_core::snowflake::clock;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use super::clock;
 use super::shared::{shared, SnowflakeShared};
 use crate::guc;
 

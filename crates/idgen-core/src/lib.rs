@@ -6,3 +6,4 @@ pub mod registry;
 pub mod segment;
 pub mod serial;
 pub mod snowflake;
+pub mod time;

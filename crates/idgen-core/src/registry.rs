@@ -16,6 +16,8 @@
 //! a holder issues nothing; Meituan Leaf's segment mode (one committed `UPDATE ... RETURNING`
 //! per range).
 
+pub mod answer;
+
 /// A tick of the registry's clock in the node's id layout.
 pub type Tick = i64;
 

@@ -1,4 +1,4 @@
-//! The hot path's millisecond gate over the wall clock (`crate::time` reads the clocks).
+//! The hot path's millisecond gate over the wall clock ([`crate::time`] reads the clocks).
 //!
 //! Every id needs the wall clock's millisecond. Read with `clock_gettime` (the vDSO) that is
 //! 21.5 ns here, the largest single cost of `snowflake_nextval()`, although the millisecond
@@ -43,7 +43,7 @@ static GATE_OFF: AtomicPtr<AtomicBool> = AtomicPtr::new(std::ptr::null_mut());
 /// Makes every process close its gate once `flag` is set (a flag in shared memory, set when the
 /// kernel's clocksource is no longer the TSC). Called in the postmaster, inherited by every
 /// backend.
-pub(crate) fn attach_gate_switch(flag: &'static AtomicBool) {
+pub fn attach_gate_switch(flag: &'static AtomicBool) {
     GATE_OFF.store(std::ptr::from_ref(flag).cast_mut(), Ordering::Relaxed);
 }
 
@@ -55,12 +55,12 @@ fn gate_switched_off() -> bool {
 }
 
 /// Whether this process serves milliseconds from the TSC gate (calibrated, not switched off).
-pub(crate) fn gate_open() -> bool {
+pub fn gate_open() -> bool {
     RATE.load(Ordering::Relaxed) != 0 && !gate_switched_off()
 }
 
 /// Whether the kernel keeps time with the TSC now (its current clocksource is `tsc`).
-pub(crate) fn tsc_clocksource() -> bool {
+pub fn tsc_clocksource() -> bool {
     const SOURCE: &str = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
     std::fs::read_to_string(SOURCE).is_ok_and(|s| s.trim() == "tsc")
 }
@@ -74,7 +74,7 @@ static GATE_MS: AtomicI64 = AtomicI64::new(0);
 /// The wall clock's current Unix millisecond for the generator: [`wall_clock_unix_ms`], served
 /// from the gate when the TSC says the millisecond has not changed since the last reading.
 #[inline]
-pub(crate) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: RDTSC exists on every x86-64 CPU.
@@ -116,7 +116,7 @@ fn refresh() -> i64 {
 /// The first TSC value at which the millisecond read `ns_in_ms` ns into it, with the TSC at
 /// `from` before the reading, may have ended: `from + (1 ms - ns_in_ms) × rate`. A low `rate`
 /// ends the gate early, which only costs a reading; it never serves a millisecond that ended.
-pub(crate) fn gate_until(from: u64, ns_in_ms: u64, rate: u64) -> u64 {
+pub fn gate_until(from: u64, ns_in_ms: u64, rate: u64) -> u64 {
     let to_boundary = NS_PER_MS - ns_in_ms.min(NS_PER_MS - 1);
     let cycles = (u128::from(to_boundary) * u128::from(rate)) >> RATE_FRACTION_BITS;
     from.saturating_add(cycles as u64)
@@ -125,21 +125,21 @@ pub(crate) fn gate_until(from: u64, ns_in_ms: u64, rate: u64) -> u64 {
 /// A clock reading between two TSC readings: the TSC was in `before..=after` when the clock
 /// read `ns`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Bracket {
+pub struct Bracket {
     /// TSC just before the clock reading.
-    pub(crate) before: u64,
+    pub before: u64,
     /// The clock, in ns.
-    pub(crate) ns: u64,
+    pub ns: u64,
     /// TSC just after the clock reading.
-    pub(crate) after: u64,
+    pub after: u64,
 }
 
 /// The gate's TSC rate from two brackets of CLOCK_MONOTONIC_RAW, in 32.32 fixed-point cycles
 /// per ns: the least number of cycles that can have passed (`end.before - start.after`) over
-/// the interval, less [`RATE_MARGIN_PERCENT`]. `None` when the brackets are unusable: out of
+/// the interval, less `RATE_MARGIN_PERCENT` (1 %). `None` when the brackets are unusable: out of
 /// order, too short, too wide (the process was preempted inside one: a retry is needed), or
 /// a rate outside 0.1–20 GHz.
-pub(crate) fn rate_from(start: Bracket, end: Bracket) -> Option<u64> {
+pub fn rate_from(start: Bracket, end: Bracket) -> Option<u64> {
     let ns = end.ns.checked_sub(start.ns)?;
     let least = end.before.checked_sub(start.after)?;
     let most = end.after.checked_sub(start.before)?;
@@ -159,7 +159,7 @@ pub(crate) fn rate_from(start: Bracket, end: Bracket) -> Option<u64> {
 /// Calibrates the gate, once, in the postmaster (`_PG_init`): measures the TSC against
 /// CLOCK_MONOTONIC_RAW over about 2 ms. Leaves the gate closed unless the kernel's clocksource
 /// is `tsc`, or when three measurements are all unusable. Returns whether the gate is open.
-pub(crate) fn calibrate() -> bool {
+pub fn calibrate() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if tsc_clocksource() {
@@ -271,8 +271,9 @@ mod tests {
         );
     }
 
-    /// The gate is per process (a backend is one thread): its tests take turns.
-    static GATE_TESTS: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+    /// The gate is per process (a backend is one thread): its tests take turns (a failed one
+    /// leaves the lock poisoned, which the next ignores).
+    static GATE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     /// Once the shared flag is set, the next reading closes the gate for good and every later
     /// millisecond comes from the clock itself.
@@ -280,7 +281,9 @@ mod tests {
     #[test]
     fn the_switch_closes_the_gate_at_the_next_reading() {
         static OFF: AtomicBool = AtomicBool::new(false);
-        let _alone = GATE_TESTS.lock();
+        let _alone = GATE_TESTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         calibrate();
         attach_gate_switch(&OFF);
         let opened = gate_open();
@@ -313,7 +316,9 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn now_ms_is_the_clock_millisecond_bracketed_by_real_readings() {
-        let _alone = GATE_TESTS.lock();
+        let _alone = GATE_TESTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         calibrate();
         for _ in 0..200_000 {
             let before = wall_clock_unix_ms();

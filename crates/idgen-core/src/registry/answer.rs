@@ -1,41 +1,41 @@
-//! What the registry client believes of an answer (pure: no pgrx). Every value of a claim or a
-//! renewal is range-checked before anything is installed: the registry is another server,
-//! whose database's owner, or a man in the middle, may answer what it likes, and a worker id
-//! beyond `idgen.worker_bits` shifts into the time bits of the ids (`Layout::compose`), a
-//! fence far ahead keeps a node issuing past its lease. An `Err` is the reason, naming the
-//! field and its value; the caller refuses the answer with it (08P01) and installs nothing.
+//! What the registry client believes of an answer. Every value of a claim or a renewal is
+//! range-checked before anything is installed: the registry is another server, whose database's
+//! owner, or a man in the middle, may answer what it likes, and a worker id beyond
+//! `idgen.worker_bits` shifts into the time bits of the ids (`Layout::compose`), a fence far
+//! ahead keeps a node issuing past its lease. An `Err` is the reason, naming the field and its
+//! value; the caller refuses the answer with it (08P01) and installs nothing.
 
 /// The server's layout as a claim answer is checked against it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Layout {
+pub struct Layout {
     /// The epoch, Unix ms.
-    pub(crate) epoch_ms: i64,
-    pub(crate) worker_bits: u32,
+    pub epoch_ms: i64,
+    pub worker_bits: u32,
     /// A tick's length, ms (at least 1).
-    pub(crate) tick_ms: u32,
+    pub tick_ms: u32,
 }
 
 /// The lease asked for and the measured clock: what bounds a fence.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Lease {
+pub struct Lease {
     /// The lease length the call asked for, ms.
-    pub(crate) lease_ms: u64,
+    pub lease_ms: u64,
     /// The bound of the clock measurement of the call (half its round trip), µs.
-    pub(crate) bound_us: i64,
+    pub bound_us: i64,
 }
 
 /// A claim answer that passed [`claim`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Claim {
-    pub(crate) worker: u64,
-    pub(crate) floor: u64,
-    pub(crate) fence: u64,
+pub struct Claim {
+    pub worker: u64,
+    pub floor: u64,
+    pub fence: u64,
     /// The lease's expiry, Unix ms.
-    pub(crate) expires_ms: i64,
+    pub expires_ms: i64,
 }
 
 /// A non-negative integer column (`bigint`, `integer`): never NULL, never a fraction.
-pub(crate) fn count(row: &[Option<String>], i: usize, field: &str) -> Result<u64, String> {
+pub fn count(row: &[Option<String>], i: usize, field: &str) -> Result<u64, String> {
     let text = row
         .get(i)
         .cloned()
@@ -48,7 +48,7 @@ pub(crate) fn count(row: &[Option<String>], i: usize, field: &str) -> Result<u64
 }
 
 /// A time column as Unix ms (`extract(epoch FROM ...) * 1000`): never NULL, finite, after 1970.
-pub(crate) fn unix_ms(row: &[Option<String>], i: usize, field: &str) -> Result<f64, String> {
+pub fn unix_ms(row: &[Option<String>], i: usize, field: &str) -> Result<f64, String> {
     let text = row
         .get(i)
         .cloned()
@@ -80,7 +80,7 @@ fn slack(layout: Layout, lease: Lease) -> u64 {
 /// the floor is not ahead of the registry's clock (a grant starts at it, never ahead) and the
 /// fence at most a lease past it, give or take the clock measurement's bound; the expiry at
 /// most a lease away.
-pub(crate) fn claim(row: &[Option<String>], layout: Layout, lease: Lease) -> Result<Claim, String> {
+pub fn claim(row: &[Option<String>], layout: Layout, lease: Lease) -> Result<Claim, String> {
     let now_ms = unix_ms(row, 0, "registry_now")?;
     let worker = count(row, 1, "worker_id")?;
     let floor = count(row, 2, "floor_tick")?;
@@ -126,12 +126,12 @@ pub(crate) fn claim(row: &[Option<String>], layout: Layout, lease: Lease) -> Res
 
 /// What a renewal answered, checked by [`renewal`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Renewed {
-    pub(crate) fence: u64,
+pub struct Renewed {
+    pub fence: u64,
     /// The floor in force: above the node's when the registry granted an expired lease anew.
-    pub(crate) floor: u64,
+    pub floor: u64,
     /// The lease's expiry, Unix ms.
-    pub(crate) expires_ms: i64,
+    pub expires_ms: i64,
 }
 
 /// Checks an `idgen_registry_renew` answer (columns registry_now, fence_tick, floor_tick,
@@ -139,7 +139,7 @@ pub(crate) struct Renewed {
 /// measurement's bound, unless it is the fence this node already had confirmed (`confirmed`);
 /// the floor not above the fence, and not ahead of the clock unless it is the node's own
 /// (`floor`). A fence below `confirmed` is the caller's to refuse.
-pub(crate) fn renewal(
+pub fn renewal(
     row: &[Option<String>],
     layout: Layout,
     lease: Lease,
@@ -181,7 +181,7 @@ pub(crate) fn renewal(
 
 /// A boolean answer (`idgen_registry_release`): true or
 /// false, nothing else.
-pub(crate) fn boolean(row: Option<&[Option<String>]>, field: &str) -> Result<bool, String> {
+pub fn boolean(row: Option<&[Option<String>]>, field: &str) -> Result<bool, String> {
     match row.and_then(|r| r.first().cloned().flatten()).as_deref() {
         Some("t") => Ok(true),
         Some("f") => Ok(false),

@@ -1,4 +1,4 @@
-//! Snowflake bit layout: pure arithmetic, no pgrx.
+//! Snowflake bit layout: pure arithmetic.
 //!
 //! An id is a positive `i64` below `2^id_bits`:
 //!
@@ -8,8 +8,8 @@
 //!
 //! Twitter's layout (the default) is `0 | 41 | 10 | 12` with 1 ms ticks (`id_bits` 63, the whole
 //! positive `bigint`); Sonyflake's is 10 ms ticks with a 16-bit machine id and an 8-bit
-//! sequence; seed 001 describes the 5+5 datacenter/machine split of the 10 worker bits. Time is
-//! counted in *ticks* of `time_unit_ms` milliseconds since the epoch.
+//! sequence; Twitter split its 10 worker bits 5+5 into datacenter and machine, here they are one
+//! number. Time is counted in *ticks* of `time_unit_ms` milliseconds since the epoch.
 //!
 //! `id_bits` below 63 (down to 53, JavaScript's `Number.MAX_SAFE_INTEGER` being `2^53 - 1`, as
 //! Yitter's IdGenerator offers for the web) only shortens the time field: an id is composed the
@@ -25,21 +25,22 @@
 use thiserror::Error;
 
 /// The fewest time bits a layout may leave (2^32 ms is about 50 days; anything less is a typo).
-pub(crate) const MIN_TIME_BITS: u32 = 32;
+pub const MIN_TIME_BITS: u32 = 32;
 
 /// The widest id, in bits, and the default: every positive `bigint`.
-pub(crate) const MAX_ID_BITS: u32 = 63;
+pub const MAX_ID_BITS: u32 = 63;
 
 /// The narrowest id, in bits: ids below 2^53 are exact in a JavaScript `Number` (and in any
 /// IEEE-754 double, hence JSON parsers that read numbers as doubles).
-pub(crate) const MIN_ID_BITS: u32 = 53;
+pub const MIN_ID_BITS: u32 = 53;
 
 /// Unix milliseconds of the default epoch, `2024-01-01 00:00:00+00`.
-pub(crate) const DEFAULT_EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
+pub const DEFAULT_EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
 
-/// Failures of the pure layout arithmetic. `error.rs` maps each to a SQLSTATE.
+/// Failures of the layout arithmetic. The extension maps each to a SQLSTATE (`snowflake::decode`
+/// for arguments, the generation path for its own).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub(crate) enum LayoutError {
+pub enum LayoutError {
     /// The widths leave fewer than [`MIN_TIME_BITS`] for time, `id_bits` is outside
     /// [`MIN_ID_BITS`]`..=`[`MAX_ID_BITS`], or the unit is zero.
     #[error("invalid snowflake layout: {0}")]
@@ -67,7 +68,7 @@ pub(crate) enum LayoutError {
 /// A Snowflake layout: the epoch, the width of the whole id and the widths of its worker and
 /// sequence fields (time takes the rest), and the tick length. Fixed at server start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Layout {
+pub struct Layout {
     epoch_unix_ms: i64,
     id_bits: u32,
     worker_bits: u32,
@@ -80,13 +81,13 @@ pub(crate) struct Layout {
 
 /// The parts of an id, as `snowflake_decode` shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Parts {
+pub struct Parts {
     /// Ticks since the epoch.
-    pub(crate) tick: u64,
+    pub tick: u64,
     /// The worker id, `0..=max_worker()`.
-    pub(crate) worker: u64,
+    pub worker: u64,
     /// The sequence within the tick, `0..=max_sequence()`.
-    pub(crate) sequence: u64,
+    pub sequence: u64,
 }
 
 impl Default for Layout {
@@ -99,7 +100,7 @@ impl Default for Layout {
 impl Layout {
     /// A layout of 63-bit ids (every positive `bigint`) with the given epoch (Unix ms), widths
     /// (bits) and tick length (ms): [`Layout::within`] 63 bits.
-    pub(crate) fn new(
+    pub fn new(
         epoch_unix_ms: i64,
         worker_bits: u32,
         sequence_bits: u32,
@@ -120,7 +121,7 @@ impl Layout {
     /// Errors with [`LayoutError::Invalid`] when `id_bits` is outside
     /// [`MIN_ID_BITS`]`..=`[`MAX_ID_BITS`], the time field would be narrower than
     /// [`MIN_TIME_BITS`], or the tick length is zero.
-    pub(crate) fn within(
+    pub fn within(
         id_bits: u32,
         epoch_unix_ms: i64,
         worker_bits: u32,
@@ -177,7 +178,7 @@ impl Layout {
     /// far the time field goes, so the same (tick, worker, sequence) is the same id under both,
     /// and a tick recorded under one (the reservation file, a registry's fence) means the same
     /// under the other.
-    pub(crate) fn counts_ticks_as(&self, other: &Layout) -> bool {
+    pub fn counts_ticks_as(&self, other: &Layout) -> bool {
         (
             self.epoch_unix_ms,
             self.worker_bits,
@@ -192,56 +193,56 @@ impl Layout {
     }
 
     /// Epoch in Unix milliseconds.
-    pub(crate) fn epoch_unix_ms(&self) -> i64 {
+    pub fn epoch_unix_ms(&self) -> i64 {
         self.epoch_unix_ms
     }
     /// Width of the whole id, in bits (63 by default): every id is below `2^id_bits`.
-    pub(crate) fn id_bits(&self) -> u32 {
+    pub fn id_bits(&self) -> u32 {
         self.id_bits
     }
     /// The largest id of the layout: `2^id_bits - 1` (`i64::MAX` by default).
-    pub(crate) fn max_id(&self) -> i64 {
+    pub fn max_id(&self) -> i64 {
         ((1u64 << self.id_bits) - 1) as i64
     }
     /// Width of the worker field, in bits.
-    pub(crate) fn worker_bits(&self) -> u32 {
+    pub fn worker_bits(&self) -> u32 {
         self.worker_bits
     }
     /// Width of the sequence field, in bits.
-    pub(crate) fn sequence_bits(&self) -> u32 {
+    pub fn sequence_bits(&self) -> u32 {
         self.sequence_bits
     }
     /// Width of the time field, in bits: the rest of `id_bits`.
-    pub(crate) fn time_bits(&self) -> u32 {
+    pub fn time_bits(&self) -> u32 {
         self.id_bits - self.worker_bits - self.sequence_bits
     }
     /// Length of one tick, in milliseconds.
-    pub(crate) fn time_unit_ms(&self) -> u32 {
+    pub fn time_unit_ms(&self) -> u32 {
         self.time_unit_ms
     }
     /// Largest worker id (1023 by default).
-    pub(crate) fn max_worker(&self) -> u64 {
+    pub fn max_worker(&self) -> u64 {
         (1u64 << self.worker_bits) - 1
     }
     /// Largest sequence within a tick (4095 by default).
-    pub(crate) fn max_sequence(&self) -> u64 {
+    pub fn max_sequence(&self) -> u64 {
         self.max_sequence
     }
     /// Largest tick the time field holds.
-    pub(crate) fn max_tick(&self) -> u64 {
+    pub fn max_tick(&self) -> u64 {
         self.max_tick
     }
     /// How many ids one worker can issue per second of wall clock without borrowing ticks.
-    pub(crate) fn ids_per_second(&self) -> u64 {
+    pub fn ids_per_second(&self) -> u64 {
         (1000 / self.time_unit_ms as u64).max(1) << self.sequence_bits
     }
 
     /// The state word of (tick, sequence): `tick << sequence_bits | sequence`.
-    pub(crate) fn state(&self, tick: u64, sequence: u64) -> u64 {
+    pub fn state(&self, tick: u64, sequence: u64) -> u64 {
         (tick << self.sequence_bits) | (sequence & self.max_sequence())
     }
     /// The tick of a state word.
-    pub(crate) fn state_tick(&self, state: u64) -> u64 {
+    pub fn state_tick(&self, state: u64) -> u64 {
         state >> self.sequence_bits
     }
 
@@ -249,7 +250,7 @@ impl Layout {
     ///
     /// Errors with [`LayoutError::TimeExhausted`] when the state's tick does not fit: an id is
     /// never wrapped and never negative.
-    pub(crate) fn id_from_state(&self, state: u64, worker: u64) -> Result<i64, LayoutError> {
+    pub fn id_from_state(&self, state: u64, worker: u64) -> Result<i64, LayoutError> {
         let tick = self.state_tick(state);
         if tick > self.max_tick() {
             return Err(LayoutError::TimeExhausted {
@@ -270,12 +271,7 @@ impl Layout {
     }
 
     /// The id of (tick, worker, sequence), each range-checked: the inverse of [`Layout::decode`].
-    pub(crate) fn compose(
-        &self,
-        tick: u64,
-        worker: i64,
-        sequence: i64,
-    ) -> Result<i64, LayoutError> {
+    pub fn compose(&self, tick: u64, worker: i64, sequence: i64) -> Result<i64, LayoutError> {
         if worker < 0 || worker as u64 > self.max_worker() {
             return Err(LayoutError::WorkerOutOfRange {
                 worker,
@@ -300,7 +296,7 @@ impl Layout {
     /// The parts of an id. Errors with [`LayoutError::NegativeId`] for a negative value and
     /// [`LayoutError::IdTooWide`] for one above [`Layout::max_id`] (whose tick would be past the
     /// layout's last).
-    pub(crate) fn decode(&self, id: i64) -> Result<Parts, LayoutError> {
+    pub fn decode(&self, id: i64) -> Result<Parts, LayoutError> {
         if id < 0 {
             return Err(LayoutError::NegativeId(id));
         }
@@ -322,7 +318,7 @@ impl Layout {
     ///
     /// Errors with [`LayoutError::BeforeEpoch`] before the epoch and
     /// [`LayoutError::TimeExhausted`] past the last tick.
-    pub(crate) fn tick_at(&self, unix_ms: i64) -> Result<u64, LayoutError> {
+    pub fn tick_at(&self, unix_ms: i64) -> Result<u64, LayoutError> {
         // The difference of two i64 always fits a u64 (per id: no 128-bit arithmetic).
         let since = unix_ms.wrapping_sub(self.epoch_unix_ms) as u64;
         if unix_ms < self.epoch_unix_ms {
@@ -342,7 +338,7 @@ impl Layout {
 
     /// Whole ticks in `ms` milliseconds. Runs per id: the default 1 ms tick skips the 64-bit
     /// division, which cost a sixth of `snowflake_nextval()`'s own time.
-    pub(crate) fn ticks_in_ms(&self, ms: u64) -> u64 {
+    pub fn ticks_in_ms(&self, ms: u64) -> u64 {
         if self.time_unit_ms == 1 {
             ms
         } else {
@@ -351,13 +347,13 @@ impl Layout {
     }
 
     /// Unix milliseconds at which `tick` starts. Saturates rather than overflowing `i64`.
-    pub(crate) fn unix_ms_of_tick(&self, tick: u64) -> i64 {
+    pub fn unix_ms_of_tick(&self, tick: u64) -> i64 {
         let ms = self.epoch_unix_ms as i128 + tick as i128 * self.time_unit_ms as i128;
         ms.clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 
     /// Unix milliseconds at which the layout runs out (the start of the tick after the last).
-    pub(crate) fn exhausted_at_unix_ms(&self) -> i64 {
+    pub fn exhausted_at_unix_ms(&self) -> i64 {
         self.unix_ms_of_tick(self.max_tick())
             .saturating_add(self.time_unit_ms as i64)
     }

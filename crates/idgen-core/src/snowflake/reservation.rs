@@ -1,5 +1,6 @@
 //! The durable Snowflake reservation: a small file in the data directory that records the first
-//! tick no id of this server has reached. No pgrx.
+//! tick no id of this server has reached: its format, the promotion arithmetic, and reading and
+//! writing it with plain std file I/O.
 //!
 //! The generator never issues an id at or beyond the stored `reserved_end` tick, and at start-up
 //! it continues from there (DESIGN.md §1 "Surviving restarts and crashes"). So a crash, a
@@ -43,36 +44,36 @@ use thiserror::Error;
 use super::layout::Layout;
 
 /// Name of the reservation file inside the data directory.
-pub(crate) const FILE_NAME: &str = "idgen_snowflake.reservation";
+pub const FILE_NAME: &str = "idgen_snowflake.reservation";
 
 /// Format version written in the file.
 const VERSION: u64 = 1;
 
 /// The contents of the reservation file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stored {
+pub struct Stored {
     /// The first tick not reserved: every id this server issued has a smaller tick.
-    pub(crate) reserved_end: u64,
+    pub reserved_end: u64,
     /// The wall clock when the file was written, Unix ms: a clock now behind it was set back.
-    pub(crate) written_at_unix_ms: i64,
+    pub written_at_unix_ms: i64,
     /// The WAL timeline the server was on when it wrote the file. A server on another timeline
     /// was promoted (or recovered to a point in time) since: the file is an old copy.
-    pub(crate) timeline: u32,
+    pub timeline: u32,
     /// `idgen.max_drift_ms` in force when the file was written, or how far ahead of the clock
     /// the generator was if more (-1: unbounded); `None` in a file written before idgen
     /// recorded it. A standby made from this server (`pg_basebackup` copies the file) learns
     /// from it how far ahead of its clock the primary may stamp ids: as of the base backup, so
     /// a later raise of the primary's bound must be made on its standbys too.
-    pub(crate) max_drift_ms: Option<i64>,
+    pub max_drift_ms: Option<i64>,
     /// The layout the tick is counted in. The file does not record `id_bits`, so this is the
     /// 63-bit layout of the recorded epoch, widths and tick length: compare it with
     /// `Layout::counts_ticks_as`, not `==`.
-    pub(crate) layout: Layout,
+    pub layout: Layout,
 }
 
 /// Why the file could not be read or written.
 #[derive(Debug, Error)]
-pub(crate) enum FileError {
+pub enum FileError {
     /// An I/O failure on `path` (`action` is "read", "write", "fsync", "rename").
     #[error("could not {action} file \"{path}\": {source}")]
     Io {
@@ -86,7 +87,7 @@ pub(crate) enum FileError {
 }
 
 /// The file's text for `stored`, checksum included.
-pub(crate) fn encode(stored: &Stored) -> String {
+pub fn encode(stored: &Stored) -> String {
     let l = &stored.layout;
     let body = format!(
         "# idgen snowflake reservation; written by idgen, do not edit.\n\
@@ -116,7 +117,7 @@ pub(crate) fn encode(stored: &Stored) -> String {
 }
 
 /// Parses the file's text. `Err` is the reason it is corrupt.
-pub(crate) fn decode(text: &str) -> Result<Stored, String> {
+pub fn decode(text: &str) -> Result<Stored, String> {
     let (body, crc_line) = match text.strip_suffix('\n').and_then(|t| t.rsplit_once('\n')) {
         Some((body, last)) => (&text[..body.len() + 1], last),
         None => return Err("it is truncated".into()),
@@ -183,12 +184,7 @@ pub(crate) fn decode(text: &str) -> Result<Stored, String> {
 /// ticks are at most `tick(now + skew) + ceil(max_drift / unit)`; the floor is one tick above,
 /// rounded up, never down (with 1 s ticks, rounding down handed out the primary's last tick
 /// again). Past the end of the layout it is `max_tick + 1` (generation then fails loudly).
-pub(crate) fn promotion_floor_tick(
-    layout: &Layout,
-    now_ms: i64,
-    max_drift_ms: u64,
-    skew_ms: u64,
-) -> u64 {
+pub fn promotion_floor_tick(layout: &Layout, now_ms: i64, max_drift_ms: u64, skew_ms: u64) -> u64 {
     let end = layout.max_tick() + 1;
     let Ok(their_now) = layout.tick_at(now_ms.saturating_add(skew_ms.min(i64::MAX as u64) as i64))
     else {
@@ -199,13 +195,13 @@ pub(crate) fn promotion_floor_tick(
 }
 
 /// The file in `data_dir`.
-pub(crate) fn path_in(data_dir: &Path) -> PathBuf {
+pub fn path_in(data_dir: &Path) -> PathBuf {
     data_dir.join(FILE_NAME)
 }
 
 /// Reads the file: `Ok(None)` when it does not exist (a fresh start), `Corrupt` when it does
 /// not parse.
-pub(crate) fn read(path: &Path) -> Result<Option<Stored>, FileError> {
+pub fn read(path: &Path) -> Result<Option<Stored>, FileError> {
     let text = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -227,7 +223,7 @@ pub(crate) fn read(path: &Path) -> Result<Option<Stored>, FileError> {
 
 /// Replaces the file durably: write a temporary file, fsync it, rename it over `path`, fsync the
 /// directory. On error the old file is still in place.
-pub(crate) fn write(path: &Path, stored: &Stored) -> Result<(), FileError> {
+pub fn write(path: &Path, stored: &Stored) -> Result<(), FileError> {
     let tmp = path.with_extension("reservation.tmp");
     let io = |action, path: &Path| {
         let path = path.to_path_buf();

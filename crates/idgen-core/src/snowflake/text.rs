@@ -1,11 +1,10 @@
-//! The text form of a Snowflake id (`snowflake_format`, `snowflake_parse`): seed 003's serial
-//! number of scenario 2, business code + `yyyyMMddHHmmssSSS` + machine + sequence, built from
-//! the id itself so that it is unique because the id is. Pure: no pgrx; covered by `#[test]`s
-//! and proptest.
+//! The text form of a Snowflake id (`snowflake_format`, `snowflake_parse`): a serial number of
+//! business code + `yyyyMMddHHmmssSSS` + machine + sequence, built from the id itself so that it
+//! is unique because the id is. Covered by `#[test]`s and proptest.
 //!
-//! `prefix`, then the UTC start of the id's tick as `yyyyMMddHHmmssSSS` (17 digits), the
-//! worker id and the sequence, each zero-padded to the digits of the layout's largest value (4 and 4 for
-//! Twitter's 10 and 12 bits). For one layout every part has a fixed width, and the parts are
+//! `prefix`, then the UTC start of the id's tick as `yyyyMMddHHmmssSSS` (17 digits), the worker
+//! id and the sequence, each zero-padded to the digits of the layout's largest value (4 and 4
+//! for Twitter's 10 and 12 bits). For one layout every part has a fixed width, and the parts are
 //! in the id's own order (time, then worker, then sequence), so for one prefix the texts sort
 //! bytewise (`COLLATE "C"`) exactly as the ids do, and the id is read back from the last
 //! `17 + worker digits + sequence digits` characters, whatever the prefix.
@@ -17,7 +16,7 @@ const TIME_DIGITS: usize = 17;
 
 /// Why an id has no text form, or a text is not one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum TextError {
+pub enum TextError {
     /// The layout's own failures: a negative id or one not below `2^id_bits`, a time before the
     /// epoch or past the layout's end, a worker id or sequence out of range.
     Layout(LayoutError),
@@ -82,7 +81,7 @@ fn days_in_month(year: i64, month: u32) -> u32 {
 /// Errors: [`TextError::Layout`] for a negative id or one not below `2^id_bits`;
 /// [`TextError::YearOutOfRange`] when its tick starts after the year 9999 (possible only with a
 /// late epoch or long ticks).
-pub(crate) fn format(layout: &Layout, id: i64, prefix: &str) -> Result<String, TextError> {
+pub fn format(layout: &Layout, id: i64, prefix: &str) -> Result<String, TextError> {
     let parts = layout.decode(id)?;
     let ms = layout.unix_ms_of_tick(parts.tick);
     let (days, in_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
@@ -102,13 +101,13 @@ pub(crate) fn format(layout: &Layout, id: i64, prefix: &str) -> Result<String, T
     ))
 }
 
-/// The id whose text form under `layout` is `text`, for any prefix: the inverse of [`format`].
+/// The id whose text form under `layout` is `text`, for any prefix: the inverse of [`format()`].
 ///
 /// Errors: [`TextError::Malformed`] when the text is too short, its last `17 + worker digits +
 /// sequence digits` characters are not all ASCII digits, the date or time is not a real one, or
 /// the time is not the start of a tick (no id has that text); [`TextError::Layout`] for a time
 /// before the epoch or past the layout's end, a worker id or sequence out of range.
-pub(crate) fn parse(layout: &Layout, text: &str) -> Result<i64, TextError> {
+pub fn parse(layout: &Layout, text: &str) -> Result<i64, TextError> {
     let (wd, sd) = widths(layout);
     let tail = TIME_DIGITS + wd + sd;
     let bytes = text.as_bytes();

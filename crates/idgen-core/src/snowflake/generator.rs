@@ -1,4 +1,4 @@
-//! The Snowflake generator: one 64-bit state word advanced by compare-and-swap. No pgrx.
+//! The Snowflake generator: one 64-bit state word advanced by compare-and-swap.
 //!
 //! The word holds the last issued `(tick, sequence)` as a [state word](mod@super::layout). A caller
 //! reserves `count` consecutive state words with
@@ -23,14 +23,14 @@ use super::layout::{Layout, LayoutError};
 
 /// A reservation of the state words `first..=last`, all unissued before the CAS that made it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Reservation {
+pub struct Reservation {
     /// First reserved state word.
-    pub(crate) first: u64,
+    pub first: u64,
     /// Last reserved state word; the shared word now holds it.
-    pub(crate) last: u64,
+    pub last: u64,
     /// Ticks ahead of the wall clock that this reservation entered for the first time
     /// (sequence overflow or clock behind): the `borrowed_ticks` counter of `snowflake_status()`.
-    pub(crate) borrowed_ticks: u64,
+    pub borrowed_ticks: u64,
 }
 
 /// What the next reservation of `count >= 1` state words would be, given the last issued state
@@ -42,7 +42,7 @@ pub(crate) struct Reservation {
 ///
 /// Errors with [`LayoutError::TimeExhausted`] when the reservation would pass the layout's last
 /// tick; nothing is reserved then.
-pub(crate) fn plan(
+pub fn plan(
     layout: &Layout,
     last: u64,
     now_tick: u64,
@@ -85,18 +85,18 @@ pub(crate) fn plan(
 
 /// The bounds a reservation must stay within to be published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// The most ticks the last reserved id may be ahead of the wall-clock tick; `None` is
     /// unbounded (`idgen.max_drift_ms = -1`).
-    pub(crate) max_ahead_ticks: Option<u64>,
+    pub max_ahead_ticks: Option<u64>,
     /// The first tick not covered by the durable reservation: no id at or beyond it may be
     /// issued. 0 before the reservation file has been read.
-    pub(crate) reserved_end: u64,
+    pub reserved_end: u64,
 }
 
 /// What [`reserve`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// The reservation was published.
     Issued(Reservation),
     /// Refused, nothing published: the last id would be `ahead_ticks` ahead of the wall clock,
@@ -129,7 +129,7 @@ pub(crate) enum Outcome {
 /// Always inlined: it is the per-id path, and as a call of its own it cost 47 instructions an
 /// id more (callgrind, 200,000 ids).
 #[inline(always)]
-pub(crate) fn reserve(
+pub fn reserve(
     layout: &Layout,
     word: &AtomicU64,
     now_tick: u64,
@@ -166,7 +166,7 @@ pub(crate) fn reserve(
 }
 
 /// The most ticks ahead of the clock that `max_drift_ms` allows (`None`: unbounded).
-pub(crate) fn max_ahead_ticks(layout: &Layout, max_drift_ms: Option<u64>) -> Option<u64> {
+pub fn max_ahead_ticks(layout: &Layout, max_drift_ms: Option<u64>) -> Option<u64> {
     max_drift_ms.map(|ms| layout.ticks_in_ms(ms))
 }
 
@@ -185,7 +185,7 @@ fn fitted_jitter(layout: &Layout, count: u64, jitter: u64, max_ahead_ticks: Opti
 /// one tick past the drift bound: [`max_batch`] ids would then be refused (53400, or a wait for
 /// the clock) from an idle generator whenever the jitter is not 0. A single id always has room
 /// for any jitter below `2^sequence_bits`.
-pub(crate) fn jitter_room(layout: &Layout, count: u64, max_ahead_ticks: Option<u64>) -> u64 {
+pub fn jitter_room(layout: &Layout, count: u64, max_ahead_ticks: Option<u64>) -> u64 {
     match max_ahead_ticks {
         None => u64::MAX,
         Some(ticks) => ticks
@@ -199,7 +199,7 @@ pub(crate) fn jitter_room(layout: &Layout, count: u64, max_ahead_ticks: Option<u
 /// the drift bound allows even from an idle generator (else the call could never be served).
 /// It does not depend on `idgen.sequence_jitter`: [`reserve`] starts a batch low enough
 /// ([`jitter_room`]) for it to fit.
-pub(crate) fn max_batch(layout: &Layout, max_ahead_ticks: Option<u64>) -> u64 {
+pub fn max_batch(layout: &Layout, max_ahead_ticks: Option<u64>) -> u64 {
     let per_second = layout.ids_per_second();
     match max_ahead_ticks {
         None => per_second,
@@ -212,7 +212,7 @@ pub(crate) fn max_batch(layout: &Layout, max_ahead_ticks: Option<u64>) -> u64 {
 
 /// Drift, in ticks: how far the generator's last tick is ahead of the wall-clock tick (0 when it
 /// is behind, i.e. idle). `last` is the shared state word, `now_tick` the wall clock's tick.
-pub(crate) fn drift_ticks(layout: &Layout, last: u64, now_tick: u64) -> u64 {
+pub fn drift_ticks(layout: &Layout, last: u64, now_tick: u64) -> u64 {
     layout.state_tick(last).saturating_sub(now_tick)
 }
 
