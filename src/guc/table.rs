@@ -16,9 +16,9 @@ pub(super) static REGISTRY_MAX_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i
 pub(super) static REGISTRY_SINGLE_SERVER: GucSetting<bool> = GucSetting::<bool>::new(false);
 pub(super) static REGISTRY_MAX_LEASE: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 /// `idgen.id_bits`: the width of a whole Snowflake id, in bits; 63 (every positive `bigint`) by
-/// default, 53 for ids that a JavaScript `Number` holds exactly (issue: "Ids for the web").
-/// Time takes what worker and sequence bits leave of it. The bounds are the snowflake layout's
-/// `MIN_ID_BITS` and `MAX_ID_BITS` (settings import no subsystem).
+/// default, 53 for ids that a JavaScript `Number` holds exactly (README "Ids for JavaScript").
+/// Time takes what worker and sequence bits leave of it. The bounds are the layout's
+/// `MIN_ID_BITS` and `MAX_ID_BITS`, from idgen-core.
 pub(super) static ID_BITS: GucSetting<i32> = GucSetting::<i32>::new(63);
 pub(super) static WORKER_BITS: GucSetting<i32> = GucSetting::<i32>::new(10);
 pub(super) static SEQUENCE_BITS: GucSetting<i32> = GucSetting::<i32>::new(12);
@@ -118,8 +118,8 @@ pub(super) static INT_SETTINGS: [IntSetting; 19] = [
         short: c"Width of a whole Snowflake id, in bits: every id is below 2^id_bits.",
         long: c"63 (the default) uses every positive bigint; 53 keeps ids exact in JavaScript numbers. Only the time field shrinks: never lower it on a running fleet.",
         value: &ID_BITS,
-        min: 53,
-        max: 63,
+        min: idgen_core::snowflake::layout::MIN_ID_BITS as i32,
+        max: idgen_core::snowflake::layout::MAX_ID_BITS as i32,
         context: Context::Postmaster,
         unit: Unit::None,
     },

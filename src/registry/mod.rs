@@ -3,7 +3,7 @@
 //! `sql/idgen--0.2.0--0.3.0.sql`) and renews the lease; the generator stays local and never
 //! talks to the registry ([`crate::snowflake::lease`] is all it reads). This module registers
 //! the worker and its shared memory ([`init`]) and serves `idgen_registry_status`; the
-//! connection is in [`conn`], the worker's loop in [`client`], what it believes of an answer in
+//! connection is in [`crate::libpq`], the worker's loop in [`client`], what it believes of an answer in
 //! [`idgen_core::registry::answer`] (the idgen-core crate), its status in [`shared`]; what the
 //! server keeps of the registry's answers (its seen revision, the marks file) is
 //! [`crate::marks`], below the subsystems that take ranges.
