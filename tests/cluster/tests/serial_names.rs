@@ -12,7 +12,7 @@
 //!   lock manager's 55000.
 //!
 //! The property behind the first (no accepted change of format prints an old text, over any
-//! formats, resets, counters and periods) is `serial::format`'s proptest.
+//! formats, resets, counters and periods) is `idgen_core::serial::format`'s proptest.
 
 use std::collections::HashSet;
 
