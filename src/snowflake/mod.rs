@@ -7,6 +7,17 @@
 //! and the layout fixed at start in [`shared`], the per-id path in [`issue`], the durable
 //! reservation in [`durable`] kept ahead by the [`keeper`] background worker,
 //! `snowflake_status()` in [`status`], time conversions in [`decode`].
+//!
+//! An id's way, step by step (`idgen_core::` paths are the core's; the rest are files here):
+//!
+//! | step | where |
+//! |---|---|
+//! | worker id | `issue::reserve` → `lease::worker_id` (the setting, or the registry's grant) |
+//! | clock | `watch::read_clock` → `idgen_core::snowflake::clock::now_ms` (the TSC gate); a step back is counted by `watch::regression` |
+//! | tick and state word | `idgen_core::snowflake::layout::Layout::tick_at` → `idgen_core::snowflake::generator::reserve` (one compare-and-swap on `shared::SnowflakeShared`'s state) |
+//! | reservation | `durable::extend` (ahead of need, or when the generator reaches the reserved end) → `idgen_core::snowflake::reservation` (the file), never past `lease::fence_end`; the `keeper` worker keeps it ahead when idle |
+//! | wait or refuse | `issue::unblock`: too far ahead of the clock → sleep within `idgen.max_wait_ms`, else 53400 |
+//! | id | `idgen_core::snowflake::layout::Layout::id_from_state` (state word + worker id) → `currval` |
 
 mod decode;
 mod durable;
