@@ -34,6 +34,7 @@ mod sqids;
 mod sql;
 mod time;
 mod upgrade;
+mod worker;
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;

@@ -18,58 +18,10 @@
 //! same connection.
 
 use std::ffi::{c_char, c_int, CStr, CString};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Instant;
 
 use pgrx::pg_sys;
 use pq_sys as pq;
-
-/// A SIGTERM arrived (kept: it is never forgotten once seen).
-static TERMINATING: AtomicBool = AtomicBool::new(false);
-
-/// The process that sent the first SIGTERM (0 if unknown).
-static TERMINATED_BY: AtomicI32 = AtomicI32::new(0);
-
-/// The SIGTERM handler of [`install_sigterm_handler`]: notes the sender and wakes the latch.
-extern "C" fn on_sigterm(_signal: c_int, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
-    // SAFETY: in a signal handler: errno is saved and restored around SetLatch, which
-    // PostgreSQL's own handlers call from signal handlers; `info` is the kernel's siginfo.
-    unsafe {
-        let saved = *libc::__errno_location();
-        if !info.is_null() && !TERMINATING.load(Ordering::Relaxed) {
-            TERMINATED_BY.store((*info).si_pid(), Ordering::Relaxed);
-        }
-        TERMINATING.store(true, Ordering::Relaxed);
-        pg_sys::SetLatch(pg_sys::MyLatch);
-        *libc::__errno_location() = saved;
-    }
-}
-
-/// Replaces the process's SIGTERM handler with one that also notes who sent it, so that the
-/// registry client tells a shutdown (the postmaster's SIGTERM: release the lease) from
-/// a `kill -TERM` of this process (exit, be restarted, keep the lease).
-pub(crate) fn install_sigterm_handler() {
-    // SAFETY: a zeroed sigaction with a valid SA_SIGINFO handler and an empty mask, installed
-    // for SIGTERM only, in the process's only thread.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_sigterm as *const () as usize;
-        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
-    }
-}
-
-/// Whether this process was asked to terminate (SIGTERM, through [`install_sigterm_handler`]).
-pub(crate) fn terminating() -> bool {
-    TERMINATING.load(Ordering::Relaxed)
-}
-
-/// Whether the SIGTERM came from the postmaster: a shutdown, not a `kill -TERM` from elsewhere.
-pub(crate) fn terminated_by_postmaster() -> bool {
-    // SAFETY: PostmasterPid is set before any child starts and never changes.
-    terminating() && TERMINATED_BY.load(Ordering::Relaxed) == unsafe { pg_sys::PostmasterPid }
-}
 
 /// Why a connection or a query failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +59,8 @@ impl std::fmt::Display for ConnError {
 /// What ends a wait besides the socket and the deadline.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wait {
-    /// The registry client (pgrx's signal handlers): a SIGTERM ends it ([`ConnError::Terminated`]).
+    /// The registry client (SIGTERM is a flag, `worker::Sigterm::Flag`): a SIGTERM ends it
+    /// ([`ConnError::Terminated`]).
     Interruptible,
     /// Only the deadline: the release at shutdown runs after SIGTERM.
     UntilDeadline,
@@ -644,7 +597,7 @@ impl Conn {
     /// them fires or `deadline` passes. A set latch is reset; in an interruptible wait a
     /// SIGTERM ends it. Exits the process if the postmaster dies.
     fn wait_socket(&self, writable: bool, deadline: Instant, wait: Wait) -> Result<(), ConnError> {
-        if wait == Wait::Interruptible && terminating() {
+        if wait == Wait::Interruptible && crate::worker::terminating() {
             return Err(ConnError::Terminated);
         }
         let left = deadline.saturating_duration_since(Instant::now());

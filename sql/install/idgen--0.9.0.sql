@@ -80,7 +80,7 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/lib.rs:94
+-- src/lib.rs:95
 -- idgen::idgen_call_floor
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */

@@ -13,17 +13,16 @@ use std::ffi::CStr;
 use std::time::{Duration, Instant};
 
 use idgen_core::registry::answer;
-use pgrx::bgworkers::{
-    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
-};
+use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::shared::{self, State};
 use crate::failure::{Failure, FixedText};
 use crate::guc;
-use crate::libpq::{self as conn, Conn, ConnError, Wait};
+use crate::libpq::{self, Conn, ConnError, Remote, Wait};
 use crate::snowflake::lease::{self, Grant};
+use crate::worker::{self, Sigint, Sigterm};
 
 /// How long connecting, and each call, may take before the client gives up and tries again.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,19 +47,23 @@ pub(super) fn register() {
 }
 
 /// Entry point of the registry client (registered by [`register`]). Exits on SIGTERM, after
-/// releasing the lease.
+/// releasing the lease if the postmaster sent it (a shutdown).
+///
+/// SIGTERM is a flag that notes its sender ([`Sigterm::Flag`]), not `die`: a call in flight
+/// ends at once ([`Wait::Interruptible`]), and the loop then tells a shutdown (release the
+/// lease, within [`RELEASE_TIMEOUT`]) from a `kill -TERM` (keep it). SIGHUP reloads the
+/// configuration between steps.
 // SAFETY: called by PostgreSQL's background worker machinery (bgworker_main) in a new process
-// attached to shared memory, with signals blocked until attach_signal_handlers unblocks them;
+// attached to shared memory, with signals blocked until install_signal_handlers unblocks them;
 // #[pg_guard] turns a Rust panic into a PostgreSQL ERROR (the worker exits, and is restarted).
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn idgen_registry_client_main(_arg: pg_sys::Datum) {
-    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
-    conn::install_sigterm_handler();
+    worker::install_signal_handlers(Sigterm::Flag, Sigint::Unchanged);
     let mut client = Client::new();
     loop {
-        if conn::terminating() {
-            if conn::terminated_by_postmaster() {
+        if worker::terminating() {
+            if worker::terminated_by_postmaster() {
                 client.release();
                 return;
             }
@@ -72,14 +75,10 @@ pub extern "C-unwind" fn idgen_registry_client_main(_arg: pg_sys::Datum) {
             // SAFETY: ends this process as PostgreSQL's own processes do.
             unsafe { pg_sys::proc_exit(1) };
         }
-        if BackgroundWorker::sighup_received() {
-            // SAFETY: between calls, outside any transaction, on the worker's only thread:
-            // where PostgreSQL's own processes apply a reload.
-            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
-        }
+        worker::reload_if_pending();
         let pause = client.step();
-        if !conn::terminating() {
-            crate::latch::wait(pause);
+        if !worker::terminating() {
+            worker::wait(pause);
         }
     }
 }
@@ -282,7 +281,7 @@ impl Client {
     fn conn(&mut self, deadline: Instant, wait: Wait) -> Result<&mut Conn, Box<Failure>> {
         if self.conn.is_none() {
             let conninfo = guc::registry_conninfo().unwrap_or_default();
-            let conn = conn::connect(&conninfo, deadline, wait).map_err(|e| match e {
+            let conn = libpq::connect(&conninfo, deadline, wait).map_err(|e| match e {
                 ConnError::Remote(r) => remote_failure(&r),
                 other => Failure::new(
                     "08001",
@@ -709,7 +708,7 @@ impl Client {
 
 /// The failure of an error the registry raised, as it raised it; 42883 (no idgen functions)
 /// and 42501 (no privilege) get a hint of what to do on the registry.
-fn remote_failure(r: &conn::Remote) -> Failure {
+fn remote_failure(r: &Remote) -> Failure {
     let hint = match r.sqlstate.as_str() {
         "42883" => {
             Some("Run CREATE EXTENSION idgen in the registry database named by idgen.registry.")

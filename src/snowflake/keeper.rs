@@ -5,15 +5,14 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use pgrx::bgworkers::{
-    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
-};
+use pgrx::bgworkers::{BackgroundWorkerBuilder, BgWorkerStartTime};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::durable::{extend, low_water_ticks, RESERVATION_WINDOW_MS};
 use super::shared::{layout, shared};
 use super::watch::watch_clocksource;
+use crate::worker::{self, Sigint, Sigterm};
 
 /// How long after the generator's last id the reservation keeper goes on extending the
 /// reservation, in ms: a server whose ids stopped stops rewriting the file after this, and its
@@ -42,26 +41,31 @@ pub(crate) fn register() {
 /// Entry point of the reservation keeper (registered by [`register`]): looks every
 /// [`KEEPER_PERIOD_MS`] while the generator is in use, every second otherwise, and extends the
 /// durable reservation before a caller would have to ([`keep_ahead`]). No database connection:
-/// it only touches shared memory and the file. Exits on SIGTERM.
+/// it only touches shared memory and the file.
+///
+/// SIGTERM is a flag ([`Sigterm::Flag`]), not `die`: the keeper returns at its next wakeup,
+/// never in the middle of a look, and a worker that returns exits with 0, which the postmaster
+/// does not restart (after a `kill -TERM` too); the callers then extend the reservation
+/// themselves. SIGHUP reloads the configuration (`idgen.max_drift_ms`) between looks.
 // SAFETY: called by PostgreSQL's background worker machinery (bgworker_main) in a new process
-// attached to shared memory, with signals blocked until attach_signal_handlers unblocks them;
+// attached to shared memory, with signals blocked until install_signal_handlers unblocks them;
 // #[pg_guard] turns a Rust panic into a PostgreSQL ERROR (the worker exits, and is restarted).
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn idgen_reservation_keeper_main(_arg: pg_sys::Datum) {
-    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    worker::install_signal_handlers(Sigterm::Flag, Sigint::Unchanged);
     let mut period = Duration::from_secs(1);
     let mut watched = Instant::now();
-    while BackgroundWorker::wait_latch(Some(period)) {
+    loop {
+        worker::wait(period);
+        if worker::terminating() {
+            return;
+        }
         if watched.elapsed() >= Duration::from_secs(1) {
             watch_clocksource();
             watched = Instant::now();
         }
-        if BackgroundWorker::sighup_received() {
-            // SAFETY: between looks, outside any transaction, on the worker's only thread:
-            // where PostgreSQL's own processes apply a reload (idgen.max_drift_ms).
-            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
-        }
+        worker::reload_if_pending();
         let active = !crate::recovery::in_progress() && keep_ahead();
         period = if active {
             Duration::from_millis(KEEPER_PERIOD_MS)

@@ -27,6 +27,7 @@ use super::cache::{broadcast, lock, Lane};
 use crate::error::Error;
 use crate::failure::Failure;
 use crate::guc;
+use crate::worker;
 
 /// Entry point of the allocator; `arg` is the database oid, with the [`Lane`] in bits 32 and up.
 ///
@@ -63,7 +64,7 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
     let mut last_work = Instant::now();
     let mut last_take_out = Instant::now();
     loop {
-        if terminating() && lane == Lane::Local {
+        if worker::terminating() && lane == Lane::Local {
             // A fast shutdown (or pg_terminate_backend): the cached ranges of this database
             // give their unused numbers back before the worker exits below.
             // The LWLock is released before the give-back's transactions: a statement-level
@@ -122,15 +123,10 @@ pub extern "C-unwind" fn idgen_allocator_main(arg: pg_sys::Datum) {
             let retry = (at - crate::time::now_timestamptz_us()).max(1) as u64;
             sleep = sleep.min(Duration::from_micros(retry));
         }
+        // A plain latch wait: interrupts are checked at the top of the loop, with cancels held
+        // off (a cancel while idle has nothing to cancel).
         crate::latch::wait(sleep);
     }
-}
-
-/// Whether a termination request is pending (`die` set `ProcDiePending`; the next interrupt
-/// check exits).
-fn terminating() -> bool {
-    // SAFETY: a plain flag of this process, set by its SIGTERM handler, read on its only thread.
-    unsafe { pg_sys::ProcDiePending != 0 }
 }
 
 /// The next unit of work for `db`'s `lane` allocator, by [`pick`]: a request (its state

@@ -9,64 +9,28 @@
 //! carrying it are large; they are produced once per unit of work, never on a hot path.
 #![allow(clippy::result_large_err)]
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::error::Error;
 use crate::failure::Failure;
 use crate::guc;
-use crate::pgver::set_signal_handler;
+use crate::worker::{self, Sigint, Sigterm};
 
 /// Installs the allocator's signal handlers: PostgreSQL's own, as in a regular backend, so that
 /// every wait obeys them with `CHECK_FOR_INTERRUPTS` semantics (a latch wait, a lock wait, SPI,
 /// the commit's wait for synchronous standbys). SIGTERM is `die`: the worker exits at the next
-/// interrupt check; SIGINT cancels the unit of work in progress ([`on_cancel`]); SIGHUP reloads
-/// the configuration between units. Then unblocks signals.
+/// interrupt check; SIGINT cancels the unit of work in progress, and is noted
+/// (`worker::cancel_seen`: a unit that saw it fails, even if its commit went through); SIGHUP
+/// reloads the configuration between units. Then unblocks signals.
 pub(crate) fn install_signal_handlers() {
-    // SAFETY: called at the start of the worker, before signals are unblocked, as postgres.c
-    // installs a backend's handlers; the handlers are PostgreSQL's own and ours, which calls its
-    // cancel handler.
-    unsafe {
-        set_signal_handler(pg_sys::SIGHUP as i32, Some(SignalHandlerForConfigReload));
-        set_signal_handler(pg_sys::SIGTERM as i32, Some(die));
-        set_signal_handler(pg_sys::SIGINT as i32, Some(on_cancel));
-        pg_sys::BackgroundWorkerUnblockSignals();
-    }
-}
-
-// PostgreSQL's signal handlers themselves (pgrx's `pg_sys` functions are Rust wrappers that
-// cannot be installed as handlers).
-extern "C-unwind" {
-    fn die(signal: std::ffi::c_int);
-    fn StatementCancelHandler(signal: std::ffi::c_int);
-    fn SignalHandlerForConfigReload(signal: std::ffi::c_int);
-}
-
-/// Set by [`on_cancel`] when `pg_cancel_backend` reaches the allocator; cleared at the start
-/// of each unit of work. A unit that saw it fails, even if its commit went through: PostgreSQL
-/// ends a commit's wait for synchronous standbys on a cancel with only a WARNING ("canceling
-/// wait for synchronous replication"), so the commit may be local only.
-static CANCEL_SEEN: AtomicBool = AtomicBool::new(false);
-
-/// The allocator's SIGINT handler: notes the cancel, then PostgreSQL's own handler
-/// (`StatementCancelHandler`: sets `QueryCancelPending` and the latch). Async-signal-safe: an
-/// atomic store and PostgreSQL's handler, no pgrx guard.
-///
-/// # Safety
-/// Installed as the SIGINT handler by [`install_signal_handlers`]; called by the kernel.
-unsafe extern "C-unwind" fn on_cancel(signal: std::ffi::c_int) {
-    CANCEL_SEEN.store(true, Ordering::SeqCst);
-    // SAFETY: PostgreSQL's own SIGINT handler, called from within a SIGINT handler with the
-    // signal number it was given, as pqsignal would call it.
-    unsafe { StatementCancelHandler(signal) };
+    worker::install_signal_handlers(Sigterm::Die, Sigint::Cancel);
 }
 
 /// Between units of work: a termination request ends the worker here (FATAL, through
 /// `CHECK_FOR_INTERRUPTS`); a cancel that arrived while idle has nothing to cancel.
 pub(crate) fn check_interrupts_between_units() {
-    CANCEL_SEEN.store(false, Ordering::SeqCst);
+    worker::forget_cancel();
     // SAFETY: plain counters and flags of this process, which PostgreSQL's interrupt machinery
     // reads on this same thread. Cancels are held off around the check, so one that arrives in
     // between stays pending for the next unit of work (which it then cancels) instead of raising
@@ -94,21 +58,15 @@ pub(crate) fn warn(message: &str) {
 /// If a SIGHUP arrived, re-reads the configuration files, then puts the allocator's own
 /// settings back. Between units of work only.
 pub(crate) fn reload_configuration() {
-    // SAFETY: a flag of this process set by SignalHandlerForConfigReload.
-    if unsafe { pg_sys::ConfigReloadPending } != 0 {
-        reload_now();
+    if worker::reload_if_pending() {
+        force_settings();
     }
 }
 
 /// Re-reads the configuration files now, then puts the allocator's own settings back. Between
 /// units of work, or at the start of one that must see the latest settings.
 pub(crate) fn reload_now() {
-    // SAFETY: outside any transaction, on the worker's only thread: where PostgreSQL's own
-    // processes apply a reload (clearing the flag first, as they do).
-    unsafe {
-        pg_sys::ConfigReloadPending = 0;
-        pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
-    }
+    worker::reload();
     force_settings();
 }
 
@@ -123,7 +81,7 @@ pub(crate) fn force_settings() {
         set(c"synchronous_commit", c"on");
     }
     set(c"search_path", c"");
-    set(c"application_name", c"idgen allocator");
+    worker::set_application_name(c"idgen allocator");
 }
 
 /// How a unit of work ended without a usable result.
@@ -239,14 +197,13 @@ fn run_transaction<R>(
 /// After a commit: the failure to report if a cancel or a termination request arrived during
 /// the unit of work (so possibly during the commit's wait for synchronous standbys).
 fn unconfirmed_commit() -> Option<Failure> {
-    // SAFETY: a plain flag of this process, set by `die` and read on this thread.
-    let terminating = unsafe { pg_sys::ProcDiePending } != 0;
+    let terminating = worker::terminating();
     let (sqlstate, why) = if terminating {
         (
             PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN,
             "the idgen allocator was terminated",
         )
-    } else if CANCEL_SEEN.load(Ordering::SeqCst) {
+    } else if worker::cancel_seen() {
         (
             PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
             "the idgen allocator was cancelled",
@@ -263,7 +220,7 @@ fn unconfirmed_commit() -> Option<Failure> {
         ),
         hint: Some("Retry.".into()),
     });
-    // The cancel is recorded (CANCEL_SEEN); a pending one must not fire in what follows.
+    // The cancel is recorded (`worker::cancel_seen`); a pending one must not fire in what follows.
     // SAFETY: a plain flag of this process, cleared on its only thread.
     unsafe { pg_sys::QueryCancelPending = 0 };
     warn(&format!("idgen allocator: {}", failure.to_error()));
