@@ -17,6 +17,8 @@ use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTi
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use crate::worker::{self, Sigint, Sigterm};
+
 /// The launcher's argument; a database worker's is its database oid.
 const LAUNCHER: u32 = 0;
 
@@ -101,7 +103,7 @@ fn builder(arg: u32, name: &str) -> BackgroundWorkerBuilder {
 pub extern "C-unwind" fn idgen_catalog_marks_main(arg: pg_sys::Datum) {
     // PostgreSQL's own handlers, as the allocator's: SIGTERM is `die`, so a lock wait or the
     // launcher's wait for a database worker ends at a fast shutdown.
-    crate::segment::install_worker_signal_handlers();
+    worker::install_signal_handlers(Sigterm::Die, Sigint::Cancel);
     let arg = arg.value() as u32;
     if arg == LAUNCHER {
         launcher();

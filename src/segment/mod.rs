@@ -51,12 +51,6 @@ use call_site::{entry_at_call_site, NameDatum};
 pub(crate) use buffer::DoubleBuffer;
 pub(crate) use range::Range;
 
-/// Installs the allocator's signal handlers (PostgreSQL's own: SIGTERM is `die`, so every wait
-/// obeys it) in another background worker of idgen, before its signals are unblocked.
-pub(crate) fn install_worker_signal_handlers() {
-    allocator::unit::install_signal_handlers();
-}
-
 /// Drops every cached range of a global segment, in every database (the registry's hello said
 /// a recovery completed without this node's report: those numbers may be handed out again).
 /// Their numbers are skipped; a refill in flight is thrown away (its slot's generation
