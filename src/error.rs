@@ -235,8 +235,9 @@ declare_error! {
         SegmentCacheFull { max: usize },
         /// Too many segment requests waiting for the allocator at once (53400).
         RequestQueueFull { max: usize },
-        /// `segment_create(..., scope => 'global')` without `idgen.registry` (55000).
-        GlobalWithoutRegistry,
+        /// `segment_create` or `serial_create` with `scope => 'global'` without `idgen.registry`
+        /// (55000). `what`: `segment` or `serial`.
+        GlobalWithoutRegistry { what: &'static str },
         /// A scope other than `local` or `global` (22023).
         InvalidScope { scope: String },
         /// `segment_alter`/`segment_setval` of a global segment on a node (0A000): its mark and
@@ -643,11 +644,11 @@ impl Error {
                 "too many segment requests waiting for the allocator",
             )
             .hint("Retry; fewer sessions should create, alter or drop segments at once."),
-            Error::GlobalWithoutRegistry => Report::new(
+            Error::GlobalWithoutRegistry { what } => Report::new(
                 ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                "global segments need idgen.registry",
+                format!("global {what}s need idgen.registry"),
             )
-            .hint("Set idgen.registry to the registry's connection string (README, Many servers with a registry), or create a local segment."),
+            .hint(format!("Set idgen.registry to the registry's connection string (README, Many servers with a registry), or create a local {what}.")),
             Error::InvalidScope { scope } => Report::new(
                 ERRCODE_INVALID_PARAMETER_VALUE,
                 format!("scope must be local or global, not \"{scope}\""),

@@ -198,7 +198,7 @@ pub(crate) fn scope_arg(scope: Option<&str>) -> bool {
     match scope {
         Some("local") => false,
         Some("global") if allocator::global::configured() => true,
-        Some("global") => Error::GlobalWithoutRegistry.report(),
+        Some("global") => Error::GlobalWithoutRegistry { what: "segment" }.report(),
         Some(other) => Error::InvalidScope {
             scope: other.into(),
         }

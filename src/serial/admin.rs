@@ -127,7 +127,7 @@ fn create(
         });
     }
     if global && !worker_id_can_move() {
-        return Err(Error::GlobalWithoutRegistry);
+        return Err(Error::GlobalWithoutRegistry { what: "serial" });
     }
     if !global && f.uses_worker() && worker_id_can_move() {
         return Err(Error::SerialWorkerMoves);

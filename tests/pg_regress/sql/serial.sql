@@ -120,6 +120,7 @@ SELECT call, f.* FROM (VALUES
     ('serial_create(''x'', ''X-{seq}'', time_zone => ''No/Such_Zone'')'),
     ('serial_create(''x'', ''X-{seq}'', scope => ''galaxy'')'),
     ('serial_create(''x'', ''X-{seq}'', gapless => true, scope => ''global'')'),
+    ('serial_create(''x'', ''X-{seq}'', scope => ''global'')'),
     ('serial_create('''', ''X-{seq}'')'),
     ('serial_create(''x'', '''')'),
     ('serial_create(''x'', ''X-{seq'')'),
