@@ -98,7 +98,7 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/mod.rs:264
+-- src/serial/mod.rs:261
 -- idgen::serial::idgen_serial_period
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -116,7 +116,7 @@ $$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:345
+-- src/segment/mod.rs:350
 -- idgen::segment::segment_alter
 CREATE  FUNCTION "segment_alter"(
 	"name" TEXT, /* Option < & str > */
@@ -130,7 +130,7 @@ AS 'MODULE_PATHNAME', 'segment_alter_cached_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:385
+-- src/segment/mod.rs:390
 -- idgen::segment::segment_cache_status
 CREATE  FUNCTION "segment_cache_status"() RETURNS TABLE (
 	"name" TEXT,  /* String */
@@ -156,7 +156,7 @@ AS 'MODULE_PATHNAME', 'segment_cache_status_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:174
+-- src/segment/mod.rs:179
 -- idgen::segment::segment_create
 CREATE  FUNCTION "segment_create"(
 	"name" TEXT, /* Option < & str > */
@@ -178,7 +178,7 @@ AS 'MODULE_PATHNAME', 'segment_create_cached_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:289
+-- src/segment/mod.rs:294
 -- idgen::segment::segment_currval
 CREATE  FUNCTION "segment_currval"(
 	"name" TEXT /* Option < & str > */
@@ -189,7 +189,7 @@ AS 'MODULE_PATHNAME', 'segment_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:374
+-- src/segment/mod.rs:379
 -- idgen::segment::segment_drop
 CREATE  FUNCTION "segment_drop"(
 	"name" TEXT /* Option < & str > */
@@ -200,7 +200,7 @@ AS 'MODULE_PATHNAME', 'segment_drop_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:327
+-- src/segment/mod.rs:332
 -- idgen::segment::segment_interleave_ready
 CREATE  FUNCTION "segment_interleave_ready"(
 	"until" bigint /* Option < i64 > */
@@ -211,7 +211,7 @@ AS 'MODULE_PATHNAME', 'segment_interleave_ready_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:248
+-- src/segment/mod.rs:253
 -- idgen::segment::segment_nextval
 CREATE  FUNCTION "segment_nextval"(
 	"name" TEXT /* Option < NameDatum < '_ > > */
@@ -222,7 +222,7 @@ AS 'MODULE_PATHNAME', 'segment_nextval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:261
+-- src/segment/mod.rs:266
 -- idgen::segment::segment_nextvals
 CREATE  FUNCTION "segment_nextvals"(
 	"name" TEXT, /* Option < & str > */
@@ -234,7 +234,7 @@ AS 'MODULE_PATHNAME', 'segment_nextvals_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/segment/mod.rs:306
+-- src/segment/mod.rs:311
 -- idgen::segment::segment_setval
 CREATE  FUNCTION "segment_setval"(
 	"name" TEXT, /* Option < & str > */
@@ -276,7 +276,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/serial/mod.rs:129
+-- src/serial/mod.rs:126
 -- idgen::serial::serial_nextval
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -288,7 +288,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:135
+-- src/snowflake/mod.rs:146
 -- idgen::snowflake::snowflake_compose
 CREATE  FUNCTION "snowflake_compose"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -301,7 +301,7 @@ AS 'MODULE_PATHNAME', 'snowflake_compose_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:95
+-- src/snowflake/mod.rs:106
 -- idgen::snowflake::snowflake_currval
 CREATE  FUNCTION "snowflake_currval"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL RESTRICTED
@@ -310,7 +310,7 @@ AS 'MODULE_PATHNAME', 'snowflake_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:109
+-- src/snowflake/mod.rs:120
 -- idgen::snowflake::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint /* i64 */
@@ -325,7 +325,7 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:155
+-- src/snowflake/mod.rs:166
 -- idgen::snowflake::snowflake_format
 CREATE  FUNCTION "snowflake_format"(
 	"id" bigint, /* i64 */
@@ -337,7 +337,7 @@ AS 'MODULE_PATHNAME', 'snowflake_format_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:55
+-- src/snowflake/mod.rs:66
 -- idgen::snowflake::snowflake_nextval
 CREATE  FUNCTION "snowflake_nextval"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL RESTRICTED
@@ -346,7 +346,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:70
+-- src/snowflake/mod.rs:81
 -- idgen::snowflake::snowflake_nextvals
 CREATE  FUNCTION "snowflake_nextvals"(
 	"count" INT /* Option < i32 > */
@@ -357,7 +357,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextvals_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:166
+-- src/snowflake/mod.rs:177
 -- idgen::snowflake::snowflake_parse
 CREATE  FUNCTION "snowflake_parse"(
 	"text" TEXT /* & str */
@@ -396,7 +396,7 @@ AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:125
+-- src/snowflake/mod.rs:136
 -- idgen::snowflake::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint /* i64 */
@@ -476,7 +476,7 @@ AS 'MODULE_PATHNAME', 'sqids_encode_wrapper';
 --   sqids_decode
 
 -- idgen's install script: text forms and short ids for the web (README "Text forms and short
--- ids"). pgrx creates the functions (src/snowflake/text.rs, src/sqids.rs); this file documents
+-- ids"). pgrx creates the functions (src/snowflake/mod.rs, src/sqids.rs); this file documents
 -- them.
 
 COMMENT ON FUNCTION snowflake_format(bigint, text) IS
@@ -2397,7 +2397,7 @@ BEGIN
     rev := @extschema@.idgen_registry_revision_now();
     -- A reported revision is kept as sent (the view shows it) and believed up to 2^62, so that
     -- no recovery's revision reaches the bigint maximum.
-    SELECT least(max(r.revision), 4611686018427387904) INTO top
+    SELECT max(least(r.revision, 4611686018427387904)) INTO top
       FROM @extschema@.idgen_registry_recovery_report r
      WHERE r.recovery_since = s.recovery_since AND r.node_name <> ALL (coalesce(skip_nodes, '{}'));
     PERFORM pg_catalog.setval('@extschema@.idgen_registry_revision'::pg_catalog.regclass,
