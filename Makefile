@@ -21,10 +21,12 @@ help: ## this list
 deps: ## (root) Debian packages, cargo-pgrx 0.18.1, `cargo pgrx init`: scripts/setup.sh
 	bash -c 'source scripts/setup.sh && idgen_setup'
 
-check: ## (no root, no server) layers, DESIGN.md's test names, idgen-core's unit tests, format
+check: ## (no root, no server) layers, DESIGN.md's test names, commit messages, core tests, format
 	python3 scripts/check-layers.py --self-test
 	python3 scripts/check-layers.py
+	python3 scripts/check-design-tests.py --self-test
 	python3 scripts/check-design-tests.py
+	python3 scripts/check-commits.py
 	cargo test -p idgen-core --lib
 	cargo fmt --all --check
 

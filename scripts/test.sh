@@ -6,8 +6,9 @@
 #   bash scripts/test.sh --pg N          the whole suite on version N (a version that cannot be
 #                                        fetched fails the run)
 #   bash scripts/test.sh --pg N --smoke  the smoke tier on version N
-# First, once: the layer check of src/, the check that every test DESIGN.md names exists, and
-# crates/idgen-core's tests (the registry model included), which need no PostgreSQL.
+# First, once: the layer check of src/, the check that every test DESIGN.md names exists, the
+# commit messages, and crates/idgen-core's tests (the registry model included), which need no
+# PostgreSQL.
 # The whole suite, per version:
 #   1. cargo pgrx test: plain #[test]s (pure arithmetic) and #[pg_test]s (SQL surface, SQLSTATEs)
 #   2. the release build installed into that version's PostgreSQL
@@ -69,6 +70,12 @@ tier layers python3 scripts/check-layers.py
 # Every test DESIGN.md's invariant table names exists (a renamed test would leave its guarantee
 # pointing at nothing).
 tier design-tests python3 scripts/check-design-tests.py
+
+# The checkers check themselves on small trees of their own, and the commit messages since the
+# rule began have a short subject and a body (CONTRIBUTING.md, "Commits").
+tier checkers bash -c 'python3 scripts/check-layers.py --self-test &&
+    python3 scripts/check-design-tests.py --self-test'
+tier commits python3 scripts/check-commits.py
 
 # The pure core without PostgreSQL: its unit tests and the registry model (DESIGN.md section 6
 # "The model"), bounded to about a minute and 3.3 GiB; one test at a time, each uses every core.
