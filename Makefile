@@ -29,6 +29,9 @@ check: ## (no root, no server) layers, DESIGN.md's test names, commit messages, 
 	python3 scripts/check-commits.py
 	cargo test -p idgen-core --lib
 	cargo fmt --all --check
+	@# The version reaches the scripts: make -n prints both commands with it.
+	@test "$$($(MAKE) -s -n test deb PG=16 | grep -c -- '--pg 16$$')" = 2 || \
+		{ echo 'make test/deb do not pass PG=16 on'; exit 1; }
 
 check-model: ## (no root, no server) the registry protocol's model check, about a minute
 	cargo test -p idgen-core --release --test registry_model -- --test-threads=1
@@ -48,7 +51,7 @@ installcheck: ## the pg_regress golden files against the installed idgen (a serv
 		cargo test --release --test pg_regress -- --test-threads=1
 
 test: ## (root) the whole suite on PostgreSQL PG (default 15): scripts/test.sh --pg PG
-	bash scripts/test.sh --pg PG
+	bash scripts/test.sh --pg $(PG)
 
 test-all: ## (root) what CI runs, the README's test command: scripts/test.sh
 	bash scripts/test.sh
@@ -60,7 +63,7 @@ bench-quick: ## (root) every benchmark cell at a tiny size, in seconds
 	bash scripts/bench.sh --quick
 
 deb: ## (root) the Debian package for PostgreSQL PG (default 15): scripts/package.sh --pg PG
-	bash scripts/package.sh --pg PG
+	bash scripts/package.sh --pg $(PG)
 
 demo: ## (root) the demo on real data: scripts/demo.sh
 	bash scripts/demo.sh
