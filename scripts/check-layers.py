@@ -15,8 +15,10 @@ Rules:
       serial may use segment and snowflake, and segment may use snowflake;
   (c) the file-level graph has no cycle (leaves may use leaves, but acyclically);
   (d) the pure core, crates/idgen-core, depends on no PostgreSQL crate (pgrx*, pq-sys, the
-      extension itself) in its [dependencies], and no file of crates/idgen-core/src names
-      pgrx or pg_sys in code: its tests run without PostgreSQL (`cargo test -p idgen-core`).
+      extension itself): not in its manifest (any dependency table, renamed or not), not
+      anywhere in its resolved non-dev dependency graph (`cargo metadata`); and no file of
+      crates/idgen-core/src names pgrx or pg_sys or declares foreign functions in code: its
+      tests run without PostgreSQL (`cargo test -p idgen-core`).
 
 A reference is `crate::a::b...` or `super::x...` in code (in `use` trees too), resolved to the
 file of the longest existing module prefix (src/a/b.rs or src/a/b/mod.rs, else src/a.rs or
@@ -30,8 +32,11 @@ left out: `#[cfg(...test...)]` items, src/**/tests.rs, src/**/tests/*.rs and src
   python3 scripts/check-layers.py --graph      also print every edge
   python3 scripts/check-layers.py --self-test  check the checker on small trees of its own
 """
+import json
 import re
+import subprocess
 import sys
+import tomllib
 import tempfile
 from pathlib import Path
 
@@ -284,33 +289,71 @@ def violations(graph):
     return out
 
 
-# Crates the pure core must not depend on: PostgreSQL's bindings and the extension.
-CORE_FORBIDDEN = ("pgrx", "pq-sys", "pq_sys", "idgen")
+def core_dependencies(manifest_text):
+    """(table, key, package) of every non-dev dependency of a Cargo.toml: [dependencies],
+    [build-dependencies], their [dependencies.NAME] forms and [target.'...'.dependencies];
+    `package` is the crate a renamed key stands for."""
+    doc = tomllib.loads(manifest_text)
+    tables = [("dependencies", doc.get("dependencies", {})),
+              ("build-dependencies", doc.get("build-dependencies", {}))]
+    for cfg, t in doc.get("target", {}).items():
+        tables.append((f"target.{cfg}.dependencies", t.get("dependencies", {})))
+        tables.append((f"target.{cfg}.build-dependencies", t.get("build-dependencies", {})))
+    return [(table, key, (spec.get("package", key) if isinstance(spec, dict) else key))
+            for table, deps in tables for key, spec in deps.items()]
 
 
-def core_violations(root):
-    """Rule (d) on the tree at root: the pure core's dependencies and code name no PostgreSQL."""
+def forbidden(package):
+    return package == "idgen" or package.startswith(("pgrx", "pq-sys", "pq_sys"))
+
+
+def core_violations(root, graph=False):
+    """Rule (d) on the tree at root: the pure core's dependencies and code name no PostgreSQL.
+    With graph=True, also every crate cargo resolves into the core's non-dev dependency graph
+    (`cargo metadata`), so that pgrx cannot come in through another crate."""
     root = Path(root)
     out = []
     manifest = root / "crates/idgen-core/Cargo.toml"
     if not manifest.exists():
         return [f"missing: {manifest.relative_to(root)}"]
-    section = None
-    for n, line in enumerate(manifest.read_text().splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if line.startswith("["):
-            section = line.strip("[]").strip()
-            continue
-        # [dependencies] and [target.'...'.dependencies]; dev-dependencies may use anything.
-        if section and section.endswith("dependencies") and "dev-" not in section and "=" in line:
-            name = line.split("=", 1)[0].strip().strip('"')
-            if name == "idgen" or any(name.startswith(p) for p in CORE_FORBIDDEN if p != "idgen"):
-                out.append(f"core dependency: crates/idgen-core/Cargo.toml line {n} ({name})")
+    for table, key, package in core_dependencies(manifest.read_text()):
+        if forbidden(package):
+            out.append(f"core dependency: crates/idgen-core/Cargo.toml [{table}] {key} ({package})")
     for f in sorted((root / "crates/idgen-core/src").rglob("*.rs")):
         code = strip_comments_and_strings(f.read_text())
         for n, line in enumerate(code.splitlines(), 1):
             if re.search(r"\b(pgrx|pg_sys)\b", line):
                 out.append(f"core code: {f.relative_to(root)} line {n} names pgrx or pg_sys")
+            # Foreign functions the core declares itself would link against the server.
+            if re.search(r"\bextern\s*(\"[^\"]*\"\s*)?\{|#\s*\[\s*link\b", line):
+                out.append(f"core code: {f.relative_to(root)} line {n} declares foreign functions")
+    if graph:
+        out += core_graph_violations(root)
+    return out
+
+
+def core_graph_violations(root):
+    """Every package in idgen-core's resolved non-dev dependency graph, by `cargo metadata`."""
+    try:
+        meta = json.loads(subprocess.run(
+            ["cargo", "metadata", "--format-version", "1", "--locked"],
+            cwd=root, check=True, capture_output=True, text=True).stdout)
+    except (OSError, subprocess.CalledProcessError) as e:
+        return [f"core graph: cargo metadata failed ({e})"]
+    nodes = {n["id"]: n for n in meta["resolve"]["nodes"]}
+    names = {p["id"]: p["name"] for p in meta["packages"]}
+    start = [i for i, n in names.items() if n == "idgen-core"]
+    seen, todo, out = set(), list(start), []
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        for d in nodes[i]["deps"]:
+            if any(k["kind"] in (None, "build") for k in d["dep_kinds"]):
+                if forbidden(names[d["pkg"]]):
+                    out.append(f"core graph: {names[i]} depends on {names[d['pkg']]}")
+                todo.append(d["pkg"])
     return out
 
 
@@ -372,9 +415,19 @@ def self_test():
     impure = dict(core, **{"crates/idgen-core/Cargo.toml": "[dependencies]\npgrx = \"=0.18.1\"\n",
                            "crates/idgen-core/src/lib.rs": "use pgrx::pg_sys;\n"})
     assert run_core(impure) == [
-        "core dependency: crates/idgen-core/Cargo.toml line 2 (pgrx)",
+        "core dependency: crates/idgen-core/Cargo.toml [dependencies] pgrx (pgrx)",
         "core code: crates/idgen-core/src/lib.rs line 1 names pgrx or pg_sys",
     ], run_core(impure)
+    hidden = dict(core, **{
+        "crates/idgen-core/Cargo.toml": "[dependencies.pgrx]\nversion = \"=0.18.1\"\n"
+                                        "[target.'cfg(unix)'.dependencies]\n"
+                                        "pg = { package = \"pq-sys\", version = \"0.7\" }\n",
+        "crates/idgen-core/src/lib.rs": "extern \"C\" {\n    fn SetLatch(latch: *mut u8);\n}\n"})
+    assert run_core(hidden) == [
+        "core dependency: crates/idgen-core/Cargo.toml [dependencies] pgrx (pgrx)",
+        "core dependency: crates/idgen-core/Cargo.toml [target.cfg(unix).dependencies] pg (pq-sys)",
+        "core code: crates/idgen-core/src/lib.rs line 1 declares foreign functions",
+    ], run_core(hidden)
     print("check-layers self-test: ok (clean tree, upward, sideways, two cycles, core purity)")
 
 
@@ -387,7 +440,7 @@ def main(argv):
         for f in sorted(graph):
             for t, refs in sorted(graph[f].items()):
                 print(f"edge: {f} -> {t} ({', '.join(f'{p} line {n}' for p, n in refs)})")
-    found = violations(graph) + core_violations(Path(__file__).resolve().parent.parent)
+    found = violations(graph) + core_violations(Path(__file__).resolve().parent.parent, graph=True)
     for v in found:
         print(v)
     if found:
