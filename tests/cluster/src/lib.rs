@@ -619,3 +619,20 @@ pub fn wait_for<T>(
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// Panics, naming `label`, at the first number of `numbers` not above the one before it.
+pub fn assert_increasing(label: &str, numbers: &[i64]) {
+    if let Some(w) = numbers.windows(2).find(|w| w[0] >= w[1]) {
+        panic!("{label}: {} was followed by {}", w[0], w[1]);
+    }
+}
+
+/// Panics, naming `label`, at the first number of `all` seen twice; else returns how many
+/// numbers there were.
+pub fn assert_distinct<'a>(label: &str, all: impl IntoIterator<Item = &'a i64>) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    for v in all {
+        assert!(seen.insert(*v), "{label}: number {v} was handed out twice");
+    }
+    seen.len()
+}

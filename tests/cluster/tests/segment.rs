@@ -4,12 +4,13 @@
 //! increase; the double buffer and the dynamic step work ahead of need; databases are
 //! independent. Who may change segments is pinned in `privileges.rs`.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{as_postgres, column, sqlstate, Cluster, One};
+use idgen_cluster_tests::{
+    as_postgres, assert_distinct, assert_increasing, column, sqlstate, Cluster, One,
+};
 use postgres::Client;
 
 const PRELOAD: &str = "shared_preload_libraries = 'idgen'";
@@ -22,20 +23,6 @@ fn draw(client: &mut Client, name: &str, n: i32) -> Result<Vec<i64>, postgres::E
         &[&name, &n],
     )?;
     Ok(rows.iter().map(|r| r.get(1)).collect())
-}
-
-fn assert_increasing(label: &str, numbers: &[i64]) {
-    if let Some(w) = numbers.windows(2).find(|w| w[0] >= w[1]) {
-        panic!("{label}: {} was followed by {}", w[0], w[1]);
-    }
-}
-
-fn assert_distinct<'a>(all: impl IntoIterator<Item = &'a i64>) -> usize {
-    let mut seen = HashSet::new();
-    for v in all {
-        assert!(seen.insert(*v), "number {v} was handed out twice");
-    }
-    seen.len()
 }
 
 fn max_id(client: &mut Client, name: &str) -> i64 {
@@ -87,7 +74,7 @@ fn eight_connections_draw_distinct_increasing_numbers() {
         assert_eq!(numbers.len(), PER_CONNECTION);
         assert_increasing(&format!("connection {i}"), numbers);
     }
-    let distinct = assert_distinct(per_connection.iter().flatten());
+    let distinct = assert_distinct("eight connections", per_connection.iter().flatten());
     assert_eq!(distinct, CONNECTIONS * PER_CONNECTION);
     let highest = per_connection.iter().flatten().max().copied().unwrap();
     let mut client = cluster.connect("postgres");
@@ -146,7 +133,10 @@ fn rolled_back_draws_are_never_handed_out_again() {
     for (i, numbers) in per_session.iter().enumerate() {
         assert_increasing(&format!("session {i}"), numbers);
     }
-    assert_eq!(assert_distinct(per_session.iter().flatten()), 6 * 300 * 5);
+    assert_eq!(
+        assert_distinct("six sessions", per_session.iter().flatten()),
+        6 * 300 * 5
+    );
     // After all that, new numbers are above everything handed out, committed or not.
     let highest = per_session.iter().flatten().max().copied().unwrap();
     let next = draw(&mut admin, "r", 1).unwrap()[0];
@@ -231,7 +221,7 @@ fn assert_survives(cluster: &Cluster, name: &str, disaster: impl FnOnce() + Send
         "max_id {stored} below handed-out {highest_before}"
     );
     assert!(max_id(&mut client, name) >= *after.iter().max().unwrap());
-    assert_distinct(before.iter().chain(after.iter()));
+    assert_distinct("before and after", before.iter().chain(after.iter()));
 }
 
 #[test]

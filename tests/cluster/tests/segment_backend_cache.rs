@@ -9,12 +9,13 @@
 //! `segment_currval`s as they do a sequence's; `segment_nextvals` and `segment_alter` go through
 //! the block; `pg_dump` carries the cache; a bad cache is refused and changes nothing.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering::SeqCst};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen_cluster_tests::{column, sqlstate, wait_for, Cluster, One};
+use idgen_cluster_tests::{
+    assert_distinct, assert_increasing, column, sqlstate, wait_for, Cluster, One,
+};
 use postgres::Client;
 
 /// Draws `n` numbers of `name` as `n` `segment_nextval` calls in one statement, in call order.
@@ -49,20 +50,6 @@ fn cache_of(client: &mut Client, name: &str) -> i32 {
         "SELECT cache FROM segment_status() WHERE name = $1",
         &[&name],
     )
-}
-
-fn assert_increasing(label: &str, numbers: &[i64]) {
-    if let Some(w) = numbers.windows(2).find(|w| w[0] >= w[1]) {
-        panic!("{label}: {} was followed by {}", w[0], w[1]);
-    }
-}
-
-fn assert_distinct<'a>(label: &str, all: impl IntoIterator<Item = &'a i64>) -> usize {
-    let mut seen = HashSet::new();
-    for v in all {
-        assert!(seen.insert(*v), "{label}: number {v} was handed out twice");
-    }
-    seen.len()
 }
 
 /// Numbers between the lowest and the highest of `numbers` that nobody received.
