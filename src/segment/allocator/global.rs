@@ -2,7 +2,7 @@
 //! segment allocator takes each range there, with one committed `UPDATE ... RETURNING`
 //! (`idgen_registry_segment_take`), before caching it in its double buffer: Leaf's original
 //! design, with the registry as Leaf's database. Only the database's registry allocator calls
-//! the registry (`shared::Lane`), so a registry that answers slowly or never delays no local
+//! the registry (`cache::Lane`), so a registry that answers slowly or never delays no local
 //! refill. It keeps one connection, opened at its first global segment and reopened after a
 //! failure; its waits obey the allocator's interrupts (PostgreSQL's own signal handlers).
 //!

@@ -1,7 +1,8 @@
 //! The segment cache's shared memory (`idgen_segment_cache`): its layout, the LWLock
 //! `idgen_segment` that guards everything but the lock-free slots, and the one condition variable
-//! every waiter sleeps on (DESIGN.md §2–3). The operations on each table are in their own files:
-//! [`self::slots`], [`super::allocator::launcher`] (allocators and holds), [`self::queue`] (requests).
+//! every waiter sleeps on (DESIGN.md §2–3). The operations on each table are in their own
+//! files: [`self::slots`], [`super::allocator::launcher`] (allocators and holds),
+//! [`self::queue`] (requests).
 //!
 //! * `idgen.segment_cache_size` [`Slot`]s, each holding one (database, segment name) while in
 //!   use: a lock-free [`DoubleBuffer`] for the hot path, a generation and a referenced bit (the
@@ -86,7 +87,7 @@ pub(crate) struct Slot {
     /// `segment_alter`; read without a lock when a backend takes a block.
     pub(crate) cache: AtomicU32,
     /// The slot holds a global segment: its ranges are served only while the registry's last
-    /// contact is younger than the lease (`global::check_contact`). Written under the LWLock
+    /// contact is younger than the lease (`allocator::global::check_contact`). Written under the LWLock
     /// when the slot is assigned; read without a lock by draws.
     pub(crate) global: AtomicBool,
 }
@@ -157,7 +158,7 @@ pub(crate) enum Lane {
 }
 
 impl Lane {
-    /// The lane a worker's argument names (`allocators::builder`).
+    /// The lane a worker's argument names (`allocator::launcher::builder`).
     pub(crate) fn from_bits(bits: u64) -> Lane {
         if bits == Lane::Registry as u64 {
             Lane::Registry
@@ -187,7 +188,7 @@ pub(crate) struct Allocator {
 
 /// Databases whose allocator may not start for a while: a command that needs the database
 /// without other sessions (`CREATE DATABASE ... TEMPLATE`, `ALTER DATABASE ... RENAME`) asked it
-/// to leave (`allocators::evict_allocator`).
+/// to leave (`allocator::launcher::evict_allocator`).
 pub(crate) const MAX_HOLDS: usize = 8;
 
 /// An allocator start held back for database `db` until `until` (`TimestampTz`).
