@@ -87,8 +87,8 @@ pub(crate) struct Slot {
     /// `segment_alter`; read without a lock when a backend takes a block.
     pub(crate) cache: AtomicU32,
     /// The slot holds a global segment: its ranges are served only while the registry's last
-    /// contact is younger than the lease (`allocator::global::check_contact`). Written under the LWLock
-    /// when the slot is assigned; read without a lock by draws.
+    /// contact is younger than the lease (`allocator::global::check_contact`). Written under the
+    /// LWLock when the slot is assigned; read without a lock by draws.
     pub(crate) global: AtomicBool,
 }
 
