@@ -432,8 +432,8 @@ fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_loc
         privileges,
         [true, false, false, true, false],
         "ops keeps segment_alter, PUBLIC stays without segment_status and segment_create, \
-         idgen_admin keeps segment_create and stays without segment_alter (the fourth review \
-         of issue 30: the update granted it back)"
+         idgen_admin keeps segment_create and stays without segment_alter (an earlier \
+         update granted it back)"
     );
     let mut ops = c.connect_as("postgres", "ops");
     ops.batch_execute("SELECT segment_alter('kept', cache => 5)")

@@ -243,7 +243,7 @@ fn batches_are_capped_by_a_second_and_by_the_drift_bound() {
     assert_eq!(max_batch(&sonyflake, Some(2)), 3 * 256);
 }
 
-/// Issue 16, point 7: from an idle generator (its last id in an earlier tick than the
+/// From an idle generator (its last id in an earlier tick than the
 /// clock's), a batch of [`max_batch`] ids is issued without waiting, whatever sequence the
 /// jitter would start the new tick at, at every corner of the drift bound and in layouts
 /// with other tick lengths and sequence widths; and it is still one run of consecutive
