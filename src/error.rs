@@ -749,7 +749,7 @@ mod tests {
 
     /// The page, relative to the repository root, whose error table (the one headed
     /// `| SQLSTATE |`) lists every SQLSTATE idgen raises.
-    const ERRORS_DOC: &str = "README.md";
+    const ERRORS_DOC: &str = "docs/reference/errors.md";
 
     /// Every variant with its SQLSTATE, as [`Error::to_report`] gives it.
     fn sqlstates() -> Vec<(&'static str, String)> {
