@@ -2,10 +2,16 @@
 # Builds the docs site from docs/ and mkdocs.yml with mkdocs-material (`make docs`), and checks it.
 #   bash scripts/docs.sh          builds the site (mkdocs build --strict: a broken link, anchor or
 #                                 included file fails it); the last line printed is its folder
+#   bash scripts/docs.sh --browser
+#                                 builds it, then renders it in Debian's headless Chromium
+#                                 (scripts/docs-browser.py): every page loads, no broken internal
+#                                 link, search finds a setting; prints the path of a screenshot
+#                                 of the quick start. Installs Debian's chromium as root; without
+#                                 it the browser part says "docs skipped: ..." and the reason.
 # Installs, idempotently, outside the clone (as the recipes do):
 #   - $IDGEN_CACHE/docs/venv: a venv of python3 with mkdocs-material pinned from PyPI (and the
 #     mkdocs and pymdown-extensions it runs with); rebuilt only when the pins change
-#   - the site in $IDGEN_CACHE/docs/site
+#   - the site in $IDGEN_CACHE/docs/site, the screenshot in $IDGEN_CACHE/docs/
 # IDGEN_CACHE is ${XDG_CACHE_HOME:-$HOME/.cache}/idgen, beside the cargo target folder. Needs no
 # root and no PostgreSQL for the build; the SQL examples run in tests/cluster/tests/docs.rs.
 set -uo pipefail
@@ -19,7 +25,12 @@ DOCS=$IDGEN_CACHE/docs
 VENV=$DOCS/venv
 SITE=$DOCS/site
 
-[ $# = 0 ] || { echo "usage: bash scripts/docs.sh" >&2; exit 2; }
+browser=0
+case "${1:-}" in
+    "") ;;
+    --browser) browser=1 ;;
+    *) echo "usage: bash scripts/docs.sh [--browser]" >&2; exit 2 ;;
+esac
 
 mkdir -p "$DOCS"
 
@@ -42,4 +53,20 @@ fi
 idgen_log "mkdocs build --strict (into $SITE)"
 "$VENV/bin/mkdocs" build --strict --clean --site-dir "$SITE" || exit 1
 
+if [ $browser = 1 ]; then
+    chromium=$(command -v chromium || true)
+    if [ -z "$chromium" ] && [ "$(id -u)" = 0 ]; then
+        idgen_apt_install chromium && chromium=$(command -v chromium || true)
+    fi
+    if [ -z "$chromium" ]; then
+        if [ "$(id -u)" = 0 ]; then
+            echo "docs skipped: browser check: apt-get install chromium failed"
+        else
+            echo "docs skipped: browser check: no chromium, and installing Debian's needs root"
+        fi
+    else
+        python3 scripts/docs-browser.py --chromium "$chromium" --site "$SITE" \
+            --screenshot "$DOCS/quick-start.png" || exit 1
+    fi
+fi
 echo "$SITE"
