@@ -344,9 +344,7 @@ def main():
         # a navigation to a #fragment of the page shown fires no load event.
         page, anchor = quick_start(site, pages)
         load("about:blank")
-        problems += load(base + page)
-        if anchor:
-            browser.evaluate(s, f"document.getElementById({json.dumps(anchor)}).scrollIntoView()")
+        problems += load(base + page + (f"#{anchor}" if anchor else ""))
         time.sleep(0.5)
         shot = browser.send("Page.captureScreenshot", {"format": "png"}, s)
         os.makedirs(os.path.dirname(os.path.abspath(args.screenshot)), exist_ok=True)
