@@ -10,8 +10,8 @@
 //! - `sql ignore-output`: run, its output not compared (ids that depend on the clock); an output
 //!   block after it is shown to readers and not compared. `sql no-run`: not run (statements
 //!   for a second server, say). Blocks of other languages (`ini`, `sh`, `python`) are never run.
-//! - a `sql` block without an output block after it must print nothing (DDL under `-q`); one
-//!   that prints something without an output block fails, with what it printed.
+//! - a `sql` block without an output block after it fails, showing what it printed: every
+//!   compared block has one, empty for statements that print nothing (DDL under `-q`).
 //!
 //! One server for all pages: idgen in `shared_preload_libraries`, `idgen.worker_id = 1`,
 //! `timezone = 'UTC'`, defaults otherwise. Each page runs in a fresh database, in one psql
@@ -423,15 +423,12 @@ fn run_page(cluster: &Cluster, db: &str, page: &str, text: &str) -> PageRun {
                 }
             }
             (None, _) => {
-                result.compared += 1;
-                if !actual.is_empty() {
-                    result.problems.push(format!(
-                        "{page}:{}: the sql block printed this, and no output block follows it \
-                         (add one, or mark the block `sql ignore-output`):\n{}",
-                        e.line,
-                        diff(&[], &actual)
-                    ));
-                }
+                result.problems.push(format!(
+                    "{page}:{}: no output block follows the sql block (add one, empty if it \
+                     prints nothing, or mark the block `sql ignore-output`); it printed:\n{}",
+                    e.line,
+                    diff(&[], &actual)
+                ));
             }
         }
     }
@@ -512,7 +509,7 @@ fn every_sql_example_in_the_docs_prints_its_output() {
 }
 
 /// The tester fails on a page whose output block no longer matches, naming the page and line
-/// and showing the difference; and on a block that prints without an output block.
+/// and showing the difference; and on a sql block without an output block.
 #[test]
 fn a_changed_output_fails_naming_the_page_and_line() {
     let root = repo_root();
@@ -527,11 +524,11 @@ fn a_changed_output_fails_naming_the_page_and_line() {
     );
     let report = run.problems.join("\n");
     println!("{report}");
-    assert_eq!(run.run, 6, "{report}");
+    assert_eq!(run.run, 5, "{report}");
     assert_eq!(run.problems.len(), 2, "{report}");
     assert!(
         run.problems[0].starts_with(
-            "tests/docs/changed-output.md:21: the output of the sql block at line 17 differs"
+            "tests/docs/changed-output.md:24: the output of the sql block at line 20 differs"
         ) && run.problems[0].contains("   - (3 rows)")
             && run.problems[0].contains("   + (2 rows)")
             && run.problems[0].contains("   -  3")
@@ -539,7 +536,8 @@ fn a_changed_output_fails_naming_the_page_and_line() {
         "{report}"
     );
     assert!(
-        run.problems[1].starts_with("tests/docs/changed-output.md:42: the sql block printed this")
+        run.problems[1]
+            .starts_with("tests/docs/changed-output.md:45: no output block follows the sql block")
             && run.problems[1].contains("   + ERROR:  segment \"nope\" does not exist"),
         "{report}"
     );
