@@ -3,6 +3,9 @@
 # need root: they install packages or write into PostgreSQL's directories. `check` needs no root,
 # no PostgreSQL and no network, and takes seconds on a built tree.
 #
+# `docs` needs neither root nor PostgreSQL (mkdocs-material from PyPI into a venv under
+# ~/.cache/idgen).
+#
 # PG: the PostgreSQL major version (15 is Debian's; 16, 17, 18 are fetched by
 # scripts/pg-versions.sh). PG_CONFIG: which pg_config `install` and `installcheck` use.
 
@@ -13,7 +16,7 @@ export CARGO_TARGET_DIR
 
 .DEFAULT_GOAL := help
 .PHONY: help deps check check-model fmt lint install installcheck test test-all bench \
-	bench-quick deb demo
+	bench-quick deb demo docs
 
 help: ## this list
 	@awk -F':.*## ' '/^[a-z-]+:.*## / { printf "  make %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -67,3 +70,6 @@ deb: ## (root) the Debian package for PostgreSQL PG (default 15): scripts/packag
 
 demo: ## (root) the demo on real data: scripts/demo.sh
 	bash scripts/demo.sh
+
+docs: ## the docs site from docs/ (mkdocs-material, --strict): scripts/docs.sh
+	bash scripts/docs.sh

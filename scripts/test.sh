@@ -23,6 +23,10 @@
 #      it needs (pgbouncer, pg_partman, pglogical, Patroni and etcd, Django, SQLAlchemy,
 #      node-postgres) and running its tests against servers it starts; a component that cannot
 #      be installed or run here is reported as skipped, with the reason
+#   7. on 15 (and in the default run): the docs site (scripts/docs.sh --browser: built with
+#      mkdocs-material, --strict, then rendered in Debian's headless Chromium), its SQL examples
+#      run against their outputs (tests/cluster/tests/docs.rs) and its reference pages checked
+#      against the code (docs_reference.rs)
 # The smoke tier: 1, 2, and one cluster test per generator (eight connections drawing Snowflake
 # ids, eight drawing segment numbers). On 18 both also run uuidv7's contrast test.
 # Installs what is missing first (scripts/setup.sh, scripts/pg-versions.sh).
@@ -87,6 +91,8 @@ cluster_targets() {
     local t
     for t in tests/cluster/tests/*.rs; do
         t=$(basename "$t" .rs)
+        # The docs' tests run in the docs tiers.
+        [ "$t" = docs ] || [ "$t" = docs_reference ] && continue
         if [ "$1" != 15 ] && { [ "$t" = sharded ] || [ "$t" = ha_failover ]; }; then
             continue
         fi
@@ -181,10 +187,23 @@ recipe_tiers() {
     done
 }
 
+# The docs site (docs/, mkdocs.yml), on Debian's PostgreSQL 15 with the release build installed.
+docs_tiers() {
+    local line
+    tier docs-site bash scripts/docs.sh --browser
+    # A part that could not run here is reported, never skipped silently.
+    while IFS= read -r line; do
+        skipped+=("$line")
+    done < <(grep -E "^docs skipped: " "$LOGS/docs-site.log")
+    tier docs-tests bash -c 'cd tests/cluster &&
+        cargo test --release --no-fail-fast --test docs --test docs_reference -- --test-threads=1'
+}
+
 if [ -n "$only" ]; then
     run_version "$only" "$([ $smoke = 1 ] && echo smoke || echo full)"
     if [ $smoke = 0 ] && [ "$only" = 15 ]; then
         recipe_tiers
+        docs_tiers
     fi
     if [ $smoke = 0 ] && { [ "$only" = 15 ] || [ "$only" = 16 ]; }; then
         upgrade_tier
@@ -192,6 +211,7 @@ if [ -n "$only" ]; then
 else
     run_version 15 full
     recipe_tiers
+    docs_tiers
     for v in 16 17 18; do
         run_version "$v" smoke
     done
