@@ -1,4 +1,4 @@
--- idgen's install script: adopting an existing column (README "Adopting an existing column").
+-- idgen's install script: adopting an existing column (docs: guide/adopting-a-column.md).
 --
 -- idgen_adopt_column switches a bigint serial or identity column to Snowflake ids or to a
 -- segment: it locks the table, finds the highest value in use, starts the generator above it,

@@ -3,7 +3,7 @@
 -- Runs first, before pgrx's CREATE FUNCTIONs. Roles belong to the cluster, not the database:
 -- the first database's CREATE EXTENSION creates them, every other database reuses them, and
 -- DROP EXTENSION leaves them (without their grants). A role of either name that someone else
--- made first is refused (README "Privileges").
+-- made first is refused (docs: reference/functions.md, "Privileges").
 --
 -- idgen_admin: members create, alter, drop and setval segments and serials.
 -- idgen_registry: members (the nodes' role) lease worker ids and ranges from this database

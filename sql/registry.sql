@@ -1,4 +1,4 @@
--- idgen's install script: the registry (DESIGN.md §6, README "Many servers with a registry").
+-- idgen's install script: the registry (DESIGN.md §6, docs: operations/many-servers.md).
 --
 -- A registry is any database with idgen installed. Nodes (servers with idgen.registry set)
 -- lease their Snowflake worker ids here, and take the ranges of global segments and global
@@ -374,7 +374,7 @@ BEGIN
     IF owner IS NOT NULL AND owner <> session_user THEN
         RAISE EXCEPTION USING ERRCODE = '42501',
             MESSAGE = pg_catalog.format('node name %L belongs to another role', node),
-            HINT = 'Each node connects to the registry as its own role (README "Many servers with a registry").';
+            HINT = 'Each node connects to the registry as its own role (docs: Running on many servers).';
     END IF;
 END
 $$;
@@ -428,7 +428,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '55000',
             MESSAGE = 'the registry is recovering: no worker id is granted and no range handed out until an operator completes the recovery',
             DETAIL = pg_catalog.format('Open since %s: %s.', s.recovery_since, s.recovery_reason),
-            HINT = 'On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (README "Recovering a registry").';
+            HINT = 'On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (docs: Running on many servers, "Recovering a registry").';
     END IF;
     wait  := @extschema@.idgen_registry_wait_lease_ms();
     -- Ranges wait a whole lease after a recovery, whatever epoch came after it (a restart right
@@ -1193,7 +1193,7 @@ BEGIN
 END
 $$;
 
--- Opens a recovery by the operator's word (README "Recovering a registry"): after a restore,
+-- Opens a recovery by the operator's word (docs: Running on many servers, "Recovering a registry"): after a restore,
 -- a point-in-time recovery, a failover to an asynchronous standby or a dump reload the registry
 -- could not see for itself. Returns when the open recovery began.
 CREATE FUNCTION idgen_registry_begin_recovery(reason text DEFAULT 'opened by the operator')
@@ -1218,7 +1218,7 @@ BEGIN
 END
 $$;
 
--- Completes the open recovery (README "Recovering a registry"), as a superuser on the
+-- Completes the open recovery (docs: Running on many servers, "Recovering a registry"), as a superuser on the
 -- registry once every known node has reported (idgen_registry_recovery): raises each global
 -- segment's mark and each global serial's counter to the highest a node reported, the
 -- revision above every revision reported, and starts a new epoch (nothing is granted for a

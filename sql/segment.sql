@@ -1,4 +1,4 @@
--- idgen's install script: segments (README "Segments", DESIGN.md §2). pgrx creates the C
+-- idgen's install script: segments (docs: guide/segments.md, DESIGN.md §2). pgrx creates the C
 -- functions (src/segment/mod.rs); this file holds the catalog table, segment_status() and the
 -- segments' privileges and comments.
 

@@ -1,4 +1,4 @@
--- idgen's install script: business serial numbers (README "Serial numbers"). The functions are
+-- idgen's install script: business serial numbers (docs: guide/serials.md). The functions are
 -- C (src/serial/), declared here (`sql = false` in Rust): they check the caller's rights, then
 -- read and write these tables as their owner with a pinned search_path; none is SECURITY
 -- DEFINER.

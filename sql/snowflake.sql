@@ -1,4 +1,4 @@
--- idgen's install script: Snowflake ids (README "Snowflake ids"). pgrx creates the functions
+-- idgen's install script: Snowflake ids (docs: guide/snowflake.md). pgrx creates the functions
 -- (src/snowflake/); this file documents them.
 
 COMMENT ON FUNCTION snowflake_nextval() IS

@@ -1,5 +1,5 @@
--- idgen's install script: text forms and short ids for the web (README "Text forms and short
--- ids"). pgrx creates the functions (src/snowflake/mod.rs, src/sqids.rs); this file documents
+-- idgen's install script: text forms and short ids for the web (docs: guide/text-forms.md,
+-- guide/short-ids.md). pgrx creates the functions (src/snowflake/mod.rs, src/sqids.rs); this file documents
 -- them.
 
 COMMENT ON FUNCTION snowflake_format(bigint, text) IS

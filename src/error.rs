@@ -184,8 +184,8 @@ declare_error! {
         /// is the size of the blocks they take in turn.
         InterleavedStepChange { name: String, count: u32 },
         /// A refill reached `idgen.segment_interleave_until` (55000): this server's part of the old
-        /// interleave is used up until it switches to the new one (README, Growing from N to M
-        /// servers).
+        /// interleave is used up until it switches to the new one (docs: Running on many servers,
+        /// growing from N to M servers).
         InterleaveUntilReached { name: String, until: i64 },
         /// `segment_interleave_ready(until)` while the allocator runs with another (or no)
         /// `idgen.segment_interleave_until` (55000).
@@ -577,7 +577,7 @@ impl Error {
                 "The server started as node {} of {}, and is now node {} of {}; the new interleave would hand out numbers the old one has.",
                 started.1, started.0, now.1, now.0
             ))
-            .hint("Restore the settings, or set idgen.segment_interleave_from as README \"Growing from N to M servers\" says, then reload."),
+            .hint("Restore the settings, or set idgen.segment_interleave_from as the docs say (Running on many servers, \"Segments on several servers\"), then reload."),
             Error::ExtensionNotVisible => Report::new(
                 ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 "the idgen allocator cannot see the idgen extension in this database",
@@ -648,7 +648,7 @@ impl Error {
                 ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 format!("global {what}s need idgen.registry"),
             )
-            .hint(format!("Set idgen.registry to the registry's connection string (README, Many servers with a registry), or create a local {what}.")),
+            .hint(format!("Set idgen.registry to the registry's connection string (docs: Running on many servers), or create a local {what}.")),
             Error::InvalidScope { scope } => Report::new(
                 ERRCODE_INVALID_PARAMETER_VALUE,
                 format!("scope must be local or global, not \"{scope}\""),

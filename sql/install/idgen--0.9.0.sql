@@ -14,7 +14,7 @@ The ordering of items is not stable, it is driven by a dependency graph.
 -- Runs first, before pgrx's CREATE FUNCTIONs. Roles belong to the cluster, not the database:
 -- the first database's CREATE EXTENSION creates them, every other database reuses them, and
 -- DROP EXTENSION leaves them (without their grants). A role of either name that someone else
--- made first is refused (README "Privileges").
+-- made first is refused (docs: reference/functions.md, "Privileges").
 --
 -- idgen_admin: members create, alter, drop and setval segments and serials.
 -- idgen_registry: members (the nodes' role) lease worker ids and ranges from this database
@@ -417,7 +417,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 --   snowflake_compose
 --   snowflake_status
 
--- idgen's install script: Snowflake ids (README "Snowflake ids"). pgrx creates the functions
+-- idgen's install script: Snowflake ids (docs: guide/snowflake.md). pgrx creates the functions
 -- (src/snowflake/); this file documents them.
 
 COMMENT ON FUNCTION snowflake_nextval() IS
@@ -475,8 +475,8 @@ AS 'MODULE_PATHNAME', 'sqids_encode_wrapper';
 --   sqids_encode
 --   sqids_decode
 
--- idgen's install script: text forms and short ids for the web (README "Text forms and short
--- ids"). pgrx creates the functions (src/snowflake/mod.rs, src/sqids.rs); this file documents
+-- idgen's install script: text forms and short ids for the web (docs: guide/text-forms.md,
+-- guide/short-ids.md). pgrx creates the functions (src/snowflake/mod.rs, src/sqids.rs); this file documents
 -- them.
 
 COMMENT ON FUNCTION snowflake_format(bigint, text) IS
@@ -503,7 +503,7 @@ COMMENT ON FUNCTION sqids_decode(text, text, integer) IS
 --   segment_currval
 --   segment_cache_status
 
--- idgen's install script: segments (README "Segments", DESIGN.md §2). pgrx creates the C
+-- idgen's install script: segments (docs: guide/segments.md, DESIGN.md §2). pgrx creates the C
 -- functions (src/segment/mod.rs); this file holds the catalog table, segment_status() and the
 -- segments' privileges and comments.
 
@@ -609,7 +609,7 @@ COMMENT ON FUNCTION segment_cache_status() IS
 -- requires:
 --   segment
 
--- idgen's install script: business serial numbers (README "Serial numbers"). The functions are
+-- idgen's install script: business serial numbers (docs: guide/serials.md). The functions are
 -- C (src/serial/), declared here (`sql = false` in Rust): they check the caller's rights, then
 -- read and write these tables as their owner with a pinned search_path; none is SECURITY
 -- DEFINER.
@@ -765,7 +765,7 @@ COMMENT ON FUNCTION idgen_serial_period(text, text) IS
 -- requires:
 --   serial
 
--- idgen's install script: adopting an existing column (README "Adopting an existing column").
+-- idgen's install script: adopting an existing column (docs: guide/adopting-a-column.md).
 --
 -- idgen_adopt_column switches a bigint serial or identity column to Snowflake ids or to a
 -- segment: it locks the table, finds the highest value in use, starts the generator above it,
@@ -1079,7 +1079,7 @@ COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, bool
 -- requires:
 --   adopt
 
--- idgen's install script: the registry (DESIGN.md §6, README "Many servers with a registry").
+-- idgen's install script: the registry (DESIGN.md §6, docs: operations/many-servers.md).
 --
 -- A registry is any database with idgen installed. Nodes (servers with idgen.registry set)
 -- lease their Snowflake worker ids here, and take the ranges of global segments and global
@@ -1455,7 +1455,7 @@ BEGIN
     IF owner IS NOT NULL AND owner <> session_user THEN
         RAISE EXCEPTION USING ERRCODE = '42501',
             MESSAGE = pg_catalog.format('node name %L belongs to another role', node),
-            HINT = 'Each node connects to the registry as its own role (README "Many servers with a registry").';
+            HINT = 'Each node connects to the registry as its own role (docs: Running on many servers).';
     END IF;
 END
 $$;
@@ -1509,7 +1509,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '55000',
             MESSAGE = 'the registry is recovering: no worker id is granted and no range handed out until an operator completes the recovery',
             DETAIL = pg_catalog.format('Open since %s: %s.', s.recovery_since, s.recovery_reason),
-            HINT = 'On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (README "Recovering a registry").';
+            HINT = 'On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (docs: Running on many servers, "Recovering a registry").';
     END IF;
     wait  := @extschema@.idgen_registry_wait_lease_ms();
     -- Ranges wait a whole lease after a recovery, whatever epoch came after it (a restart right
@@ -2274,7 +2274,7 @@ BEGIN
 END
 $$;
 
--- Opens a recovery by the operator's word (README "Recovering a registry"): after a restore,
+-- Opens a recovery by the operator's word (docs: Running on many servers, "Recovering a registry"): after a restore,
 -- a point-in-time recovery, a failover to an asynchronous standby or a dump reload the registry
 -- could not see for itself. Returns when the open recovery began.
 CREATE FUNCTION idgen_registry_begin_recovery(reason text DEFAULT 'opened by the operator')
@@ -2299,7 +2299,7 @@ BEGIN
 END
 $$;
 
--- Completes the open recovery (README "Recovering a registry"), as a superuser on the
+-- Completes the open recovery (docs: Running on many servers, "Recovering a registry"), as a superuser on the
 -- registry once every known node has reported (idgen_registry_recovery): raises each global
 -- segment's mark and each global serial's counter to the highest a node reported, the
 -- revision above every revision reported, and starts a new epoch (nothing is granted for a

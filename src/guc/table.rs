@@ -16,7 +16,7 @@ pub(super) static REGISTRY_MAX_CLOCK_OFFSET_MS: GucSetting<i32> = GucSetting::<i
 pub(super) static REGISTRY_SINGLE_SERVER: GucSetting<bool> = GucSetting::<bool>::new(false);
 pub(super) static REGISTRY_MAX_LEASE: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 /// `idgen.id_bits`: the width of a whole Snowflake id, in bits; 63 (every positive `bigint`) by
-/// default, 53 for ids that a JavaScript `Number` holds exactly (README "Ids for JavaScript").
+/// default, 53 for ids that a JavaScript `Number` holds exactly (docs: Text forms, "Ids for JavaScript").
 /// Time takes what worker and sequence bits leave of it. The bounds are the layout's
 /// `MIN_ID_BITS` and `MAX_ID_BITS`, from idgen-core.
 pub(super) static ID_BITS: GucSetting<i32> = GucSetting::<i32>::new(63);
@@ -339,7 +339,7 @@ pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
     TextSetting {
         name: c"idgen.segment_interleave_from",
         short: c"The current segment interleave hands out numbers above this one only (growing from N to M servers).",
-        long: c"A bigint, or empty for none. See README, Growing from N to M servers.",
+        long: c"A bigint, or empty for none. See the docs: Running on many servers, Segments on several servers.",
         value: &SEGMENT_INTERLEAVE_FROM,
         boot: c"",
         context: pg_sys::GucContext::PGC_SIGHUP,
@@ -350,7 +350,7 @@ pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
     TextSetting {
         name: c"idgen.segment_interleave_until",
         short: c"The current segment interleave hands out numbers up to this one only (growing from N to M servers).",
-        long: c"A bigint, or empty for none. See README, Growing from N to M servers.",
+        long: c"A bigint, or empty for none. See the docs: Running on many servers, Segments on several servers.",
         value: &SEGMENT_INTERLEAVE_UNTIL,
         boot: c"",
         context: pg_sys::GucContext::PGC_SIGHUP,
@@ -372,7 +372,7 @@ pub(super) static TEXT_SETTINGS: [TextSetting; 6] = [
     TextSetting {
         name: c"idgen.registry",
         short: c"libpq connection string of the idgen registry that leases worker ids (empty: none).",
-        long: c"key=value or URI; multi-host with target_session_attrs=read-write follows a registry failover. See README, Many servers with a registry.",
+        long: c"key=value or URI; multi-host with target_session_attrs=read-write follows a registry failover. See the docs: Running on many servers.",
         value: &REGISTRY,
         boot: c"",
         context: pg_sys::GucContext::PGC_POSTMASTER,

@@ -740,7 +740,7 @@ fn refused_answer(why: &str) -> Box<Failure> {
 }
 
 /// What an operator does about a registry that is recovering.
-const RECOVER_HINT: &str = "On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (README \"Recovering a registry\").";
+const RECOVER_HINT: &str = "On the registry: SELECT * FROM idgen_registry_recovery; then, as a superuser, SELECT * FROM idgen_registry_recover(); (docs: Running on many servers, \"Recovering a registry\").";
 
 /// The global segments' and global serials' counters' marks this server recorded
 /// ([`crate::marks`]), as two PostgreSQL array literals (names: `{"a","b"}`, marks: `{1,2}`).

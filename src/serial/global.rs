@@ -146,7 +146,7 @@ pub(super) fn take_in_allocator(
                 sqlstate: PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE as i32,
                 message: format!("the registry has lost commits: global serial \"{serial}\"'s counter for \"{period}\": {why}"),
                 detail: Some("No range is taken from it: texts could repeat.".into()),
-                hint: Some("On the registry: SELECT idgen_registry_begin_recovery(); then complete it (README \"Recovering a registry\").".into()),
+                hint: Some("On the registry: SELECT idgen_registry_begin_recovery(); then complete it (docs: Running on many servers, \"Recovering a registry\").".into()),
             }
         })?;
         let revision: i64 = row

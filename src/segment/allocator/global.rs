@@ -237,7 +237,7 @@ pub(crate) fn take(name: &str, step: i64, known_mark: i64) -> Result<Taken, Erro
                 taken.first
             ),
             Some("No range is taken from it: numbers could repeat."),
-            Some("On the registry: SELECT idgen_registry_begin_recovery(); then complete it (README \"Recovering a registry\")."),
+            Some("On the registry: SELECT idgen_registry_begin_recovery(); then complete it (docs: Running on many servers, \"Recovering a registry\")."),
         )
         .to_error());
     }
