@@ -507,3 +507,55 @@ fn the_checks_read_what_they_should() {
     }
     assert!(!raised.contains("XX000") && !raised.contains("01000"));
 }
+
+/// The lines of `text` that mention README outside a comment: a hint, a message or a setting's
+/// description that sends a user to a README section (README keeps only the first page; the
+/// sections are in docs/).
+fn readme_pointers(text: &str, comment: &str) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("README") && !l.trim_start().starts_with(comment))
+        .map(|(n, l)| format!("{}: {}", n + 1, l.trim()))
+        .collect()
+}
+
+/// What users read (the install script's hints and messages, the extension's errors, hints
+/// and settings' descriptions) names docs pages, never a README section.
+#[test]
+fn no_message_sends_a_user_to_a_readme_section() {
+    let (name, script) = install_script();
+    let mut found: Vec<String> = readme_pointers(&script, "--")
+        .into_iter()
+        .map(|l| format!("{name}:{l}"))
+        .collect();
+    let mut dirs = vec![repo_root().join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let rel = path
+                    .strip_prefix(repo_root())
+                    .unwrap()
+                    .display()
+                    .to_string();
+                found.extend(
+                    readme_pointers(&text, "//")
+                        .into_iter()
+                        .map(|l| format!("{rel}:{l}")),
+                );
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "messages that name a README section (point them at docs/):\n{}",
+        found.join("\n")
+    );
+    assert_eq!(
+        readme_pointers("-- README \"x\"\nHINT = 'see README \"y\"'", "--"),
+        ["2: HINT = 'see README \"y\"'"]
+    );
+}
