@@ -636,3 +636,21 @@ pub fn assert_distinct<'a>(label: &str, all: impl IntoIterator<Item = &'a i64>) 
     }
     seen.len()
 }
+
+/// Every file under `dir` (subdirectories included) whose extension is `ext`, sorted.
+pub fn files_with_extension(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("read {d:?}: {e}")) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == ext) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -437,20 +437,7 @@ fn run_page(cluster: &Cluster, db: &str, page: &str, text: &str) -> PageRun {
 
 /// Every `.md` file under `dir`, sorted.
 fn pages(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("read {d:?}: {e}")) {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|x| x == "md") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
+    idgen_cluster_tests::files_with_extension(dir, "md")
 }
 
 /// Runs every page of `dir` on `cluster`; returns the problems, and prints what ran.

@@ -251,20 +251,7 @@ fn raised_sqlstates() -> Vec<(String, String)> {
             .unwrap_or_else(|| panic!("ERRCODE_{name} is not in PostgreSQL's errcodes.h"))
     };
     let mut out = Vec::new();
-    let mut stack = vec![repo_root().join("src")];
-    let mut files = Vec::new();
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|x| x == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    for path in files {
+    for path in idgen_cluster_tests::files_with_extension(&repo_root().join("src"), "rs") {
         let text = std::fs::read_to_string(&path).unwrap();
         let file = path
             .strip_prefix(repo_root())
@@ -528,26 +515,18 @@ fn no_message_sends_a_user_to_a_readme_section() {
         .into_iter()
         .map(|l| format!("{name}:{l}"))
         .collect();
-    let mut dirs = vec![repo_root().join("src")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                let rel = path
-                    .strip_prefix(repo_root())
-                    .unwrap()
-                    .display()
-                    .to_string();
-                found.extend(
-                    readme_pointers(&text, "//")
-                        .into_iter()
-                        .map(|l| format!("{rel}:{l}")),
-                );
-            }
-        }
+    for path in idgen_cluster_tests::files_with_extension(&repo_root().join("src"), "rs") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rel = path
+            .strip_prefix(repo_root())
+            .unwrap()
+            .display()
+            .to_string();
+        found.extend(
+            readme_pointers(&text, "//")
+                .into_iter()
+                .map(|l| format!("{rel}:{l}")),
+        );
     }
     assert!(
         found.is_empty(),

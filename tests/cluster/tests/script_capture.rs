@@ -66,20 +66,7 @@ fn repo_root() -> PathBuf {
 
 /// Every `*.sql` file under `dir`, subdirectories included, sorted.
 fn sql_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("read {d:?}: {e}")) {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "sql") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
+    idgen_cluster_tests::files_with_extension(dir, "sql")
 }
 
 /// Names followed by `(` (function calls, in code and in string literals, which may be
