@@ -59,6 +59,40 @@ const TABLE: &str = "CREATE TABLE orders (
     node text NOT NULL,
     at   timestamptz NOT NULL DEFAULT clock_timestamp())";
 
+/// postgresql.conf of a pglogical node; its `shared_preload_libraries` is `'idgen,pglogical'`
+/// and its `{{registry}}` the registry's connection string.
+const PGLOGICAL_CONF: &str = include_str!("../../recipes/logical/pglogical.conf");
+
+/// `output_plugin_libraries`, for the releases that know it.
+const OUTPUT_PLUGINS_CONF: &str = include_str!("../../recipes/logical/output-plugins.conf");
+
+/// A pglogical node's statements, one at a time; `{{node}}` its name, `{{dsn}}` how the other
+/// node reaches it.
+const PGLOGICAL_NODE: &str = include_str!("../../recipes/logical/pglogical-node.sql");
+
+/// The subscription `{{subscription}}` to the node at `{{provider_dsn}}`.
+const PGLOGICAL_SUBSCRIBE: &str = include_str!("../../recipes/logical/pglogical-subscribe.sql");
+
+/// The status of the subscription `{{subscription}}`.
+const PGLOGICAL_STATUS: &str = include_str!("../../recipes/logical/pglogical-status.sql");
+
+/// The statements of `sql`, each ending at a line whose code (before a `--` comment) ends
+/// with `;`.
+fn statements(sql: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut current = String::new();
+    for line in sql.lines() {
+        current += line;
+        current += "\n";
+        let code = line.split("--").next().unwrap_or("").trim_end();
+        if code.ends_with(';') {
+            all.push(std::mem::take(&mut current));
+        }
+    }
+    assert!(current.trim().is_empty(), "no ; after:\n{current}");
+    all
+}
+
 /// One row as both sides must hold it: id, number, node, time (as text).
 type Row = (i64, i64, String, String);
 
@@ -153,38 +187,38 @@ fn errors(c: &Cluster) -> Vec<String> {
 /// replication set `default`, the global segment declared. `preload` is its
 /// `shared_preload_libraries`.
 fn pglogical_node(reg: &Cluster, tag: &str, preload: &str) -> Cluster {
-    let preload = format!("shared_preload_libraries = '{preload}'");
-    let registry = registry_setting(reg, "postgres");
+    const PRELOAD: &str = "shared_preload_libraries = 'idgen,pglogical'";
+    const REGISTRY: &str = "idgen.registry = '{{registry}}'";
+    assert!(PGLOGICAL_CONF.contains(PRELOAD) && PGLOGICAL_CONF.contains(REGISTRY));
+    let conf = PGLOGICAL_CONF
+        .replace(PRELOAD, &format!("shared_preload_libraries = '{preload}'"))
+        .replace(REGISTRY, &registry_setting(reg, "postgres"));
     let mut settings = vec![
-        preload.as_str(),
-        "idgen.worker_id = auto",
-        &registry,
+        conf.as_str(),
         FAST[0],
         FAST[1],
         "idgen.segment_wait_timeout = 60s",
-        "wal_level = logical",
-        "max_worker_processes = 16",
-        "max_replication_slots = 10",
-        "max_wal_senders = 10",
     ];
     // PostgreSQL 15.19 and later accept only the output plugins this setting lists (pgoutput
     // and test_decoding by default); pglogical's providers decode with its own. Earlier
     // releases do not know the setting (and would refuse to start with it).
     if has_setting("output_plugin_libraries") {
-        settings.push("output_plugin_libraries = 'pgoutput, test_decoding, pglogical_output'");
+        settings.push(OUTPUT_PLUGINS_CONF);
     }
     let c = Cluster::start(tag, &settings);
     let dsn = dsn(&c);
     let mut client = c.connect("postgres");
     // One statement at a time: segment_create needs CREATE EXTENSION idgen committed.
-    for sql in [
-        "CREATE EXTENSION idgen",
-        "CREATE EXTENSION pglogical",
-        &format!("SELECT pglogical.create_node(node_name := '{tag}', dsn := '{dsn}')"),
-        "SELECT segment_create('orders_no', scope => 'global')",
-        TABLE,
-        "SELECT pglogical.replication_set_add_table('default', 'orders')",
-    ] {
+    let node = PGLOGICAL_NODE
+        .replace("{{node}}", tag)
+        .replace("{{dsn}}", &dsn);
+    let node = statements(&node);
+    assert!(
+        node.iter()
+            .any(|s| s.trim_end().trim_end_matches(';') == TABLE),
+        "the migration's table is the recipe's"
+    );
+    for sql in &node {
         client
             .batch_execute(sql)
             .unwrap_or_else(|e| panic!("{tag}: {sql}: {e}\n{}", c.log()));
@@ -213,20 +247,17 @@ fn dsn(c: &Cluster) -> String {
 fn subscribe(subscriber: &Cluster, name: &str, provider: &Cluster) {
     subscriber
         .connect("postgres")
-        .batch_execute(&format!(
-            "SELECT pglogical.create_subscription(
-                 subscription_name := '{name}', provider_dsn := '{}',
-                 replication_sets := ARRAY['default'], synchronize_structure := false,
-                 synchronize_data := false, forward_origins := '{{}}')",
-            dsn(provider)
-        ))
+        .batch_execute(
+            &PGLOGICAL_SUBSCRIBE
+                .replace("{{subscription}}", name)
+                .replace("{{provider_dsn}}", &dsn(provider)),
+        )
         .unwrap();
 }
 
 fn subscription_status(c: &Cluster, name: &str) -> String {
-    c.connect("postgres").one(&format!(
-        "SELECT status FROM pglogical.show_subscription_status('{name}')"
-    ))
+    c.connect("postgres")
+        .one(&PGLOGICAL_STATUS.replace("{{subscription}}", name))
 }
 
 fn wait_status(c: &Cluster, name: &str, status: &str) {
