@@ -32,6 +32,10 @@
 //! the old server outside the table) is created above the old mark. Also: idgen's tables can be
 //! published, and a `FOR ALL TABLES` publication includes them (which is why the recipe lists
 //! tables).
+//!
+//! The configuration and the statements that docs/operations/logical-replication.md shows are
+//! read from `tests/recipes/logical/` (templates: the test fills in each `{{...}}`), and the
+//! page includes those files.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,6 +79,18 @@ const PGLOGICAL_SUBSCRIBE: &str = include_str!("../../recipes/logical/pglogical-
 
 /// The status of the subscription `{{subscription}}`.
 const PGLOGICAL_STATUS: &str = include_str!("../../recipes/logical/pglogical-status.sql");
+
+/// The migration's steps, as the page shows them; `{{old_dsn}}` is how the new server reaches
+/// the old one, `{{lsn}}` the old server's WAL position once the writes stopped.
+const MIGRATION_PUBLISH: &str = include_str!("../../recipes/logical/migration-publish.sql");
+const MIGRATION_SUBSCRIBE: &str = include_str!("../../recipes/logical/migration-subscribe.sql");
+const MIGRATION_COPIED: &str = include_str!("../../recipes/logical/migration-copied.sql");
+const MIGRATION_LSN: &str = include_str!("../../recipes/logical/migration-lsn.sql");
+const MIGRATION_CAUGHT_UP: &str = include_str!("../../recipes/logical/migration-caught-up.sql");
+const MIGRATION_DROP: &str = include_str!("../../recipes/logical/migration-drop.sql");
+/// Two queries generating the segment statements: `segment_setval`, then `segment_create`.
+const MIGRATION_SEGMENTS: &str = include_str!("../../recipes/logical/migration-segments.sql");
+const MIGRATION_IDS: &str = include_str!("../../recipes/logical/migration-ids.sql");
 
 /// The statements of `sql`, each ending at a line whose code (before a `--` comment) ends
 /// with `;`.
@@ -498,18 +514,12 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
 
     let mut copy_done = Duration::ZERO;
     let (done, failures) = write_while(&[(&old, "old")], 2, || {
-        o.batch_execute("CREATE PUBLICATION migration FOR TABLE orders")
-            .unwrap();
+        o.batch_execute(MIGRATION_PUBLISH).unwrap();
         let subscribing = Instant::now();
-        n.batch_execute(&format!(
-            "CREATE SUBSCRIPTION migration CONNECTION '{}' PUBLICATION migration",
-            dsn(&old)
-        ))
-        .unwrap();
+        n.batch_execute(&MIGRATION_SUBSCRIBE.replace("{{old_dsn}}", &dsn(&old)))
+            .unwrap();
         wait_for("the initial copy", CATCH_UP, || {
-            let ready: bool = new
-                .connect("postgres")
-                .one("SELECT coalesce(bool_and(srsubstate = 'r'), false) FROM pg_subscription_rel");
+            let ready: bool = new.connect("postgres").one(MIGRATION_COPIED);
             ready.then_some(())
         });
         copy_done = subscribing.elapsed();
@@ -520,12 +530,11 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     // Cut-over 1: writes stopped (the writers are done). Wait until the subscription has
     // confirmed everything the old server wrote.
     let catching_up = Instant::now();
-    let lsn: String = o.one("SELECT pg_current_wal_lsn()::text");
+    let lsn: String = o.one(MIGRATION_LSN);
     wait_for("the slot to confirm the old server's WAL", CATCH_UP, || {
-        let caught: bool = old.connect("postgres").one(&format!(
-            "SELECT confirmed_flush_lsn >= '{lsn}' FROM pg_replication_slots \
-             WHERE slot_name = 'migration'"
-        ));
+        let caught: bool = old
+            .connect("postgres")
+            .one(&MIGRATION_CAUGHT_UP.replace("{{lsn}}", &lsn));
         caught.then_some(())
     });
     let caught_up = catching_up.elapsed();
@@ -539,7 +548,7 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     let max_no = replicated.iter().map(|r| r.1).max().unwrap();
 
     // Cut-over 2: stop replicating (this also drops the slot on the old server).
-    n.batch_execute("DROP SUBSCRIPTION migration").unwrap();
+    n.batch_execute(MIGRATION_DROP).unwrap();
 
     // Negative control: without the segment step, the new server's segment starts where it
     // was created, below the replicated numbers: its first insert repeats one.
@@ -559,17 +568,10 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     // statements are generated on the old server and run on the new one.
     // Segments the new server has are moved with segment_setval, those it lacks are created
     // above the mark.
-    let setvals: Vec<String> = column(
-        &mut o,
-        "SELECT format('SELECT segment_setval(%L, %s)', name, max_id) \
-         FROM idgen_segment WHERE scope = 'local' ORDER BY name",
-    );
-    let creates: Vec<String> = column(
-        &mut o,
-        "SELECT format('SELECT segment_create(%L, start => %s, step => %s, cache => %s)', \
-                       name, max_id + 1, step, cache) \
-         FROM idgen_segment WHERE scope = 'local' ORDER BY name",
-    );
+    let generators = statements(MIGRATION_SEGMENTS);
+    assert_eq!(generators.len(), 2, "{generators:?}");
+    let setvals: Vec<String> = column(&mut o, &generators[0]);
+    let creates: Vec<String> = column(&mut o, &generators[1]);
     let old_mark: i64 = o.one("SELECT max_id FROM idgen_segment WHERE name = 'orders_no'");
     assert!(
         old_mark >= max_no,
@@ -591,7 +593,7 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     );
     // Cut-over 4: Snowflake ids. The worker ids differ, so ids cannot collide; the check shows
     // that the new server's clock is past the old server's last id (ids keep their order).
-    let above: bool = n.one("SELECT snowflake_nextval() > (SELECT max(id) FROM orders)");
+    let above: bool = n.one(MIGRATION_IDS);
     assert!(above, "the new server's first id is below a replicated one");
 
     let new_rows: Vec<(i64, i64)> = thread::scope(|s| {
