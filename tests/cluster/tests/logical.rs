@@ -32,6 +32,10 @@
 //! the old server outside the table) is created above the old mark. Also: idgen's tables can be
 //! published, and a `FOR ALL TABLES` publication includes them (which is why the recipe lists
 //! tables).
+//!
+//! The configuration and the statements that docs/operations/logical-replication.md shows are
+//! read from `tests/recipes/logical/` (templates: the test fills in each `{{...}}`), and the
+//! page includes those files.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,6 +62,52 @@ const TABLE: &str = "CREATE TABLE orders (
     no   bigint UNIQUE DEFAULT segment_nextval('orders_no'),
     node text NOT NULL,
     at   timestamptz NOT NULL DEFAULT clock_timestamp())";
+
+/// postgresql.conf of a pglogical node; its `shared_preload_libraries` is `'idgen,pglogical'`
+/// and its `{{registry}}` the registry's connection string.
+const PGLOGICAL_CONF: &str = include_str!("../../recipes/logical/pglogical.conf");
+
+/// `output_plugin_libraries`, for the releases that know it.
+const OUTPUT_PLUGINS_CONF: &str = include_str!("../../recipes/logical/output-plugins.conf");
+
+/// A pglogical node's statements, one at a time; `{{node}}` its name, `{{dsn}}` how the other
+/// node reaches it.
+const PGLOGICAL_NODE: &str = include_str!("../../recipes/logical/pglogical-node.sql");
+
+/// The subscription `{{subscription}}` to the node at `{{provider_dsn}}`.
+const PGLOGICAL_SUBSCRIBE: &str = include_str!("../../recipes/logical/pglogical-subscribe.sql");
+
+/// The status of the subscription `{{subscription}}`.
+const PGLOGICAL_STATUS: &str = include_str!("../../recipes/logical/pglogical-status.sql");
+
+/// The migration's steps, as the page shows them; `{{old_dsn}}` is how the new server reaches
+/// the old one, `{{lsn}}` the old server's WAL position once the writes stopped.
+const MIGRATION_PUBLISH: &str = include_str!("../../recipes/logical/migration-publish.sql");
+const MIGRATION_SUBSCRIBE: &str = include_str!("../../recipes/logical/migration-subscribe.sql");
+const MIGRATION_COPIED: &str = include_str!("../../recipes/logical/migration-copied.sql");
+const MIGRATION_LSN: &str = include_str!("../../recipes/logical/migration-lsn.sql");
+const MIGRATION_CAUGHT_UP: &str = include_str!("../../recipes/logical/migration-caught-up.sql");
+const MIGRATION_DROP: &str = include_str!("../../recipes/logical/migration-drop.sql");
+/// Two queries generating the segment statements: `segment_setval`, then `segment_create`.
+const MIGRATION_SEGMENTS: &str = include_str!("../../recipes/logical/migration-segments.sql");
+const MIGRATION_IDS: &str = include_str!("../../recipes/logical/migration-ids.sql");
+
+/// The statements of `sql`, each ending at a line whose code (before a `--` comment) ends
+/// with `;`.
+fn statements(sql: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut current = String::new();
+    for line in sql.lines() {
+        current += line;
+        current += "\n";
+        let code = line.split("--").next().unwrap_or("").trim_end();
+        if code.ends_with(';') {
+            all.push(std::mem::take(&mut current));
+        }
+    }
+    assert!(current.trim().is_empty(), "no ; after:\n{current}");
+    all
+}
 
 /// One row as both sides must hold it: id, number, node, time (as text).
 type Row = (i64, i64, String, String);
@@ -153,38 +203,38 @@ fn errors(c: &Cluster) -> Vec<String> {
 /// replication set `default`, the global segment declared. `preload` is its
 /// `shared_preload_libraries`.
 fn pglogical_node(reg: &Cluster, tag: &str, preload: &str) -> Cluster {
-    let preload = format!("shared_preload_libraries = '{preload}'");
-    let registry = registry_setting(reg, "postgres");
+    const PRELOAD: &str = "shared_preload_libraries = 'idgen,pglogical'";
+    const REGISTRY: &str = "idgen.registry = '{{registry}}'";
+    assert!(PGLOGICAL_CONF.contains(PRELOAD) && PGLOGICAL_CONF.contains(REGISTRY));
+    let conf = PGLOGICAL_CONF
+        .replace(PRELOAD, &format!("shared_preload_libraries = '{preload}'"))
+        .replace(REGISTRY, &registry_setting(reg, "postgres"));
     let mut settings = vec![
-        preload.as_str(),
-        "idgen.worker_id = auto",
-        &registry,
+        conf.as_str(),
         FAST[0],
         FAST[1],
         "idgen.segment_wait_timeout = 60s",
-        "wal_level = logical",
-        "max_worker_processes = 16",
-        "max_replication_slots = 10",
-        "max_wal_senders = 10",
     ];
     // PostgreSQL 15.19 and later accept only the output plugins this setting lists (pgoutput
     // and test_decoding by default); pglogical's providers decode with its own. Earlier
     // releases do not know the setting (and would refuse to start with it).
     if has_setting("output_plugin_libraries") {
-        settings.push("output_plugin_libraries = 'pgoutput, test_decoding, pglogical_output'");
+        settings.push(OUTPUT_PLUGINS_CONF);
     }
     let c = Cluster::start(tag, &settings);
     let dsn = dsn(&c);
     let mut client = c.connect("postgres");
     // One statement at a time: segment_create needs CREATE EXTENSION idgen committed.
-    for sql in [
-        "CREATE EXTENSION idgen",
-        "CREATE EXTENSION pglogical",
-        &format!("SELECT pglogical.create_node(node_name := '{tag}', dsn := '{dsn}')"),
-        "SELECT segment_create('orders_no', scope => 'global')",
-        TABLE,
-        "SELECT pglogical.replication_set_add_table('default', 'orders')",
-    ] {
+    let node = PGLOGICAL_NODE
+        .replace("{{node}}", tag)
+        .replace("{{dsn}}", &dsn);
+    let node = statements(&node);
+    assert!(
+        node.iter()
+            .any(|s| s.trim_end().trim_end_matches(';') == TABLE),
+        "the migration's table is the recipe's"
+    );
+    for sql in &node {
         client
             .batch_execute(sql)
             .unwrap_or_else(|e| panic!("{tag}: {sql}: {e}\n{}", c.log()));
@@ -213,20 +263,17 @@ fn dsn(c: &Cluster) -> String {
 fn subscribe(subscriber: &Cluster, name: &str, provider: &Cluster) {
     subscriber
         .connect("postgres")
-        .batch_execute(&format!(
-            "SELECT pglogical.create_subscription(
-                 subscription_name := '{name}', provider_dsn := '{}',
-                 replication_sets := ARRAY['default'], synchronize_structure := false,
-                 synchronize_data := false, forward_origins := '{{}}')",
-            dsn(provider)
-        ))
+        .batch_execute(
+            &PGLOGICAL_SUBSCRIBE
+                .replace("{{subscription}}", name)
+                .replace("{{provider_dsn}}", &dsn(provider)),
+        )
         .unwrap();
 }
 
 fn subscription_status(c: &Cluster, name: &str) -> String {
-    c.connect("postgres").one(&format!(
-        "SELECT status FROM pglogical.show_subscription_status('{name}')"
-    ))
+    c.connect("postgres")
+        .one(&PGLOGICAL_STATUS.replace("{{subscription}}", name))
 }
 
 fn wait_status(c: &Cluster, name: &str, status: &str) {
@@ -467,18 +514,12 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
 
     let mut copy_done = Duration::ZERO;
     let (done, failures) = write_while(&[(&old, "old")], 2, || {
-        o.batch_execute("CREATE PUBLICATION migration FOR TABLE orders")
-            .unwrap();
+        o.batch_execute(MIGRATION_PUBLISH).unwrap();
         let subscribing = Instant::now();
-        n.batch_execute(&format!(
-            "CREATE SUBSCRIPTION migration CONNECTION '{}' PUBLICATION migration",
-            dsn(&old)
-        ))
-        .unwrap();
+        n.batch_execute(&MIGRATION_SUBSCRIBE.replace("{{old_dsn}}", &dsn(&old)))
+            .unwrap();
         wait_for("the initial copy", CATCH_UP, || {
-            let ready: bool = new
-                .connect("postgres")
-                .one("SELECT coalesce(bool_and(srsubstate = 'r'), false) FROM pg_subscription_rel");
+            let ready: bool = new.connect("postgres").one(MIGRATION_COPIED);
             ready.then_some(())
         });
         copy_done = subscribing.elapsed();
@@ -489,12 +530,11 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     // Cut-over 1: writes stopped (the writers are done). Wait until the subscription has
     // confirmed everything the old server wrote.
     let catching_up = Instant::now();
-    let lsn: String = o.one("SELECT pg_current_wal_lsn()::text");
+    let lsn: String = o.one(MIGRATION_LSN);
     wait_for("the slot to confirm the old server's WAL", CATCH_UP, || {
-        let caught: bool = old.connect("postgres").one(&format!(
-            "SELECT confirmed_flush_lsn >= '{lsn}' FROM pg_replication_slots \
-             WHERE slot_name = 'migration'"
-        ));
+        let caught: bool = old
+            .connect("postgres")
+            .one(&MIGRATION_CAUGHT_UP.replace("{{lsn}}", &lsn));
         caught.then_some(())
     });
     let caught_up = catching_up.elapsed();
@@ -508,7 +548,7 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     let max_no = replicated.iter().map(|r| r.1).max().unwrap();
 
     // Cut-over 2: stop replicating (this also drops the slot on the old server).
-    n.batch_execute("DROP SUBSCRIPTION migration").unwrap();
+    n.batch_execute(MIGRATION_DROP).unwrap();
 
     // Negative control: without the segment step, the new server's segment starts where it
     // was created, below the replicated numbers: its first insert repeats one.
@@ -528,17 +568,10 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     // statements are generated on the old server and run on the new one.
     // Segments the new server has are moved with segment_setval, those it lacks are created
     // above the mark.
-    let setvals: Vec<String> = column(
-        &mut o,
-        "SELECT format('SELECT segment_setval(%L, %s)', name, max_id) \
-         FROM idgen_segment WHERE scope = 'local' ORDER BY name",
-    );
-    let creates: Vec<String> = column(
-        &mut o,
-        "SELECT format('SELECT segment_create(%L, start => %s, step => %s, cache => %s)', \
-                       name, max_id + 1, step, cache) \
-         FROM idgen_segment WHERE scope = 'local' ORDER BY name",
-    );
+    let generators = statements(MIGRATION_SEGMENTS);
+    assert_eq!(generators.len(), 2, "{generators:?}");
+    let setvals: Vec<String> = column(&mut o, &generators[0]);
+    let creates: Vec<String> = column(&mut o, &generators[1]);
     let old_mark: i64 = o.one("SELECT max_id FROM idgen_segment WHERE name = 'orders_no'");
     assert!(
         old_mark >= max_no,
@@ -560,7 +593,7 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     );
     // Cut-over 4: Snowflake ids. The worker ids differ, so ids cannot collide; the check shows
     // that the new server's clock is past the old server's last id (ids keep their order).
-    let above: bool = n.one("SELECT snowflake_nextval() > (SELECT max(id) FROM orders)");
+    let above: bool = n.one(MIGRATION_IDS);
     assert!(above, "the new server's first id is below a replicated one");
 
     let new_rows: Vec<(i64, i64)> = thread::scope(|s| {

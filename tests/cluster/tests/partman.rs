@@ -27,6 +27,9 @@
 //! - Layouts: 10 ms ticks with an epoch at midnight +08 give exact days starting at midnight
 //!   +08; 7 ms ticks (which do not divide a day) give no constant day at all.
 //!
+//! The configuration and the statements that docs/operations/partitioning.md shows are read
+//! from `tests/recipes/partman/`, and the page includes those files: what it shows is what runs.
+//!
 //! Run by `scripts/recipes/partman.sh`, which installs `postgresql-15-partman`.
 
 use std::time::Duration;
@@ -36,67 +39,76 @@ use idgen_cluster_tests::{column, db_error, sqlstate, wait_for, Cluster, One};
 /// Sanity bound for every wait on the background worker (not a performance claim).
 const BOUND: Duration = Duration::from_secs(60);
 
-/// A day in id units under the server's layout (the README's expression).
+/// A day in id units under the server's layout (the expression of the page and of daily.sql).
 const DAY_IN_ID_UNITS: &str =
     "snowflake_compose(now() + interval '24 hours') - snowflake_compose(now())";
 
 /// The lowest id of the current UTC day.
 const TODAY_UTC: &str = "snowflake_compose(date_trunc('day', now(), 'UTC'))";
 
-/// postgresql.conf lines preloading idgen (worker `worker_id`) and pg_partman's background
-/// worker, which runs `run_maintenance()` in database `postgres` every second, in UTC.
-fn partman_settings(worker_id: u32) -> Vec<String> {
-    vec![
-        "shared_preload_libraries = 'idgen,pg_partman_bgw'".to_owned(),
-        format!("idgen.worker_id = {worker_id}"),
-        "pg_partman_bgw.interval = 1".to_owned(),
-        "pg_partman_bgw.dbname = 'postgres'".to_owned(),
-        "pg_partman_bgw.role = 'postgres'".to_owned(),
-        "pg_partman_bgw.jobmon = off".to_owned(),
-        "timezone = 'UTC'".to_owned(),
-    ]
-}
+/// postgresql.conf lines preloading idgen (worker 7) and pg_partman's background worker,
+/// which runs `run_maintenance()` in database `postgres` every second, in UTC.
+const PARTMAN_SETTINGS: &str = include_str!("../../recipes/partman/postgresql.conf");
 
-/// A started server with [`partman_settings`] (worker 7), idgen created in database `postgres`
-/// and pg_partman in its schema `partman`.
+/// pg_partman in its own schema `partman`.
+const CREATE_PARTMAN: &str = include_str!("../../recipes/partman/extension.sql");
+
+/// Table `events`, partitioned by range of a Snowflake id drawn by default, and its
+/// `create_parent` for daily partitions: the first one holds `now()`, premake 2.
+const DAILY: &str = include_str!("../../recipes/partman/daily.sql");
+
+/// Table `orders`, partitioned by month of a `created_at` derived from the id; premake 1.
+const MONTHLY: &str = include_str!("../../recipes/partman/monthly.sql");
+
+/// Premake `orders`' months from the clock (`infinite_time_partitions`), 3 ahead.
+const MONTHLY_FROM_THE_CLOCK: &str =
+    include_str!("../../recipes/partman/monthly-from-the-clock.sql");
+
+/// The remedy's first statement: `partition_data_id` for `public.events`.
+const MOVE_DEFAULT_ROWS: &str = include_str!("../../recipes/partman/move-default-rows.sql");
+
+/// The premake from the clock for `public.events`: the partitions of today and the `premake`
+/// days after it, whatever `max(id)` is.
+const PREMAKE_FROM_THE_CLOCK: &str =
+    include_str!("../../recipes/partman/premake-from-the-clock.sql");
+
+/// A started server with [`PARTMAN_SETTINGS`], idgen created in database `postgres` and
+/// pg_partman in its schema `partman`.
 fn partman_cluster(tag: &str) -> Cluster {
-    let settings = partman_settings(7);
-    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-    let cluster = Cluster::start(tag, &settings);
+    let cluster = Cluster::start(tag, &[PARTMAN_SETTINGS]);
     cluster.create_db_with_idgen("postgres");
     cluster
         .connect("postgres")
-        .batch_execute("CREATE SCHEMA partman; CREATE EXTENSION pg_partman SCHEMA partman")
+        .batch_execute(CREATE_PARTMAN)
         .unwrap();
     cluster
 }
 
-/// A table partitioned by range of a Snowflake id drawn by default.
-fn create_id_table(client: &mut postgres::Client, name: &str) {
+/// The first column of the last row that the statements of `sql` return (simple protocol).
+fn last_value(client: &mut postgres::Client, sql: &str) -> String {
     client
-        .batch_execute(&format!(
-            "CREATE TABLE {name} (
-                 id bigint NOT NULL DEFAULT snowflake_nextval(),
-                 note text,
-                 PRIMARY KEY (id)
-             ) PARTITION BY RANGE (id)"
-        ))
-        .unwrap();
+        .simple_query(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_iter()
+        .filter_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .last()
+        .unwrap_or_else(|| panic!("{sql}: no row"))
 }
 
-/// `create_parent` for daily partitions by id, the first one holding `start` (an SQL
-/// expression giving a timestamptz), `premake` more after it.
-fn create_daily_parent(client: &mut postgres::Client, table: &str, start: &str, premake: i32) {
-    let created: bool = client.one(&format!(
-        "SELECT partman.create_parent(
-             p_parent_table => 'public.{table}',
-             p_control => 'id',
-             p_type => 'native',
-             p_interval => ({DAY_IN_ID_UNITS})::text,
-             p_premake => {premake},
-             p_start_partition => snowflake_compose({start})::text)"
-    ));
+/// [`DAILY`] for table `table` with `premake`: the table and its daily partitions by id, the
+/// first one holding `now()`. Returns what `create_parent` returned.
+fn create_daily_table(client: &mut postgres::Client, table: &str, premake: i32) -> bool {
+    const PREMAKE_2: &str = "p_premake         => 2,";
+    assert!(DAILY.contains(PREMAKE_2), "daily.sql: {PREMAKE_2}");
+    let sql = DAILY
+        .replace("events", table)
+        .replace(PREMAKE_2, &format!("p_premake         => {premake},"));
+    let created = last_value(client, &sql) == "t";
     assert!(created, "create_parent of {table}");
+    created
 }
 
 /// The lower bounds of the id partitions of `table`, ascending (the default partition left out).
@@ -168,20 +180,14 @@ fn check_default(client: &mut postgres::Client) -> Vec<(String, i64)> {
         .collect()
 }
 
-/// The premake from the clock (the README's statement): the partitions of today and the
-/// `premake` days after it, whatever `max(id)` is.
+/// [`PREMAKE_FROM_THE_CLOCK`] for `table`: the partitions of today and the `premake` days after
+/// it, whatever `max(id)` is.
 fn premake_from_the_clock(client: &mut postgres::Client, table: &str) {
     // create_partition_id returns false when every partition existed already: the callers
     // check the partitions.
     client
         .execute(
-            &format!(
-                "SELECT partman.create_partition_id(parent_table,
-                     ARRAY(SELECT snowflake_compose(now() + make_interval(hours => 24 * k))
-                                  / partition_interval::bigint * partition_interval::bigint
-                           FROM generate_series(0, premake) AS k))
-                 FROM partman.part_config WHERE parent_table = 'public.{table}'"
-            ),
+            &PREMAKE_FROM_THE_CLOCK.replace("public.events", &format!("public.{table}")),
             &[],
         )
         .unwrap();
@@ -206,23 +212,11 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
     );
     assert_eq!(dst_day, (23 * 3_600_000) << 22, "'1 day' is 23 hours there");
 
-    create_id_table(&mut client, "events");
-    // One statement: now() is one instant for create_parent and for "today".
-    let row = client
-        .query_one(
-            &format!(
-                "SELECT {TODAY_UTC}, partman.create_parent(
-                     p_parent_table => 'public.events',
-                     p_control => 'id',
-                     p_type => 'native',
-                     p_interval => ({DAY_IN_ID_UNITS})::text,
-                     p_premake => 2,
-                     p_start_partition => snowflake_compose(now())::text)"
-            ),
-            &[],
-        )
-        .unwrap();
-    let (today, made): (i64, bool) = (row.get(0), row.get(1));
+    // One transaction: now() is one instant for create_parent and for "today".
+    client.batch_execute("BEGIN").unwrap();
+    let made = create_daily_table(&mut client, "events", 2);
+    let today: i64 = client.one(&format!("SELECT {TODAY_UTC}"));
+    client.batch_execute("COMMIT").unwrap();
     assert!(made);
     let parts = id_partitions(&mut client, "events");
     assert_eq!(parts, vec![today, today + day, today + 2 * day]);
@@ -299,24 +293,19 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
 #[ignore = "needs postgresql-15-partman: run by scripts/recipes/partman.sh"]
 fn an_idle_table_sends_new_rows_to_the_default_partition_until_premade_from_the_clock() {
     // The server runs under libfaketime, so that its clock can jump 10 days ahead.
-    let settings = partman_settings(7);
-    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-    let mut cluster = Cluster::init("partman-idle", &settings);
+    let mut cluster = Cluster::init("partman-idle", &[PARTMAN_SETTINGS]);
     let clock = cluster.fake_clock();
     cluster.start_server();
     cluster.create_db_with_idgen("postgres");
     let mut client = cluster.connect("postgres");
-    client
-        .batch_execute("CREATE SCHEMA partman; CREATE EXTENSION pg_partman SCHEMA partman")
-        .unwrap();
+    client.batch_execute(CREATE_PARTMAN).unwrap();
     let day: i64 = client.one(&format!("SELECT {DAY_IN_ID_UNITS}"));
     let today: i64 = client.one(&format!("SELECT {TODAY_UTC}"));
     let days = |from: i64, to: i64| -> Vec<i64> { (from..=to).map(|k| today + k * day).collect() };
 
     // Three tables with daily partitions, premake 2: one active, two that go idle after today.
     for table in ["events", "idle", "idle2"] {
-        create_id_table(&mut client, table);
-        create_daily_parent(&mut client, table, "now()", 2);
+        create_daily_table(&mut client, table, 2);
     }
     client
         .batch_execute(
@@ -398,8 +387,7 @@ fn an_idle_table_sends_new_rows_to_the_default_partition_until_premade_from_the_
 
     // Remedy: move the rows out of the default partition (this makes day +10's partition),
     // then premake from the clock.
-    let moved: i64 =
-        client.one("SELECT partman.partition_data_id('public.idle', p_batch_count => 10)");
+    let moved: i64 = client.one(&MOVE_DEFAULT_ROWS.replace("public.events", "public.idle"));
     assert_eq!(moved, 100);
     assert!(check_default(&mut client).is_empty());
     premake_from_the_clock(&mut client, "idle");
@@ -437,17 +425,6 @@ fn an_idle_table_sends_new_rows_to_the_default_partition_until_premade_from_the_
 fn monthly_partitions_by_a_time_column_derived_from_the_id() {
     let cluster = partman_cluster("partman-monthly");
     let mut client = cluster.connect("postgres");
-    client
-        .batch_execute(
-            "CREATE TABLE orders (
-                 id bigint NOT NULL DEFAULT snowflake_nextval(),
-                 created_at timestamptz NOT NULL DEFAULT snowflake_timestamp(snowflake_currval()),
-                 note text,
-                 CONSTRAINT created_at_is_the_id_time CHECK (created_at = snowflake_timestamp(id)),
-                 PRIMARY KEY (id, created_at)
-             ) PARTITION BY RANGE (created_at)",
-        )
-        .unwrap();
     // A generated column would be simpler, but PostgreSQL refuses it as a partition key.
     let refused = client.batch_execute(
         "CREATE TABLE g (id bigint, created_at timestamptz GENERATED ALWAYS AS (snowflake_timestamp(id)) STORED)
@@ -458,17 +435,14 @@ fn monthly_partitions_by_a_time_column_derived_from_the_id() {
         "cannot use generated column in partition key"
     );
 
-    // One statement: now() is one instant for create_parent and for the expected names.
-    let row = client
-        .query_one(
-            "SELECT partman.create_parent(p_parent_table => 'public.orders', p_control => 'created_at',
-                                          p_type => 'native', p_interval => '1 month', p_premake => 1),
-                    ARRAY(SELECT 'orders_p' || to_char(date_trunc('month', now(), 'UTC') + make_interval(months => k), 'YYYY_MM')
-                          FROM generate_series(-1, 3) AS k)",
-            &[],
-        )
-        .unwrap();
-    let (made, expected): (bool, Vec<String>) = (row.get(0), row.get(1));
+    // One transaction: now() is one instant for create_parent and for the expected names.
+    client.batch_execute("BEGIN").unwrap();
+    let made = last_value(&mut client, MONTHLY) == "t";
+    let expected: Vec<String> = client.one(
+        "SELECT ARRAY(SELECT 'orders_p' || to_char(date_trunc('month', now(), 'UTC') + make_interval(months => k), 'YYYY_MM')
+                      FROM generate_series(-1, 3) AS k)",
+    );
+    client.batch_execute("COMMIT").unwrap();
     assert!(made);
     let monthly = |client: &mut postgres::Client| -> Vec<String> {
         column(
@@ -479,12 +453,7 @@ fn monthly_partitions_by_a_time_column_derived_from_the_id() {
     assert_eq!(monthly(&mut client), expected[..3].to_vec());
 
     // Premake from the clock: the table is empty, so only the clock can drive this.
-    client
-        .batch_execute(
-            "UPDATE partman.part_config SET premake = 3, infinite_time_partitions = true
-             WHERE parent_table = 'public.orders'",
-        )
-        .unwrap();
+    client.batch_execute(MONTHLY_FROM_THE_CLOCK).unwrap();
     wait_for(
         "the background worker to premake months +2, +3",
         BOUND,
@@ -643,9 +612,7 @@ fn a_day_in_id_units_is_exact_when_the_tick_divides_a_day() {
         ],
     );
     let mut client = cluster.connect("postgres");
-    client
-        .batch_execute("CREATE SCHEMA partman; CREATE EXTENSION pg_partman SCHEMA partman")
-        .unwrap();
+    client.batch_execute(CREATE_PARTMAN).unwrap();
     let day: i64 = client.one(&format!("SELECT {DAY_IN_ID_UNITS}"));
     assert_eq!(day, 8_640_000 << 24);
     let constant: bool = client.one_with(
@@ -662,8 +629,7 @@ fn a_day_in_id_units_is_exact_when_the_tick_divides_a_day() {
     );
     assert!(midnights);
 
-    create_id_table(&mut client, "events");
-    create_daily_parent(&mut client, "events", "now()", 1);
+    create_daily_table(&mut client, "events", 1);
     let parts = id_partitions(&mut client, "events");
     let start_of_day: bool = client.one_with(
         "SELECT snowflake_timestamp($1) = date_trunc('day', now(), 'Asia/Shanghai')",

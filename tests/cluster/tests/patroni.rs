@@ -46,6 +46,10 @@
 //! README's 25006 on a standby of a registry node is pinned in `registry.rs`
 //! (`a_standby_of_a_registry_node_refuses_snowflake_ids_with_25006`; it once got 55000).
 //!
+//! Each member's patroni.yml is `tests/recipes/patroni/patroni.yml` with its placeholders filled
+//! in (the worker id part from `worker-*.yml`); docs/operations/high-availability.md includes
+//! those files.
+//!
 //! When patroni or etcd is not installed, the Patroni tests print `patroni skipped: <reason>` and
 //! pass; `scripts/recipes/patroni.sh` installs them.
 
@@ -67,6 +71,17 @@ const CLIENTS: usize = 8;
 const MEMBERS: usize = 3;
 /// The worker id of the whole Patroni cluster in the static configuration.
 const STATIC_WORKER: i64 = 7;
+
+/// A member's patroni.yml, a template: the test fills in each `{{...}}`, its `{{worker_id}}`
+/// with [`WORKER_STATIC`] or [`WORKER_REGISTRY`], `{{node_name}}` with [`NODE_NAME_REGISTRY`]
+/// (registry) or nothing, `{{test_parameters}}` with the test's own DCS parameters.
+const PATRONI_YML: &str = include_str!("../../recipes/patroni/patroni.yml");
+/// [`STATIC_WORKER`] on every member.
+const WORKER_STATIC: &str = include_str!("../../recipes/patroni/worker-static.yml");
+/// `idgen.worker_id: 'auto'` and the registry at `{{registry_port}}`.
+const WORKER_REGISTRY: &str = include_str!("../../recipes/patroni/worker-registry.yml");
+/// `idgen.node_name`, the member's Patroni name.
+const NODE_NAME_REGISTRY: &str = include_str!("../../recipes/patroni/node-name-registry.yml");
 /// What happens to the leader, in order.
 const EVENTS: [Kind; 4] = [Kind::Loss, Kind::Loss, Kind::Switchover, Kind::Loss];
 /// An event comes this long (a random time in the range, ms) after the cluster is healthy.
@@ -210,14 +225,15 @@ struct Patroni {
 }
 
 impl Patroni {
-    /// Writes the configurations, starts etcd and the three members, and waits until one is the
-    /// leader with a synchronous standby and a replica. `dcs_parameters` go to every member
-    /// (bootstrap DCS configuration), `member_parameters(directory, name)` to one member's
-    /// local configuration.
+    /// Writes the configurations ([`PATRONI_YML`] with `worker_id`, one of the `worker-*.yml`
+    /// fragments, and `node_name`, empty or [`NODE_NAME_REGISTRY`]), starts etcd and the three
+    /// members. `test_parameters` go to every member (bootstrap DCS configuration) after the
+    /// recipe's own.
     fn start(
         tag: &str,
-        dcs_parameters: &[(&str, String)],
-        member_parameters: impl Fn(&Path, &str) -> Vec<(&'static str, String)>,
+        worker_id: &str,
+        test_parameters: &[(&str, String)],
+        node_name: &str,
     ) -> Patroni {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -246,12 +262,7 @@ impl Patroni {
                 rest_port: free_port(),
                 patroni: None,
             };
-            let yaml = p.config(
-                &scope,
-                &m,
-                dcs_parameters,
-                &member_parameters(&p.dir, &m.name),
-            );
+            let yaml = p.config(&scope, &m, worker_id, test_parameters, node_name);
             let path = p.config_path(&m.name);
             fs::write(&path, yaml).expect("write a Patroni configuration");
             p.chown(&path);
@@ -341,61 +352,37 @@ impl Patroni {
         });
     }
 
-    /// The YAML configuration of member `m`.
+    /// The YAML configuration of member `m`: [`PATRONI_YML`] filled in.
     fn config(
         &self,
         scope: &str,
         m: &Member,
-        dcs_parameters: &[(&str, String)],
-        member_parameters: &[(&str, String)],
+        worker_id: &str,
+        test_parameters: &[(&str, String)],
+        node_name: &str,
     ) -> String {
         let params = |list: &[(&str, String)], indent: &str| {
             list.iter()
                 .map(|(k, v)| format!("{indent}{k}: '{}'\n", v.replace('\'', "''")))
                 .collect::<String>()
         };
-        let data = self.data(&m.name);
-        format!(
-            "scope: {scope}\n\
-             namespace: /idgen/\n\
-             name: {name}\n\
-             restapi:\n  listen: 127.0.0.1:{rest}\n  connect_address: 127.0.0.1:{rest}\n\
-             etcd3:\n  hosts: 127.0.0.1:{etcd}\n\
-             bootstrap:\n\
-             \x20 dcs:\n\
-             \x20   ttl: 12\n\
-             \x20   loop_wait: 2\n\
-             \x20   retry_timeout: 5\n\
-             \x20   synchronous_mode: true\n\
-             \x20   postgresql:\n\
-             \x20     use_pg_rewind: true\n\
-             \x20     parameters:\n{dcs}\
-             \x20 initdb:\n  - encoding: UTF8\n  - locale: C\n\
-             postgresql:\n\
-             \x20 listen: 127.0.0.1:{pg}\n\
-             \x20 connect_address: 127.0.0.1:{pg}\n\
-             \x20 data_dir: {data}\n\
-             \x20 bin_dir: {bin}\n\
-             \x20 pgpass: {dir}/{name}.pgpass\n\
-             \x20 authentication:\n\
-             \x20   superuser:\n      username: postgres\n\
-             \x20   replication:\n      username: postgres\n\
-             \x20   rewind:\n      username: postgres\n\
-             \x20 parameters:\n{local}\
-             \x20 pg_hba:\n\
-             \x20 - local all all trust\n\
-             \x20 - host all all 127.0.0.1/32 trust\n\
-             \x20 - host replication all 127.0.0.1/32 trust\n",
-            name = m.name,
-            rest = m.rest_port,
-            etcd = self.etcd_port(),
-            dcs = params(dcs_parameters, "        "),
-            pg = m.pg_port,
-            data = data.display(),
-            bin = pg_bin(),
-            dir = self.dir.display(),
-            local = params(member_parameters, "    "),
-        )
+        let yaml = PATRONI_YML
+            .replace("{{worker_id}}\n", worker_id)
+            .replace(
+                "{{test_parameters}}\n",
+                &params(test_parameters, "        "),
+            )
+            .replace("{{node_name}}\n", node_name)
+            .replace("{{scope}}", scope)
+            .replace("{{name}}", &m.name)
+            .replace("{{rest_port}}", &m.rest_port.to_string())
+            .replace("{{etcd_port}}", &self.etcd_port().to_string())
+            .replace("{{pg_port}}", &m.pg_port.to_string())
+            .replace("{{data_dir}}", &self.data(&m.name).display().to_string())
+            .replace("{{bin_dir}}", &pg_bin())
+            .replace("{{dir}}", &self.dir.display().to_string());
+        assert!(!yaml.contains("{{"), "a placeholder left in:\n{yaml}");
+        yaml
     }
 
     /// Starts member `i`'s `patroni`, as postgres, in a process group of its own.
@@ -818,39 +805,26 @@ fn timeline_order(
 /// Starts the three members: idgen preloaded, and worker ids from `reg` (`idgen.worker_id =
 /// auto`, each member's `idgen.node_name` its Patroni name) or [`STATIC_WORKER`] on every member.
 fn start_members(tag: &str, reg: Option<&Cluster>) -> Patroni {
-    let mut dcs: Vec<(&str, String)> = vec![
-        ("shared_preload_libraries", "idgen".into()),
-        ("synchronous_commit", "on".into()),
-        ("wal_log_hints", "on".into()),
+    let mut test: Vec<(&str, String)> = vec![
         // Test speed only: a killed process loses nothing the OS has; no machine loses power.
         ("fsync", "off".into()),
     ];
     match reg {
-        Some(reg) => dcs.extend([
-            ("idgen.worker_id", "auto".into()),
-            (
-                "idgen.registry",
-                format!(
-                    "host=127.0.0.1 port={} dbname=postgres user=postgres",
-                    reg.port()
-                ),
-            ),
-            // The registry's longest lease (tests/cluster/src/registry.rs).
-            ("idgen.registry_lease", "2s".into()),
-            ("idgen.registry_renew_interval", "500ms".into()),
-        ]),
-        None => dcs.push(("idgen.worker_id", STATIC_WORKER.to_string())),
-    }
-    let registry_mode = reg.is_some();
-    Patroni::start(tag, &dcs, |dir, name| {
-        // Sockets in the test's directory (a container may lack /var/run/postgresql).
-        let mut local = vec![("unix_socket_directories", dir.display().to_string())];
-        if registry_mode {
-            // The registry knows a member by this name.
-            local.push(("idgen.node_name", name.to_owned()));
+        Some(reg) => {
+            test.extend([
+                // The registry's longest lease (tests/cluster/src/registry.rs).
+                ("idgen.registry_lease", "2s".into()),
+                ("idgen.registry_renew_interval", "500ms".into()),
+            ]);
+            let worker = WORKER_REGISTRY.replace("{{registry_port}}", &reg.port().to_string());
+            // The registry knows a member by its Patroni name.
+            Patroni::start(tag, &worker, &test, NODE_NAME_REGISTRY)
         }
-        local
-    })
+        None => {
+            assert!(WORKER_STATIC.contains(&format!("idgen.worker_id: '{STATIC_WORKER}'")));
+            Patroni::start(tag, WORKER_STATIC, &test, "")
+        }
+    }
 }
 
 /// The leader's worker id, once it holds it.

@@ -20,6 +20,9 @@
 //!   a one-backend pool fails to prepare the statement the first one left there (42P05), the
 //!   failure that pgbouncer before 1.21 gives psycopg's prepared statements.
 //!
+//! pgbouncer's configuration is read from `tests/recipes/pgbouncer/*.ini`, templates whose
+//! placeholders the test fills in; docs/operations/poolers.md includes those files.
+//!
 //! Run by `scripts/recipes/pgbouncer.sh`, which installs pgbouncer and the venv.
 
 use std::collections::{HashMap, HashSet};
@@ -41,6 +44,13 @@ const BOUND: Duration = Duration::from_secs(60);
 const CLIENTS: usize = 8;
 const TRANSACTIONS: usize = 150;
 const POOL: usize = 2;
+
+/// pgbouncer.ini for session pooling: database `sess`, one server connection.
+const SESSION_INI: &str = include_str!("../../recipes/pgbouncer/session.ini");
+
+/// pgbouncer.ini for transaction pooling (`txn`, [`POOL`] server connections; `txn_one`, one)
+/// and statement pooling (`stmt`, one).
+const TRANSACTION_INI: &str = include_str!("../../recipes/pgbouncer/transaction.ini");
 
 const CREATE_ORDERS: &str = "CREATE TABLE orders (
     id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
@@ -80,10 +90,10 @@ struct Pgbouncer {
 }
 
 impl Pgbouncer {
-    /// Starts pgbouncer with one `[databases]` entry per `(alias, options)` (options such as
-    /// `pool_mode=transaction pool_size=2`) and `settings` appended to `[pgbouncer]`; waits
-    /// until it listens.
-    fn start(cluster: &Cluster, databases: &[(&str, &str)], settings: &[&str]) -> Pgbouncer {
+    /// Starts pgbouncer with the configuration `template` (one of tests/recipes/pgbouncer/),
+    /// its `{{port}}` the server's port, `{{listen_port}}` a free port for pgbouncer and
+    /// `{{dir}}` a scratch directory; waits until it listens.
+    fn start(cluster: &Cluster, template: &str) -> Pgbouncer {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -103,32 +113,11 @@ impl Pgbouncer {
         };
         for _ in 0..5 {
             pgb.port = free_port();
-            let mut ini = String::from("[databases]\n");
-            for (alias, options) in databases {
-                ini += &format!(
-                    "{alias} = host=127.0.0.1 port={} dbname=postgres user=postgres {options}\n",
-                    cluster.port()
-                );
-            }
-            ini += &format!(
-                "[pgbouncer]\n\
-                 listen_addr = 127.0.0.1\n\
-                 listen_port = {port}\n\
-                 unix_socket_dir =\n\
-                 auth_type = trust\n\
-                 auth_file = {dir}/userlist.txt\n\
-                 logfile = {dir}/pgbouncer.log\n\
-                 pidfile = {dir}/pgbouncer.pid\n\
-                 admin_users = postgres\n\
-                 max_client_conn = 100\n\
-                 query_wait_timeout = 60\n",
-                port = pgb.port,
-                dir = pgb.dir.display()
-            );
-            for s in settings {
-                ini += s;
-                ini += "\n";
-            }
+            let ini = template
+                .replace("{{port}}", &cluster.port().to_string())
+                .replace("{{listen_port}}", &pgb.port.to_string())
+                .replace("{{dir}}", &pgb.dir.display().to_string());
+            assert!(!ini.contains("{{"), "a placeholder left in:\n{ini}");
             let ini_path = pgb.dir.join("pgbouncer.ini");
             fs::write(&ini_path, ini).unwrap();
             let _ = fs::remove_file(pgb.dir.join("pgbouncer.log"));
@@ -245,11 +234,8 @@ fn session_pooling_discard_all_resets_every_currval() {
     }
     drop(direct);
 
-    let pgb = Pgbouncer::start(
-        &cluster,
-        &[("sess", "pool_mode=session pool_size=1")],
-        &["server_reset_query = DISCARD ALL"],
-    );
+    assert!(SESSION_INI.contains("\nserver_reset_query = DISCARD ALL\n"));
+    let pgb = Pgbouncer::start(&cluster, SESSION_INI);
 
     // Client 1 draws all three and leaves; pgbouncer sends DISCARD ALL to its backend and hands
     // it to client 2.
@@ -340,15 +326,8 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
             "SELECT segment_create('order_no', start => 1000, step => 100); {CREATE_ORDERS}"
         ))
         .unwrap();
-    let pgb = Pgbouncer::start(
-        &cluster,
-        &[
-            ("txn", &format!("pool_mode=transaction pool_size={POOL}")),
-            ("txn_one", "pool_mode=transaction pool_size=1"),
-            ("stmt", "pool_mode=statement pool_size=1"),
-        ],
-        &[],
-    );
+    assert!(TRANSACTION_INI.contains(&format!("pool_mode=transaction pool_size={POOL}\n")));
+    let pgb = Pgbouncer::start(&cluster, TRANSACTION_INI);
 
     // One backend for two clients: what A's later currval returns is B's id, always.
     let mut a = pgb.connect("txn_one");
@@ -560,14 +539,7 @@ fn psycopg_through_transaction_pooling_with_prepare_threshold_none() {
                 .replace("client int NOT NULL", "client int NOT NULL, note text")
         ))
         .unwrap();
-    let pgb = Pgbouncer::start(
-        &cluster,
-        &[
-            ("txn", "pool_mode=transaction pool_size=2"),
-            ("txn_one", "pool_mode=transaction pool_size=1"),
-        ],
-        &[],
-    );
+    let pgb = Pgbouncer::start(&cluster, TRANSACTION_INI);
 
     let out_path = pgb.dir.join("psycopg.out");
     let out = fs::File::create(&out_path).unwrap();

@@ -1,0 +1,2 @@
+-- new server: stop replicating (this drops the slot on the old server too)
+DROP SUBSCRIPTION migration;

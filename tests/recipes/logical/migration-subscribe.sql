@@ -1,0 +1,3 @@
+-- new server
+CREATE SUBSCRIPTION migration
+    CONNECTION '{{old_dsn}}' PUBLICATION migration;

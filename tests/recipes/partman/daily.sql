@@ -1,0 +1,13 @@
+CREATE TABLE events (
+    id   bigint NOT NULL DEFAULT snowflake_nextval(),
+    note text,
+    PRIMARY KEY (id)
+) PARTITION BY RANGE (id);
+
+SELECT partman.create_parent(
+    p_parent_table    => 'public.events',
+    p_control         => 'id',
+    p_type            => 'native',
+    p_interval        => (snowflake_compose(now() + interval '24 hours') - snowflake_compose(now()))::text,
+    p_premake         => 2,
+    p_start_partition => snowflake_compose(now())::text);

@@ -1,0 +1,2 @@
+CREATE SCHEMA partman;
+CREATE EXTENSION pg_partman SCHEMA partman;

@@ -1,0 +1,14 @@
+CREATE TABLE orders (
+    id         bigint      NOT NULL DEFAULT snowflake_nextval(),
+    created_at timestamptz NOT NULL DEFAULT snowflake_timestamp(snowflake_currval()),
+    note       text,
+    CONSTRAINT created_at_is_the_id_time CHECK (created_at = snowflake_timestamp(id)),
+    PRIMARY KEY (id, created_at)
+) PARTITION BY RANGE (created_at);
+
+SELECT partman.create_parent(
+    p_parent_table => 'public.orders',
+    p_control      => 'created_at',
+    p_type         => 'native',
+    p_interval     => '1 month',
+    p_premake      => 1);
