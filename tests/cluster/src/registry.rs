@@ -304,18 +304,23 @@ impl Drop for Stopped {
     }
 }
 
-/// Waits until the registry's clock has passed the final reservation (`released_tick`) of
-/// `worker`'s released lease: from then on an `auto` node may be granted the id (no grant
-/// starts above the registry's clock, nor below a tick its last holder reserved).
+/// Waits until `worker`'s lease, ended by its holder's shutdown, leaves the id free for an
+/// `auto` node: the registry's clock has passed the final reservation (`released_tick`) of the
+/// released lease (no grant starts above the registry's clock, nor below a tick its last
+/// holder reserved); or, when the holder could not release it (a shutdown never reconnects, so
+/// a renewal that had just lost the connection leaves the lease to expire), the lease has
+/// expired and the clock has passed its fence.
 pub fn wait_until_released_id_is_free(reg: &Cluster, worker: i32) {
     let mut r = reg.connect("postgres");
     wait_for(
-        "the registry's clock to pass the released lease's final tick",
+        "the registry's clock to pass the ended lease's final tick",
         Duration::from_secs(20),
         || {
             r.one_with::<bool>(
-                "SELECT coalesce(clock_timestamp() >= to_timestamp((epoch_unix_ms \
-                 + released_tick * time_unit_ms) / 1000.0), false) \
+                "SELECT coalesce(CASE WHEN released_tick IS NOT NULL \
+                   THEN clock_timestamp() >= to_timestamp((epoch_unix_ms \
+                        + released_tick * time_unit_ms) / 1000.0) \
+                   ELSE clock_timestamp() >= greatest(expires_at, fenced_until) END, false) \
                  FROM idgen_registry_workers WHERE worker_id = $1",
                 &[&worker],
             )
