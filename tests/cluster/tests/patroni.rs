@@ -46,9 +46,10 @@
 //! README's 25006 on a standby of a registry node is pinned in `registry.rs`
 //! (`a_standby_of_a_registry_node_refuses_snowflake_ids_with_25006`; it once got 55000).
 //!
-//! Each member's patroni.yml is `tests/recipes/patroni/patroni.yml` with its placeholders filled
-//! in (the worker id part from `worker-*.yml`); docs/operations/high-availability.md includes
-//! those files.
+//! Each member's configuration is a directory that Patroni reads file by file, in name order,
+//! later files winning: `tests/recipes/patroni/patroni.yml`, then `worker-static.yml` or
+//! `worker-registry.yml`, each with its placeholders filled in, then the test's own file
+//! ([`test_overlay`]); docs/operations/high-availability.md includes the recipe's files.
 //!
 //! When patroni or etcd is not installed, the Patroni tests print `patroni skipped: <reason>` and
 //! pass; `scripts/recipes/patroni.sh` installs them.
@@ -72,16 +73,23 @@ const MEMBERS: usize = 3;
 /// The worker id of the whole Patroni cluster in the static configuration.
 const STATIC_WORKER: i64 = 7;
 
-/// A member's patroni.yml, a template: the test fills in each `{{...}}`, its `{{worker_id}}`
-/// with [`WORKER_STATIC`] or [`WORKER_REGISTRY`], `{{node_name}}` with [`NODE_NAME_REGISTRY`]
-/// (registry) or nothing, `{{test_parameters}}` with the test's own DCS parameters.
+/// A member's patroni.yml, a template: the test fills in each `{{...}}` (names, ports,
+/// directories).
 const PATRONI_YML: &str = include_str!("../../recipes/patroni/patroni.yml");
-/// [`STATIC_WORKER`] on every member.
-const WORKER_STATIC: &str = include_str!("../../recipes/patroni/worker-static.yml");
-/// `idgen.worker_id: 'auto'` and the registry at `{{registry_port}}`.
-const WORKER_REGISTRY: &str = include_str!("../../recipes/patroni/worker-registry.yml");
-/// `idgen.node_name`, the member's Patroni name.
-const NODE_NAME_REGISTRY: &str = include_str!("../../recipes/patroni/node-name-registry.yml");
+/// Merged over [`PATRONI_YML`]: [`STATIC_WORKER`] on every member.
+const WORKER_STATIC: (&str, &str) = (
+    "worker-static.yml",
+    include_str!("../../recipes/patroni/worker-static.yml"),
+);
+/// Merged over [`PATRONI_YML`]: `idgen.worker_id: 'auto'`, the registry at `{{registry_port}}`
+/// and the member's `idgen.node_name`, its Patroni name.
+const WORKER_REGISTRY: (&str, &str) = (
+    "worker-registry.yml",
+    include_str!("../../recipes/patroni/worker-registry.yml"),
+);
+/// The name of the test's own file in a member's configuration directory: last in name order,
+/// so that Patroni merges it over the recipe's files.
+const TEST_OVERLAY: &str = "zz-test.yml";
 /// What happens to the leader, in order.
 const EVENTS: [Kind; 4] = [Kind::Loss, Kind::Loss, Kind::Switchover, Kind::Loss];
 /// An event comes this long (a random time in the range, ms) after the cluster is healthy.
@@ -225,16 +233,10 @@ struct Patroni {
 }
 
 impl Patroni {
-    /// Writes the configurations ([`PATRONI_YML`] with `worker_id`, one of the `worker-*.yml`
-    /// fragments, and `node_name`, empty or [`NODE_NAME_REGISTRY`]), starts etcd and the three
-    /// members. `test_parameters` go to every member (bootstrap DCS configuration) after the
-    /// recipe's own.
-    fn start(
-        tag: &str,
-        worker_id: &str,
-        test_parameters: &[(&str, String)],
-        node_name: &str,
-    ) -> Patroni {
+    /// Writes the configurations (a directory per member: [`PATRONI_YML`], `worker`, one of the
+    /// `worker-*.yml` files as (file name, text), and the test's own [`test_overlay`] with
+    /// `test_parameters`), starts etcd and the three members.
+    fn start(tag: &str, worker: (&str, &str), test_parameters: &[(&str, String)]) -> Patroni {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -262,10 +264,7 @@ impl Patroni {
                 rest_port: free_port(),
                 patroni: None,
             };
-            let yaml = p.config(&scope, &m, worker_id, test_parameters, node_name);
-            let path = p.config_path(&m.name);
-            fs::write(&path, yaml).expect("write a Patroni configuration");
-            p.chown(&path);
+            p.write_config(&scope, &m, worker, test_parameters);
             p.members.push(m);
         }
         for i in 0..MEMBERS {
@@ -280,8 +279,9 @@ impl Patroni {
         }
     }
 
+    /// Member `name`'s configuration directory, which `patroni` and `patronictl -c` read.
     fn config_path(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.yml"))
+        self.dir.join(format!("{name}.d"))
     }
 
     fn data(&self, name: &str) -> PathBuf {
@@ -352,27 +352,9 @@ impl Patroni {
         });
     }
 
-    /// The YAML configuration of member `m`: [`PATRONI_YML`] filled in.
-    fn config(
-        &self,
-        scope: &str,
-        m: &Member,
-        worker_id: &str,
-        test_parameters: &[(&str, String)],
-        node_name: &str,
-    ) -> String {
-        let params = |list: &[(&str, String)], indent: &str| {
-            list.iter()
-                .map(|(k, v)| format!("{indent}{k}: '{}'\n", v.replace('\'', "''")))
-                .collect::<String>()
-        };
-        let yaml = PATRONI_YML
-            .replace("{{worker_id}}\n", worker_id)
-            .replace(
-                "{{test_parameters}}\n",
-                &params(test_parameters, "        "),
-            )
-            .replace("{{node_name}}\n", node_name)
+    /// `text`, one of the recipe's files, with member `m`'s placeholders filled in.
+    fn fill(&self, scope: &str, m: &Member, text: &str) -> String {
+        let yaml = text
             .replace("{{scope}}", scope)
             .replace("{{name}}", &m.name)
             .replace("{{rest_port}}", &m.rest_port.to_string())
@@ -383,6 +365,29 @@ impl Patroni {
             .replace("{{dir}}", &self.dir.display().to_string());
         assert!(!yaml.contains("{{"), "a placeholder left in:\n{yaml}");
         yaml
+    }
+
+    /// Member `m`'s configuration directory: [`PATRONI_YML`] and `worker` filled in, and the
+    /// test's own [`test_overlay`] last.
+    fn write_config(
+        &self,
+        scope: &str,
+        m: &Member,
+        worker: (&str, &str),
+        test_parameters: &[(&str, String)],
+    ) {
+        let dir = self.config_path(&m.name);
+        fs::create_dir_all(&dir).expect("create a configuration directory");
+        self.chown(&dir);
+        for (file, text) in [
+            ("patroni.yml", self.fill(scope, m, PATRONI_YML)),
+            (worker.0, self.fill(scope, m, worker.1)),
+            (TEST_OVERLAY, test_overlay(test_parameters)),
+        ] {
+            let path = dir.join(file);
+            fs::write(&path, text).expect("write a Patroni configuration");
+            self.chown(&path);
+        }
     }
 
     /// Starts member `i`'s `patroni`, as postgres, in a process group of its own.
@@ -802,6 +807,19 @@ fn timeline_order(
     (summary, problems)
 }
 
+/// The test's own file, merged over the recipe's: `test_parameters` as PostgreSQL parameters of
+/// the bootstrap DCS configuration.
+fn test_overlay(test_parameters: &[(&str, String)]) -> String {
+    let mut yaml = String::from(
+        "# The test's own settings, merged over the recipe's files: for speed only, never in\n\
+         # production.\nbootstrap:\n  dcs:\n    postgresql:\n      parameters:\n",
+    );
+    for (k, v) in test_parameters {
+        yaml += &format!("        {k}: '{}'\n", v.replace('\'', "''"));
+    }
+    yaml
+}
+
 /// Starts the three members: idgen preloaded, and worker ids from `reg` (`idgen.worker_id =
 /// auto`, each member's `idgen.node_name` its Patroni name) or [`STATIC_WORKER`] on every member.
 fn start_members(tag: &str, reg: Option<&Cluster>) -> Patroni {
@@ -816,13 +834,16 @@ fn start_members(tag: &str, reg: Option<&Cluster>) -> Patroni {
                 ("idgen.registry_lease", "2s".into()),
                 ("idgen.registry_renew_interval", "500ms".into()),
             ]);
-            let worker = WORKER_REGISTRY.replace("{{registry_port}}", &reg.port().to_string());
-            // The registry knows a member by its Patroni name.
-            Patroni::start(tag, &worker, &test, NODE_NAME_REGISTRY)
+            let worker = WORKER_REGISTRY
+                .1
+                .replace("{{registry_port}}", &reg.port().to_string());
+            Patroni::start(tag, (WORKER_REGISTRY.0, worker.as_str()), &test)
         }
         None => {
-            assert!(WORKER_STATIC.contains(&format!("idgen.worker_id: '{STATIC_WORKER}'")));
-            Patroni::start(tag, WORKER_STATIC, &test, "")
+            assert!(WORKER_STATIC
+                .1
+                .contains(&format!("idgen.worker_id: '{STATIC_WORKER}'")));
+            Patroni::start(tag, WORKER_STATIC, &test)
         }
     }
 }
