@@ -29,6 +29,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Read;
 use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -51,6 +52,9 @@ const SESSION_INI: &str = include_str!("../../recipes/pgbouncer/session.ini");
 /// pgbouncer.ini for transaction pooling (`txn`, [`POOL`] server connections; `txn_one`, one)
 /// and statement pooling (`stmt`, one).
 const TRANSACTION_INI: &str = include_str!("../../recipes/pgbouncer/transaction.ini");
+
+/// The application's role: no superuser, in the auth_file beside `postgres`.
+const APP: &str = "app";
 
 const CREATE_ORDERS: &str = "CREATE TABLE orders (
     id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
@@ -105,7 +109,14 @@ impl Pgbouncer {
         if let Some((uid, gid)) = ids {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
         }
-        fs::write(dir.join("userlist.txt"), "\"postgres\" \"\"\n").unwrap();
+        // The auth_file: the users pgbouncer admits (with trust, any password), readable by
+        // pgbouncer alone, as every auth_file with passwords must be.
+        let userlist = dir.join("userlist.txt");
+        fs::write(&userlist, format!("\"postgres\" \"\"\n\"{APP}\" \"\"\n")).unwrap();
+        fs::set_permissions(&userlist, fs::Permissions::from_mode(0o600)).unwrap();
+        if let Some((uid, gid)) = ids {
+            std::os::unix::fs::chown(&userlist, Some(uid), Some(gid)).unwrap();
+        }
         let mut pgb = Pgbouncer {
             child: None,
             dir,
@@ -160,15 +171,25 @@ impl Pgbouncer {
 
     /// A libpq-style connection string for pgbouncer's database `alias`.
     fn conninfo(&self, alias: &str) -> String {
+        self.conninfo_as(alias, "postgres")
+    }
+
+    /// [`Pgbouncer::conninfo`] for the client `user`.
+    fn conninfo_as(&self, alias: &str, user: &str) -> String {
         format!(
-            "host=127.0.0.1 port={} user=postgres dbname={alias} connect_timeout=60",
+            "host=127.0.0.1 port={} user={user} dbname={alias} connect_timeout=60",
             self.port
         )
     }
 
     fn connect(&self, alias: &str) -> postgres::Client {
-        postgres::Client::connect(&self.conninfo(alias), postgres::NoTls)
-            .unwrap_or_else(|e| panic!("connect to pgbouncer's {alias}: {e}\n{}", self.log()))
+        self.connect_as(alias, "postgres")
+    }
+
+    /// A client `user` of pgbouncer's database `alias`.
+    fn connect_as(&self, alias: &str, user: &str) -> postgres::Client {
+        postgres::Client::connect(&self.conninfo_as(alias, user), postgres::NoTls)
+            .unwrap_or_else(|e| panic!("connect to pgbouncer's {alias} as {user}: {e}\n{}", self.log()))
     }
 }
 
@@ -606,4 +627,49 @@ fn psycopg_through_transaction_pooling_with_prepare_threshold_none() {
     };
     assert_eq!((ids, nos), (rows, rows));
     println!("psycopg through transaction pooling: {rows} rows in py_orders, all ids and numbers distinct");
+}
+
+/// The recipes' pools log in to the server as the client that asked, never as a role of their
+/// own: a client `app` (no superuser) gets a backend whose `current_user` is `app`, with
+/// `app`'s rights, in every pool mode; pgbouncer's auth_file (`userlist.txt`) is readable by
+/// its owner only.
+#[test]
+#[ignore = "needs pgbouncer: run by scripts/recipes/pgbouncer.sh"]
+fn every_pool_logs_in_as_its_client_never_as_a_superuser() {
+    let cluster = Cluster::with_idgen("pgb-roles", 4, &[]);
+    cluster
+        .connect("postgres")
+        .batch_execute(&format!("CREATE ROLE {APP} LOGIN NOSUPERUSER"))
+        .unwrap();
+    let mut seen = Vec::new();
+    for (ini, aliases) in [
+        (SESSION_INI, &["sess"][..]),
+        (TRANSACTION_INI, &["txn", "stmt"][..]),
+    ] {
+        let pgb = Pgbouncer::start(&cluster, ini);
+        let mode = fs::metadata(pgb.dir.join("userlist.txt"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "the auth_file's mode");
+        for alias in aliases {
+            let mut c = pgb.connect_as(alias, APP);
+            let row = c
+                .query_one(
+                    "SELECT current_user::text, rolsuper FROM pg_roles WHERE rolname = current_user",
+                    &[],
+                )
+                .unwrap();
+            let (user, superuser): (String, bool) = (row.get(0), row.get(1));
+            seen.push(format!("{alias}: {user}, superuser {superuser}"));
+            assert_eq!(
+                (user.as_str(), superuser),
+                (APP, false),
+                "pgbouncer's {alias} for the client {APP}: the server's current_user and whether \
+                 it is a superuser"
+            );
+        }
+    }
+    println!("pgbouncer: client {APP} through every pool: {seen:?}");
 }
