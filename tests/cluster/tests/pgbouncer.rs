@@ -46,12 +46,34 @@ const CLIENTS: usize = 8;
 const TRANSACTIONS: usize = 150;
 const POOL: usize = 2;
 
-/// pgbouncer.ini for session pooling: database `sess`, one server connection.
+/// pgbouncer.ini for session pooling: database `sess`.
 const SESSION_INI: &str = include_str!("../../recipes/pgbouncer/session.ini");
 
-/// pgbouncer.ini for transaction pooling (`txn`, [`POOL`] server connections; `txn_one`, one)
-/// and statement pooling (`stmt`, one).
+/// pgbouncer.ini for transaction pooling (`txn`) and statement pooling (`stmt`).
 const TRANSACTION_INI: &str = include_str!("../../recipes/pgbouncer/transaction.ini");
+
+/// The database lines of the recipes, which [`small_pools`] gives the test's pool sizes.
+const SESS_LINE: &str = "sess = host=127.0.0.1 port={{port}} dbname=postgres pool_mode=session\n";
+const TXN_LINE: &str = "txn = host=127.0.0.1 port={{port}} dbname=postgres pool_mode=transaction\n";
+
+/// `ini` (one of the recipes) with the test's small pools: `sess` on one server connection, so
+/// that the next client gets the previous client's backend; `txn` on [`POOL`]; and `txn_one`,
+/// the same database as `txn` on one server connection, where every client's transactions run
+/// on the same backend. The recipes keep pgbouncer's default pool size.
+fn small_pools(ini: &str) -> String {
+    let mut out = ini.to_owned();
+    if ini.contains("\nsess = ") {
+        assert!(ini.contains(SESS_LINE), "session.ini: {SESS_LINE}");
+        out = out.replace(SESS_LINE, &SESS_LINE.replace('\n', " pool_size=1\n"));
+    }
+    if ini.contains("\ntxn = ") {
+        assert!(ini.contains(TXN_LINE), "transaction.ini: {TXN_LINE}");
+        let pooled = TXN_LINE.replace('\n', &format!(" pool_size={POOL}\n"));
+        let one = TXN_LINE.replacen("txn =", "txn_one =", 1).replace('\n', " pool_size=1\n");
+        out = out.replace(TXN_LINE, &(pooled + &one));
+    }
+    out
+}
 
 /// The application's role: no superuser, in the auth_file beside `postgres`.
 const APP: &str = "app";
@@ -256,7 +278,7 @@ fn session_pooling_discard_all_resets_every_currval() {
     drop(direct);
 
     assert!(SESSION_INI.contains("\nserver_reset_query = DISCARD ALL\n"));
-    let pgb = Pgbouncer::start(&cluster, SESSION_INI);
+    let pgb = Pgbouncer::start(&cluster, &small_pools(SESSION_INI));
 
     // Client 1 draws all three and leaves; pgbouncer sends DISCARD ALL to its backend and hands
     // it to client 2.
@@ -347,8 +369,7 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
             "SELECT segment_create('order_no', start => 1000, step => 100); {CREATE_ORDERS}"
         ))
         .unwrap();
-    assert!(TRANSACTION_INI.contains(&format!("pool_mode=transaction pool_size={POOL}\n")));
-    let pgb = Pgbouncer::start(&cluster, TRANSACTION_INI);
+    let pgb = Pgbouncer::start(&cluster, &small_pools(TRANSACTION_INI));
 
     // One backend for two clients: what A's later currval returns is B's id, always.
     let mut a = pgb.connect("txn_one");
@@ -560,7 +581,7 @@ fn psycopg_through_transaction_pooling_with_prepare_threshold_none() {
                 .replace("client int NOT NULL", "client int NOT NULL, note text")
         ))
         .unwrap();
-    let pgb = Pgbouncer::start(&cluster, TRANSACTION_INI);
+    let pgb = Pgbouncer::start(&cluster, &small_pools(TRANSACTION_INI));
 
     let out_path = pgb.dir.join("psycopg.out");
     let out = fs::File::create(&out_path).unwrap();
