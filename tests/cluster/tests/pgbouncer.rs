@@ -75,6 +75,27 @@ fn small_pools(ini: &str) -> String {
     out
 }
 
+/// The page's two ways to get the id and the number under transaction pooling: an
+/// `INSERT ... RETURNING` with the client as `$1`, and a transaction of `BEGIN`, an `INSERT`,
+/// the currvals and `COMMIT`.
+const RETURNING: &str = include_str!("../../recipes/pgbouncer/returning.sql");
+
+/// [`RETURNING`]'s statements, each without its comments and its `;`.
+fn returning_statements() -> Vec<String> {
+    let code: String = RETURNING
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let all: Vec<String> = code
+        .split(';')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert_eq!(all.len(), 5, "returning.sql: {all:?}");
+    all
+}
+
 /// The application's role: no superuser, in the auth_file beside `postgres`.
 const APP: &str = "app";
 
@@ -370,6 +391,9 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
         ))
         .unwrap();
     let pgb = Pgbouncer::start(&cluster, &small_pools(TRANSACTION_INI));
+    // The page's INSERT ... RETURNING, with the client as $1.
+    let insert = returning_statements()[0].clone();
+    assert_eq!(insert, "INSERT INTO orders (client) VALUES ($1) RETURNING id, no");
 
     // One backend for two clients: what A's later currval returns is B's id, always.
     let mut a = pgb.connect("txn_one");
@@ -383,7 +407,7 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
         let mut t = c.transaction().unwrap();
         let row = t
             .query_one(
-                "INSERT INTO orders (client) VALUES ($1) RETURNING id, no",
+                insert.as_str(),
                 &[&client],
             )
             .unwrap();
@@ -413,6 +437,7 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
         let handles: Vec<_> = (0..CLIENTS)
             .map(|i| {
                 let pgb = &pgb;
+                let insert = &insert;
                 s.spawn(move || {
                     let mut c = pgb.connect("txn");
                     let mut run = ClientRun::default();
@@ -422,7 +447,7 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
                         let mut t = c.transaction().unwrap();
                         let row = t
                             .query_one(
-                                "INSERT INTO orders (client) VALUES ($1) RETURNING id, no",
+                                insert.as_str(),
                                 &[&(i as i32)],
                             )
                             .unwrap();
@@ -473,9 +498,27 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
     assert_eq!(ids.len(), total, "duplicate ids");
     assert_eq!(nos.len(), total, "duplicate numbers");
 
+    // The page's transaction, statement by statement through the pool of 2: the currvals are
+    // the row it inserted.
+    let statements = returning_statements();
+    let mut c = pgb.connect("txn");
+    c.batch_execute(&statements[1]).unwrap();
+    c.batch_execute(&statements[2]).unwrap();
+    let cur = c.query_one(statements[3].as_str(), &[]).unwrap();
+    let (cur_id, cur_no): (i64, i64) = (cur.get(0), cur.get(1));
+    c.batch_execute(&statements[4]).unwrap();
+    drop(c);
+
     let mut direct = cluster.connect("postgres");
+    assert_eq!(
+        direct.one::<i64>(&format!(
+            "SELECT count(*) FROM orders WHERE id = {cur_id} AND no = {cur_no} AND client = 42"
+        )),
+        1,
+        "the page's transaction: its currvals ({cur_id}, {cur_no}) are the row it inserted"
+    );
     let table: HashMap<i64, i64> = direct
-        .query("SELECT id, no FROM orders WHERE client >= 0", &[])
+        .query("SELECT id, no FROM orders WHERE client >= 0 AND client <> 42", &[])
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))
