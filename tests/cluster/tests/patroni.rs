@@ -1513,7 +1513,9 @@ fn the_static_worker_id_recipe_requires_patroni_s_watchdog() {
 /// of the Patroni cluster's configuration over the REST API (`PATCH /config`) without
 /// credentials, or with a wrong password, is refused with 401 and accepted with the recipe's
 /// `restapi.authentication` (patronictl uses the same: the switchovers of the failover tests
-/// pass with it).
+/// pass with it); `GET /config`, which Patroni answers without credentials from what it keeps
+/// in etcd, shows no `idgen.registry` (a connection string names the registry and may carry an
+/// `sslpassword`).
 #[test]
 #[ignore = "needs patroni and etcd-server: run by scripts/recipes/patroni.sh"]
 fn patroni_rest_api_and_registry_logins_stay_with_each_member() {
@@ -1565,6 +1567,20 @@ fn patroni_rest_api_and_registry_logins_stay_with_each_member() {
         problems.push(format!(
             "PATCH /config with the recipe's credentials answered {right:?}, not 200"
         ));
+    }
+
+    // GET /config: no credentials, and no registry connection string.
+    match http(port, "GET", "/config") {
+        Some((200, body)) => {
+            println!("patroni REST API: GET /config: {body}");
+            // The key itself: idgen.registry_lease and the like may be there.
+            if body.contains("\"idgen.registry\"") {
+                problems.push(format!(
+                    "GET /config (no credentials) shows idgen.registry: {body}"
+                ));
+            }
+        }
+        other => problems.push(format!("GET /config answered {other:?}")),
     }
 
     assert!(problems.is_empty(), "{}", problems.join("\n"));
