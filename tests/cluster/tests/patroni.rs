@@ -87,6 +87,8 @@ const WORKER_REGISTRY: (&str, &str) = (
     "worker-registry.yml",
     include_str!("../../recipes/patroni/worker-registry.yml"),
 );
+/// On the registry: member `{{name}}`'s own role, its node name bound to it.
+const REGISTRY_MEMBER: &str = include_str!("../../recipes/patroni/registry-member.sql");
 /// The name of the test's own file in a member's configuration directory: last in name order,
 /// so that Patroni merges it over the recipe's files.
 const TEST_OVERLAY: &str = "zz-test.yml";
@@ -283,7 +285,7 @@ impl Patroni {
         let scope = format!("idgen-{tag}");
         for i in 0..MEMBERS {
             let m = Member {
-                name: format!("pg{i}"),
+                name: member_name(i),
                 pg_port: free_port(),
                 rest_port: free_port(),
                 patroni: None,
@@ -871,8 +873,14 @@ fn test_overlay(test_parameters: &[(&str, String)]) -> String {
     yaml
 }
 
+/// Member `i`'s Patroni name.
+fn member_name(i: usize) -> String {
+    format!("pg{i}")
+}
+
 /// Starts the three members: idgen preloaded, and worker ids from `reg` (`idgen.worker_id =
-/// auto`, each member's `idgen.node_name` its Patroni name) or [`STATIC_WORKER`] on every member.
+/// auto`, each member's `idgen.node_name` its Patroni name, each its own registry role made by
+/// [`REGISTRY_MEMBER`]) or [`STATIC_WORKER`] on every member.
 fn start_members(tag: &str, reg: Option<&Cluster>) -> Patroni {
     let mut test: Vec<(&str, String)> = vec![
         // Test speed only: a killed process loses nothing the OS has; no machine loses power.
@@ -885,6 +893,12 @@ fn start_members(tag: &str, reg: Option<&Cluster>) -> Patroni {
                 ("idgen.registry_lease", "2s".into()),
                 ("idgen.registry_renew_interval", "500ms".into()),
             ]);
+            let mut r = reg.connect("postgres");
+            for i in 0..MEMBERS {
+                let sql = REGISTRY_MEMBER.replace("{{name}}", &member_name(i));
+                r.batch_execute(&sql)
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
             let worker = WORKER_REGISTRY
                 .1
                 .replace("{{registry_port}}", &reg.port().to_string());
@@ -1515,7 +1529,9 @@ fn the_static_worker_id_recipe_requires_patroni_s_watchdog() {
 /// `restapi.authentication` (patronictl uses the same: the switchovers of the failover tests
 /// pass with it); `GET /config`, which Patroni answers without credentials from what it keeps
 /// in etcd, shows no `idgen.registry` (a connection string names the registry and may carry an
-/// `sslpassword`).
+/// `sslpassword`); every member logs in to the registry with a role of its own, no superuser,
+/// and the leader's node name is bound to its role ("Many servers with a registry": a node name
+/// belongs to the role of its first call, and nodes that share a role can act for one another).
 #[test]
 #[ignore = "needs patroni and etcd-server: run by scripts/recipes/patroni.sh"]
 fn patroni_rest_api_and_registry_logins_stay_with_each_member() {
@@ -1583,5 +1599,52 @@ fn patroni_rest_api_and_registry_logins_stay_with_each_member() {
         other => problems.push(format!("GET /config answered {other:?}")),
     }
 
+    // Each member's registry login: its own role, no superuser; the leader's node name is
+    // bound to it.
+    let mut r = reg.connect("postgres");
+    let mut logins = Vec::new();
+    for i in 0..MEMBERS {
+        let conninfo: String = p
+            .connect(i)
+            .expect("connect to a member")
+            .query_one("SELECT current_setting('idgen.registry')", &[])
+            .expect("idgen.registry")
+            .get(0);
+        let user = conninfo
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("user="))
+            .unwrap_or("")
+            .to_owned();
+        let superuser: Option<bool> = r
+            .query_opt("SELECT rolsuper FROM pg_roles WHERE rolname = $1", &[&user])
+            .unwrap()
+            .map(|row| row.get(0));
+        if superuser != Some(false) {
+            problems.push(format!(
+                "{} logs in to the registry as {user:?}, a superuser or no role ({superuser:?})",
+                p.members[i].name
+            ));
+        }
+        logins.push(user);
+    }
+    let distinct: HashSet<&String> = logins.iter().collect();
+    if distinct.len() != MEMBERS {
+        problems.push(format!("the members share registry roles: {logins:?}"));
+    }
+    let leader = &p.members[healthy.leader].name;
+    let bound: Option<String> = r
+        .query_opt(
+            "SELECT role FROM idgen_registry_node WHERE node_name = $1",
+            &[leader],
+        )
+        .unwrap()
+        .map(|row| row.get(0));
+    println!("patroni: registry logins {logins:?}; the leader {leader} is bound to {bound:?}");
+    if bound.as_ref() != Some(&logins[healthy.leader]) {
+        problems.push(format!(
+            "the leader {leader} is bound to {bound:?}, not its login {:?}",
+            logins[healthy.leader]
+        ));
+    }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
