@@ -859,13 +859,18 @@ fn timeline_order(
 }
 
 /// The test's own file, merged over the recipe's: no watchdog (the test's machines have no
-/// watchdog device, and Patroni in mode `required` would let no member lead), and
-/// `test_parameters` as PostgreSQL parameters of the bootstrap DCS configuration.
+/// watchdog device, and Patroni in mode `required` would let no member lead), Patroni's
+/// timings shortened (`ttl` 12 s, `loop_wait` 2 s, `retry_timeout` 5 s, where Patroni's
+/// defaults are 30, 10 and 10 s) so that a lost leader's key expires within about 12 s, initdb
+/// in locale C, and `test_parameters` as PostgreSQL parameters of the bootstrap DCS
+/// configuration.
 fn test_overlay(test_parameters: &[(&str, String)]) -> String {
     let mut yaml = String::from(
         "# The test's own settings, merged over the recipe's files: never in production.\n\
          watchdog:\n  mode: 'off'\n\
-         bootstrap:\n  dcs:\n    postgresql:\n      parameters:\n",
+         bootstrap:\n  initdb:\n  - encoding: UTF8\n  - locale: C\n\
+         \x20 dcs:\n    ttl: 12\n    loop_wait: 2\n    retry_timeout: 5\n\
+         \x20   postgresql:\n      parameters:\n",
     );
     for (k, v) in test_parameters {
         yaml += &format!("        {k}: '{}'\n", v.replace('\'', "''"));
