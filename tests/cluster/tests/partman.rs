@@ -11,7 +11,7 @@
 //!   p_start_partition => snowflake_compose(now())::text)`; rows with `DEFAULT snowflake_nextval()`
 //!   and composed ids at both sides of midnight each land in the partition whose bounds contain
 //!   the id and whose day is the id's UTC day, none in the default partition; the background
-//!   worker premakes two days beyond the highest id.
+//!   worker premakes four days (daily.sql's premake) beyond the highest id.
 //! - The idle table: maintenance follows `max(id)`, not the clock. Under libfaketime the
 //!   server's clock jumps 10 days ahead of a table's last row (premake 2): the rows drawn then
 //!   by the default land in its default partition; from then on every run of the
@@ -54,7 +54,7 @@ const PARTMAN_SETTINGS: &str = include_str!("../../recipes/partman/postgresql.co
 const CREATE_PARTMAN: &str = include_str!("../../recipes/partman/extension.sql");
 
 /// Table `events`, partitioned by range of a Snowflake id drawn by default, and its
-/// `create_parent` for daily partitions: the first one holds `now()`, premake 2.
+/// `create_parent` for daily partitions: the first one holds `now()`, premake 4.
 const DAILY: &str = include_str!("../../recipes/partman/daily.sql");
 
 /// Table `orders`, partitioned by month of a `created_at` derived from the id; premake 1.
@@ -98,14 +98,18 @@ fn last_value(client: &mut postgres::Client, sql: &str) -> String {
         .unwrap_or_else(|| panic!("{sql}: no row"))
 }
 
+/// The premake that daily.sql prints: pg_partman's default, a production margin.
+const PRINTED_PREMAKE: i32 = 4;
+
 /// [`DAILY`] for table `table` with `premake`: the table and its daily partitions by id, the
-/// first one holding `now()`. Returns what `create_parent` returned.
+/// first one holding `now()`. Returns what `create_parent` returned. A `premake` other than
+/// [`PRINTED_PREMAKE`] replaces the printed one (the idle-table test's shorter margin).
 fn create_daily_table(client: &mut postgres::Client, table: &str, premake: i32) -> bool {
-    const PREMAKE_2: &str = "p_premake         => 2,";
-    assert!(DAILY.contains(PREMAKE_2), "daily.sql: {PREMAKE_2}");
+    let printed = format!("p_premake         => {PRINTED_PREMAKE},");
+    assert!(DAILY.contains(&printed), "daily.sql: {printed}");
     let sql = DAILY
         .replace("events", table)
-        .replace(PREMAKE_2, &format!("p_premake         => {premake},"));
+        .replace(&printed, &format!("p_premake         => {premake},"));
     let created = last_value(client, &sql) == "t";
     assert!(created, "create_parent of {table}");
     created
@@ -212,14 +216,19 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
     );
     assert_eq!(dst_day, (23 * 3_600_000) << 22, "'1 day' is 23 hours there");
 
-    // One transaction: now() is one instant for create_parent and for "today".
+    // One transaction: now() is one instant for create_parent and for "today". daily.sql as
+    // printed: premake 4.
     client.batch_execute("BEGIN").unwrap();
-    let made = create_daily_table(&mut client, "events", 2);
+    let made = create_daily_table(&mut client, "events", PRINTED_PREMAKE);
     let today: i64 = client.one(&format!("SELECT {TODAY_UTC}"));
     client.batch_execute("COMMIT").unwrap();
     assert!(made);
+    let premake: i32 =
+        client.one("SELECT premake FROM partman.part_config WHERE parent_table = 'public.events'");
+    assert_eq!(premake, 4, "events' premake: pg_partman's default");
     let parts = id_partitions(&mut client, "events");
-    assert_eq!(parts, vec![today, today + day, today + 2 * day]);
+    let days = |from: i64, to: i64| -> Vec<i64> { (from..=to).map(|k| today + k * day).collect() };
+    assert_eq!(parts, days(0, 4));
     assert_eq!(today % day, 0, "bounds are multiples of the interval");
     let midnight: bool = client.one_with(
         "SELECT snowflake_timestamp($1) = date_trunc('day', now(), 'UTC')",
@@ -267,11 +276,11 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
         ]
     );
 
-    // The background worker (never run_maintenance() here) premakes 2 partitions beyond the
-    // partition of the highest id: day +3 and +4.
-    let expected: Vec<i64> = (0..=4).map(|k| today + k * day).collect();
+    // The background worker (never run_maintenance() here) premakes 4 partitions beyond the
+    // partition of the highest id (+2): days +5 and +6.
+    let expected = days(0, 6);
     wait_for(
-        "the background worker to premake days +3 and +4",
+        "the background worker to premake days +5 and +6",
         BOUND,
         || (id_partitions(&mut client, "events") == expected).then_some(()),
     );
@@ -284,7 +293,7 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
         cluster.log()
     );
     println!(
-        "daily: partitions after the background worker: {} (days 0 to +4)",
+        "daily: partitions after the background worker: {} (days 0 to +6)",
         expected.len()
     );
 }

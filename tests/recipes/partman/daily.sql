@@ -9,5 +9,5 @@ SELECT partman.create_parent(
     p_control         => 'id',
     p_type            => 'native',
     p_interval        => (snowflake_compose(now() + interval '24 hours') - snowflake_compose(now()))::text,
-    p_premake         => 2,
+    p_premake         => 4,
     p_start_partition => snowflake_compose(now())::text);
