@@ -88,7 +88,7 @@ fn partman_cluster(tag: &str) -> Cluster {
 fn last_value(client: &mut postgres::Client, sql: &str) -> String {
     client
         .simple_query(sql)
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .unwrap_or_else(|e| panic!("{sql}: {e}: {:?}", e.as_db_error()))
         .into_iter()
         .filter_map(|m| match m {
             postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
@@ -189,12 +189,10 @@ fn check_default(client: &mut postgres::Client) -> Vec<(String, i64)> {
 fn premake_from_the_clock(client: &mut postgres::Client, table: &str) {
     // create_partition_id returns false when every partition existed already: the callers
     // check the partitions.
+    let sql = PREMAKE_FROM_THE_CLOCK.replace("'public.events'", &format!("'public.{table}'"));
     client
-        .execute(
-            &PREMAKE_FROM_THE_CLOCK.replace("public.events", &format!("public.{table}")),
-            &[],
-        )
-        .unwrap();
+        .batch_execute(&sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
 #[test]
@@ -284,6 +282,29 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
         BOUND,
         || (id_partitions(&mut client, "events") == expected).then_some(()),
     );
+    // It ran as pg_partman_bgw.role: no superuser, the owner of the table and its partitions.
+    let (role, superuser, owners): (String, Option<bool>, Vec<String>) = {
+        let row = client
+            .query_one(
+                "SELECT current_setting('pg_partman_bgw.role'),
+                        (SELECT rolsuper FROM pg_roles
+                          WHERE rolname = current_setting('pg_partman_bgw.role')),
+                        ARRAY(SELECT DISTINCT pg_get_userbyid(c.relowner)::text FROM pg_class c
+                               WHERE c.oid = 'events'::regclass
+                                  OR c.oid IN (SELECT inhrelid FROM pg_inherits
+                                                WHERE inhparent = 'events'::regclass))",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    println!("daily: maintenance role {role} (superuser {superuser:?}), owners {owners:?}");
+    assert_eq!(
+        superuser,
+        Some(false),
+        "pg_partman_bgw.role {role}: a role, and no superuser"
+    );
+    assert_eq!(owners, vec![role.clone()], "the owners of events and its partitions");
     let placed = id_placement(&mut client, "events", "UTC");
     assert_eq!(placed, [1023, 1023, 0, 1023, 1023]);
     assert!(check_default(&mut client).is_empty());
@@ -396,7 +417,12 @@ fn an_idle_table_sends_new_rows_to_the_default_partition_until_premade_from_the_
 
     // Remedy: move the rows out of the default partition (this makes day +10's partition),
     // then premake from the clock.
-    let moved: i64 = client.one(&MOVE_DEFAULT_ROWS.replace("public.events", "public.idle"));
+    let moved: i64 = last_value(
+        &mut client,
+        &MOVE_DEFAULT_ROWS.replace("'public.events'", "'public.idle'"),
+    )
+    .parse()
+    .unwrap();
     assert_eq!(moved, 100);
     assert!(check_default(&mut client).is_empty());
     premake_from_the_clock(&mut client, "idle");
