@@ -67,6 +67,9 @@ const MONTHLY_FROM_THE_CLOCK: &str =
 /// The remedy's first statement: `partition_data_id` for `public.events`.
 const MOVE_DEFAULT_ROWS: &str = include_str!("../../recipes/partman/move-default-rows.sql");
 
+/// The page's listing of `public.events`' partitions, each with its day.
+const LIST_PARTITIONS: &str = include_str!("../../recipes/partman/list-partitions.sql");
+
 /// The premake from the clock for `public.events`: the partitions of today and the `premake`
 /// days after it, whatever `max(id)` is.
 const PREMAKE_FROM_THE_CLOCK: &str =
@@ -305,6 +308,31 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
         "pg_partman_bgw.role {role}: a role, and no superuser"
     );
     assert_eq!(owners, vec![role.clone()], "the owners of events and its partitions");
+    // The page's listing: every partition with its day, midnight UTC of today + k.
+    let listed: Vec<String> = client
+        .query(LIST_PARTITIONS, &[])
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r.get::<_, String>(0),
+                r.get::<_, std::time::SystemTime>(1)
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis()
+            )
+        })
+        .collect();
+    let midnights: Vec<String> = column(
+        &mut client,
+        "SELECT 'events_p' || (snowflake_compose(d))::text || ' '
+                || (extract(epoch FROM d) * 1000)::bigint::text
+           FROM generate_series(date_trunc('day', now(), 'UTC'),
+                                date_trunc('day', now(), 'UTC') + interval '144 hours',
+                                interval '24 hours') AS d ORDER BY d",
+    );
+    assert_eq!(listed, midnights, "the listing of partitions and their days");
     let placed = id_placement(&mut client, "events", "UTC");
     assert_eq!(placed, [1023, 1023, 0, 1023, 1023]);
     assert!(check_default(&mut client).is_empty());
