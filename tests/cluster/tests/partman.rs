@@ -193,9 +193,72 @@ fn premake_from_the_clock(client: &mut postgres::Client, table: &str) {
     // create_partition_id returns false when every partition existed already: the callers
     // check the partitions.
     let sql = PREMAKE_FROM_THE_CLOCK.replace("'public.events'", &format!("'public.{table}'"));
-    client
-        .batch_execute(&sql)
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    client.batch_execute(&sql).unwrap_or_else(|e| {
+        panic!(
+            "{sql}: {e}: {}",
+            e.as_db_error().map(|d| d.message()).unwrap_or_default()
+        )
+    });
+}
+
+/// What a database's owner can plant for a superuser's unqualified names: a role `owner` that
+/// owns database `postgres` (and so its schema `public`, which PostgreSQL 15 gives the
+/// database's owner) creates functions named as those the premake calls, in a schema `postgres`
+/// (the superuser's "$user") and in `public`, each recording its call and its caller's pid in
+/// `captured.calls` and returning 0, and puts pg_catalog last in the database's search_path.
+/// Dropped, it puts everything back.
+struct Captor<'a>(&'a Cluster);
+
+fn plant_captor(cluster: &Cluster) -> Captor<'_> {
+    cluster
+        .connect("postgres")
+        .batch_execute(
+            "CREATE ROLE owner LOGIN;
+             ALTER DATABASE postgres OWNER TO owner;
+             CREATE SCHEMA captured AUTHORIZATION owner;
+             CREATE TABLE captured.calls (name text, pid integer);
+             ALTER TABLE captured.calls OWNER TO owner;
+             GRANT USAGE ON SCHEMA captured TO PUBLIC;
+             GRANT INSERT ON captured.calls TO PUBLIC",
+        )
+        .unwrap();
+    let mut owner = cluster.connect_as("postgres", "owner");
+    owner
+        .batch_execute(
+            "CREATE SCHEMA postgres;
+             CREATE FUNCTION postgres.snowflake_compose(t timestamptz, worker_id integer DEFAULT 0,
+                                                        sequence integer DEFAULT 0)
+               RETURNS bigint LANGUAGE sql
+               AS $$ INSERT INTO captured.calls VALUES ('snowflake_compose', pg_backend_pid()) RETURNING 0::bigint $$;
+             CREATE FUNCTION postgres.make_interval(hours integer) RETURNS interval LANGUAGE sql
+               AS $$ INSERT INTO captured.calls VALUES ('make_interval', pg_backend_pid())
+                     RETURNING interval '0' $$;
+             CREATE FUNCTION postgres.generate_series(integer, integer) RETURNS SETOF integer
+               LANGUAGE sql
+               AS $$ INSERT INTO captured.calls VALUES ('generate_series', pg_backend_pid())
+                     RETURNING 0 $$;
+             CREATE FUNCTION public.make_interval(hours integer) RETURNS interval LANGUAGE sql
+               AS $$ INSERT INTO captured.calls VALUES ('make_interval', pg_backend_pid())
+                     RETURNING interval '0' $$;
+             CREATE FUNCTION public.generate_series(integer, integer) RETURNS SETOF integer
+               LANGUAGE sql
+               AS $$ INSERT INTO captured.calls VALUES ('generate_series', pg_backend_pid())
+                     RETURNING 0 $$;
+             ALTER DATABASE postgres SET search_path = \"$user\", public, pg_catalog;",
+        )
+        .unwrap();
+    Captor(cluster)
+}
+
+impl Drop for Captor<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.connect("postgres").batch_execute(
+            "ALTER DATABASE postgres RESET search_path;
+             DROP SCHEMA postgres CASCADE;
+             DROP FUNCTION public.make_interval(integer), public.generate_series(integer, integer);
+             ALTER DATABASE postgres OWNER TO postgres;",
+        );
+    }
 }
 
 #[test]
@@ -453,9 +516,23 @@ fn an_idle_table_sends_new_rows_to_the_default_partition_until_premade_from_the_
     .unwrap();
     assert_eq!(moved, 100);
     assert!(check_default(&mut client).is_empty());
-    premake_from_the_clock(&mut client, "idle");
+    // Run as a superuser in a database whose owner planted functions named as those it calls
+    // and put pg_catalog last: the premake calls only idgen's and PostgreSQL's own.
+    let captor = plant_captor(&cluster);
+    let mut superuser = cluster.connect("postgres");
+    let pid: i32 = superuser.one("SELECT pg_backend_pid()");
+    premake_from_the_clock(&mut superuser, "idle");
+    let captured: Vec<String> = column(
+        &mut client,
+        &format!("SELECT name FROM captured.calls WHERE pid = {pid} ORDER BY name"),
+    );
+    assert!(
+        captured.is_empty(),
+        "the premake called the planted functions {captured:?}"
+    );
     let parts = id_partitions(&mut client, "idle");
     assert_eq!(parts, [days(0, 2), days(10, 12)].concat());
+    drop(captor);
     client
         .batch_execute("INSERT INTO idle (note) SELECT 'day 10, after' FROM generate_series(1, 10)")
         .unwrap();
