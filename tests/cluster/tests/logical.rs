@@ -2,7 +2,8 @@
 //! `scripts/recipes/logical.sh`, which installs Debian's `postgresql-15-pglogical` first.
 //!
 //! **Bidirectional pglogical** (pgEdge's use case for Snowflake ids): servers A and B, both
-//! nodes of an idgen registry on a third server (`idgen.worker_id = auto`), replicate one table
+//! nodes of an idgen registry on a third server (`idgen.worker_id = auto`), each logging in to
+//! it with a role of its own (asserted: two roles, neither a superuser), replicate one table
 //! both ways with pglogical 2.4 (a subscription each way, `forward_origins := '{}'` so that no
 //! change comes back to where it started). The table's ids come from `snowflake_nextval()`, its
 //! order numbers from a global segment (its high-water mark in the registry). A's
@@ -73,6 +74,9 @@ const PGLOGICAL_CONF: &str = include_str!("../../recipes/logical/pglogical.conf"
 
 /// `output_plugin_libraries`, for the releases that know it.
 const OUTPUT_PLUGINS_CONF: &str = include_str!("../../recipes/logical/output-plugins.conf");
+
+/// On the registry: the role of node `{{node}}`.
+const REGISTRY_NODE: &str = include_str!("../../recipes/logical/registry-node.sql");
 
 /// A pglogical node's statements, one at a time; `{{node}}` its name, `{{dsn}}` how the other
 /// node reaches it.
@@ -222,16 +226,19 @@ fn errors(c: &Cluster) -> Vec<String> {
         .collect()
 }
 
-/// A pglogical node of `reg`: idgen with a leased worker id, pglogical, the table in the
-/// replication set `default`, the global segment declared. `preload` is its
-/// `shared_preload_libraries`.
-fn pglogical_node(reg: &Cluster, tag: &str, preload: &str) -> Cluster {
+/// A pglogical node of `reg`, named `label` there (its registry role is made by
+/// [`REGISTRY_NODE`]): idgen with a leased worker id, pglogical, the table in the replication
+/// set `default`, the global segment declared. `preload` is its `shared_preload_libraries`.
+fn pglogical_node(reg: &Cluster, tag: &str, label: &str, preload: &str) -> Cluster {
+    reg.connect("postgres")
+        .batch_execute(&REGISTRY_NODE.replace("{{node}}", label))
+        .unwrap_or_else(|e| panic!("{REGISTRY_NODE}: {e}"));
     const PRELOAD: &str = "shared_preload_libraries = 'idgen,pglogical'";
     const REGISTRY: &str = "idgen.registry = '{{registry}}'";
     assert!(PGLOGICAL_CONF.contains(PRELOAD) && PGLOGICAL_CONF.contains(REGISTRY));
     let conf = PGLOGICAL_CONF
         .replace(PRELOAD, &format!("shared_preload_libraries = '{preload}'"))
-        .replace(REGISTRY, &registry_setting(reg, "postgres"));
+        .replace(REGISTRY, &registry_setting(reg, &format!("idgen_node_{label}")));
     let mut settings = vec![
         conf.as_str(),
         FAST[0],
@@ -322,8 +329,8 @@ fn wait_status(c: &Cluster, name: &str, status: &str) {
 fn pglogical_both_ways_with_registry_worker_ids_and_a_global_segment_repeats_nothing() {
     let started = Instant::now();
     let reg = registry("lr_registry");
-    let a = pglogical_node(&reg, "lr_a", "idgen,pglogical");
-    let b = pglogical_node(&reg, "lr_b", "pglogical,idgen");
+    let a = pglogical_node(&reg, "lr_a", "a", "idgen,pglogical");
+    let b = pglogical_node(&reg, "lr_b", "b", "pglogical,idgen");
     let (worker_a, worker_b) = (
         held_worker(&a, SETTLE) as i64,
         held_worker(&b, SETTLE) as i64,
@@ -331,6 +338,22 @@ fn pglogical_both_ways_with_registry_worker_ids_and_a_global_segment_repeats_not
     assert_ne!(
         worker_a, worker_b,
         "the registry leased one worker id twice"
+    );
+    // Each node logs in to the registry with a role of its own, no superuser: a node name
+    // belongs to the role of its first call, and nodes that share a role can act for one
+    // another ("Many servers with a registry").
+    let logins: Vec<String> = column(
+        &mut reg.connect("postgres"),
+        "SELECT n.role || ' superuser ' || r.rolsuper FROM idgen_registry_node n
+           JOIN pg_roles r ON r.rolname = n.role ORDER BY n.node_name",
+    );
+    let roles: HashSet<&str> = logins
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert!(
+        logins.len() == 2 && roles.len() == 2 && logins.iter().all(|l| l.ends_with("superuser false")),
+        "the nodes' registry logins: {logins:?}"
     );
     subscribe(&a, "a_from_b", &b);
     subscribe(&b, "b_from_a", &a);
