@@ -85,6 +85,9 @@ const PGLOGICAL_NODE: &str = include_str!("../../recipes/logical/pglogical-node.
 /// The subscription `{{subscription}}` to the node at `{{provider_dsn}}`.
 const PGLOGICAL_SUBSCRIBE: &str = include_str!("../../recipes/logical/pglogical-subscribe.sql");
 
+/// A node's worker id and the state of its lease.
+const PGLOGICAL_CHECK: &str = include_str!("../../recipes/logical/pglogical-check.sql");
+
 /// The status of the subscription `{{subscription}}`.
 const PGLOGICAL_STATUS: &str = include_str!("../../recipes/logical/pglogical-status.sql");
 
@@ -339,6 +342,16 @@ fn pglogical_both_ways_with_registry_worker_ids_and_a_global_segment_repeats_not
         worker_a, worker_b,
         "the registry leased one worker id twice"
     );
+    // The page's check on each node: its worker id, held (between renewals: a renewal under
+    // way shows `renewing`).
+    for (node, worker) in [(&a, worker_a), (&b, worker_b)] {
+        let mut c = node.connect("postgres");
+        wait_for("the page's check to show the worker id held", SETTLE, || {
+            let row = c.query_one(PGLOGICAL_CHECK, &[]).unwrap();
+            let seen = (row.get::<_, Option<i32>>(0).map(i64::from), row.get::<_, String>(1));
+            (seen == (Some(worker), "held".to_owned())).then_some(())
+        });
+    }
     // Each node logs in to the registry with a role of its own, no superuser: a node name
     // belongs to the role of its first call, and nodes that share a role can act for one
     // another ("Many servers with a registry").
