@@ -596,6 +596,41 @@ fn every_registry_string_in_the_docs_passes_the_start_checks() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// No page includes part of a file by line numbers (`--8<-- "file:40:40"`): an edit of the file
+/// above those lines would silently include other lines, and the strict build would not see
+/// it. A part of a file is included by a section (`--8<-- "file:name"`, between `--8<--
+/// [start:name]` and `--8<-- [end:name]` in the file), which the strict build fails on when it
+/// is missing.
+#[test]
+fn no_page_includes_part_of_a_file_by_line_numbers() {
+    let root = repo_root();
+    let mut by_lines = Vec::new();
+    for path in pages(&root.join("docs")) {
+        let name = path.strip_prefix(&root).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let Some(target) = line
+                .trim_start()
+                .strip_prefix("--8<-- \"")
+                .and_then(|t| t.split_once('"'))
+                .map(|(t, _)| t)
+            else {
+                continue;
+            };
+            if let Some((_, selection)) = target.split_once(':') {
+                if selection.starts_with(|c: char| c.is_ascii_digit()) {
+                    by_lines.push(format!("{name}:{}: {target}", i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        by_lines.is_empty(),
+        "included by line numbers:\n{}",
+        by_lines.join("\n")
+    );
+}
+
 /// The tester fails on a page whose output block no longer matches, naming the page and line
 /// and showing the difference; and on a sql block without an output block.
 #[test]
