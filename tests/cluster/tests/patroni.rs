@@ -89,6 +89,10 @@ const WORKER_REGISTRY: (&str, &str) = (
 );
 /// On the registry: member `{{name}}`'s own role, its node name bound to it.
 const REGISTRY_MEMBER: &str = include_str!("../../recipes/patroni/registry-member.sql");
+/// What to run on the first leader: the extension, then the segment.
+const LEADER_SQL: &str = include_str!("../../recipes/patroni/leader.sql");
+/// The clients' connection string: `{{hosts}}`, `{{ports}}`, `{{dbname}}`, `{{user}}`.
+const CLIENTS_CONNINFO: &str = include_str!("../../recipes/patroni/clients.conninfo");
 /// The name of the test's own file in a member's configuration directory: last in name order,
 /// so that Patroni merges it over the recipe's files.
 const TEST_OVERLAY: &str = "zz-test.yml";
@@ -518,15 +522,17 @@ impl Patroni {
         postgres::Client::connect(&self.conninfo(i), postgres::NoTls)
     }
 
-    /// The multi-host connection string the clients use.
+    /// The multi-host connection string the clients use: [`CLIENTS_CONNINFO`] filled in.
     fn uri(&self) -> String {
         let ports: Vec<String> = self.members.iter().map(|m| m.pg_port.to_string()).collect();
-        format!(
-            "host={} port={} user=postgres dbname=postgres target_session_attrs=read-write \
-             connect_timeout=3 application_name=idgen-patroni",
-            ["127.0.0.1"; MEMBERS].join(","),
-            ports.join(",")
-        )
+        let conninfo = CLIENTS_CONNINFO
+            .trim()
+            .replace("{{hosts}}", &["127.0.0.1"; MEMBERS].join(","))
+            .replace("{{ports}}", &ports.join(","))
+            .replace("{{dbname}}", "postgres")
+            .replace("{{user}}", "postgres");
+        assert!(!conninfo.contains("{{"), "a placeholder left in {conninfo}");
+        format!("{conninfo} application_name=idgen-patroni")
     }
 
     /// Polls `check` every 100 ms until it returns `Some`, for at most [`BOUND`]; panics with
@@ -957,15 +963,26 @@ fn failovers_repeat_nothing(workers: Workers) {
     let first = p.wait_healthy(|_, _| Some(-1));
     let mut admin = p.connect(first.leader).expect("connect to the leader");
     // No unique index: a repeated id or number must show up as a row, not as an error.
-    for sql in [
-        "CREATE EXTENSION idgen",
-        "SELECT segment_create('order_no')",
+    let mut setup: Vec<String> = LEADER_SQL
+        .split(';')
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .filter(|s| !s.trim().is_empty())
+        .collect();
+    assert_eq!(setup.len(), 2, "leader.sql: {setup:?}");
+    setup.push(
         "CREATE TABLE orders (
              id       bigint NOT NULL DEFAULT snowflake_nextval(),
              order_no bigint NOT NULL DEFAULT segment_nextval('order_no'),
              client   int    NOT NULL,
-             at       timestamptz NOT NULL DEFAULT clock_timestamp())",
-    ] {
+             at       timestamptz NOT NULL DEFAULT clock_timestamp())"
+            .to_owned(),
+    );
+    for sql in &setup {
         admin
             .batch_execute(sql)
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
