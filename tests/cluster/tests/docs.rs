@@ -506,10 +506,15 @@ fn registry_strings(text: &str) -> Vec<(usize, String)> {
     let mut prose: Vec<(usize, &str)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let rest = line.trim_start();
-        let marker: String = rest.chars().take_while(|c| *c == '`' || *c == '~').collect();
+        let marker: String = rest
+            .chars()
+            .take_while(|c| *c == '`' || *c == '~')
+            .collect();
         match &fence {
             Some(open) => {
-                if rest.starts_with(open.as_str()) && rest.trim_end() == rest[..marker.len()].trim_end() {
+                if rest.starts_with(open.as_str())
+                    && rest.trim_end() == rest[..marker.len()].trim_end()
+                {
                     fence = None;
                     continue;
                 }
@@ -538,7 +543,10 @@ fn registry_strings(text: &str) -> Vec<(usize, String)> {
         for (k, piece) in line.split('`').enumerate() {
             if k > 0 {
                 if in_span && span.contains("dbname=ids") {
-                    found.push((span_line, span.split_whitespace().collect::<Vec<_>>().join(" ")));
+                    found.push((
+                        span_line,
+                        span.split_whitespace().collect::<Vec<_>>().join(" "),
+                    ));
                 }
                 in_span = !in_span;
                 span.clear();
@@ -585,14 +593,23 @@ fn every_registry_string_in_the_docs_passes_the_start_checks() {
                 .collect();
             println!(
                 "{name}:{line}: {conninfo}: {}",
-                if out.status.success() { "starts" } else { "refused" }
+                if out.status.success() {
+                    "starts"
+                } else {
+                    "refused"
+                }
             );
             if !out.status.success() {
-                problems.push(format!("{name}:{line}: {conninfo}: the node does not start: {refused:?}"));
+                problems.push(format!(
+                    "{name}:{line}: {conninfo}: the node does not start: {refused:?}"
+                ));
             }
         }
     }
-    assert!(checked >= 3, "only {checked} registry strings found in the docs");
+    assert!(
+        checked >= 3,
+        "only {checked} registry strings found in the docs"
+    );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

@@ -241,7 +241,10 @@ fn pglogical_node(reg: &Cluster, tag: &str, label: &str, preload: &str) -> Clust
     assert!(PGLOGICAL_CONF.contains(PRELOAD) && PGLOGICAL_CONF.contains(REGISTRY));
     let conf = PGLOGICAL_CONF
         .replace(PRELOAD, &format!("shared_preload_libraries = '{preload}'"))
-        .replace(REGISTRY, &registry_setting(reg, &format!("idgen_node_{label}")));
+        .replace(
+            REGISTRY,
+            &registry_setting(reg, &format!("idgen_node_{label}")),
+        );
     let mut settings = vec![
         conf.as_str(),
         FAST[0],
@@ -346,11 +349,18 @@ fn pglogical_both_ways_with_registry_worker_ids_and_a_global_segment_repeats_not
     // way shows `renewing`).
     for (node, worker) in [(&a, worker_a), (&b, worker_b)] {
         let mut c = node.connect("postgres");
-        wait_for("the page's check to show the worker id held", SETTLE, || {
-            let row = c.query_one(PGLOGICAL_CHECK, &[]).unwrap();
-            let seen = (row.get::<_, Option<i32>>(0).map(i64::from), row.get::<_, String>(1));
-            (seen == (Some(worker), "held".to_owned())).then_some(())
-        });
+        wait_for(
+            "the page's check to show the worker id held",
+            SETTLE,
+            || {
+                let row = c.query_one(PGLOGICAL_CHECK, &[]).unwrap();
+                let seen = (
+                    row.get::<_, Option<i32>>(0).map(i64::from),
+                    row.get::<_, String>(1),
+                );
+                (seen == (Some(worker), "held".to_owned())).then_some(())
+            },
+        );
     }
     // Each node logs in to the registry with a role of its own, no superuser: a node name
     // belongs to the role of its first call, and nodes that share a role can act for one
@@ -365,7 +375,9 @@ fn pglogical_both_ways_with_registry_worker_ids_and_a_global_segment_repeats_not
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
     assert!(
-        logins.len() == 2 && roles.len() == 2 && logins.iter().all(|l| l.ends_with("superuser false")),
+        logins.len() == 2
+            && roles.len() == 2
+            && logins.iter().all(|l| l.ends_with("superuser false")),
         "the nodes' registry logins: {logins:?}"
     );
     subscribe(&a, "a_from_b", &b);
@@ -696,10 +708,13 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
 
     // Cut-over 3: stop replicating, and drop the slot on the old server.
     for sql in statements(MIGRATION_DROP) {
-        n.batch_execute(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        n.batch_execute(&sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
     for sql in statements(MIGRATION_DROP_SLOT) {
-        wait_for("the slot to be dropped", SETTLE, || o.batch_execute(&sql).ok());
+        wait_for("the slot to be dropped", SETTLE, || {
+            o.batch_execute(&sql).ok()
+        });
     }
     assert_eq!(
         o.one::<i64>("SELECT count(*) FROM pg_replication_slots"),
@@ -765,7 +780,8 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
             );
             generated.push(lines);
         } else {
-            o.batch_execute(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+            o.batch_execute(&sql)
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
         }
     }
     assert_eq!(generated.len(), 2, "{generated:?}");

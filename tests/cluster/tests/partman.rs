@@ -370,7 +370,11 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
         Some(false),
         "pg_partman_bgw.role {role}: a role, and no superuser"
     );
-    assert_eq!(owners, vec![role.clone()], "the owners of events and its partitions");
+    assert_eq!(
+        owners,
+        vec![role.clone()],
+        "the owners of events and its partitions"
+    );
     // The page's listing: every partition with its day, midnight UTC of today + k.
     let listed: Vec<String> = client
         .query(LIST_PARTITIONS, &[])
@@ -395,7 +399,10 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
                                 date_trunc('day', now(), 'UTC') + interval '144 hours',
                                 interval '24 hours') AS d ORDER BY d",
     );
-    assert_eq!(listed, midnights, "the listing of partitions and their days");
+    assert_eq!(
+        listed, midnights,
+        "the listing of partitions and their days"
+    );
     let placed = id_placement(&mut client, "events", "UTC");
     assert_eq!(placed, [1023, 1023, 0, 1023, 1023]);
     assert!(check_default(&mut client).is_empty());

@@ -214,7 +214,12 @@ fn http_request(
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     s.set_write_timeout(Some(Duration::from_secs(5))).ok()?;
     let authorization = auth
-        .map(|(u, p)| format!("Authorization: Basic {}\r\n", base64(format!("{u}:{p}").as_bytes())))
+        .map(|(u, p)| {
+            format!(
+                "Authorization: Basic {}\r\n",
+                base64(format!("{u}:{p}").as_bytes())
+            )
+        })
         .unwrap_or_default();
     write!(
         s,
@@ -235,8 +240,7 @@ fn http_request(
 
 /// Standard base64 with padding (RFC 4648), for HTTP basic authentication.
 fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
         let n = chunk

@@ -69,7 +69,9 @@ fn small_pools(ini: &str) -> String {
     if ini.contains("\ntxn = ") {
         assert!(ini.contains(TXN_LINE), "transaction.ini: {TXN_LINE}");
         let pooled = TXN_LINE.replace('\n', &format!(" pool_size={POOL}\n"));
-        let one = TXN_LINE.replacen("txn =", "txn_one =", 1).replace('\n', " pool_size=1\n");
+        let one = TXN_LINE
+            .replacen("txn =", "txn_one =", 1)
+            .replace('\n', " pool_size=1\n");
         out = out.replace(TXN_LINE, &(pooled + &one));
     }
     out
@@ -231,8 +233,14 @@ impl Pgbouncer {
 
     /// A client `user` of pgbouncer's database `alias`.
     fn connect_as(&self, alias: &str, user: &str) -> postgres::Client {
-        postgres::Client::connect(&self.conninfo_as(alias, user), postgres::NoTls)
-            .unwrap_or_else(|e| panic!("connect to pgbouncer's {alias} as {user}: {e}\n{}", self.log()))
+        postgres::Client::connect(&self.conninfo_as(alias, user), postgres::NoTls).unwrap_or_else(
+            |e| {
+                panic!(
+                    "connect to pgbouncer's {alias} as {user}: {e}\n{}",
+                    self.log()
+                )
+            },
+        )
     }
 }
 
@@ -393,7 +401,10 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
     let pgb = Pgbouncer::start(&cluster, &small_pools(TRANSACTION_INI));
     // The page's INSERT ... RETURNING, with the client as $1.
     let insert = returning_statements()[0].clone();
-    assert_eq!(insert, "INSERT INTO orders (client) VALUES ($1) RETURNING id, no");
+    assert_eq!(
+        insert,
+        "INSERT INTO orders (client) VALUES ($1) RETURNING id, no"
+    );
 
     // One backend for two clients: what A's later currval returns is B's id, always.
     let mut a = pgb.connect("txn_one");
@@ -405,12 +416,7 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
     );
     let insert_one = |c: &mut postgres::Client, client: i32| -> (i64, i64) {
         let mut t = c.transaction().unwrap();
-        let row = t
-            .query_one(
-                insert.as_str(),
-                &[&client],
-            )
-            .unwrap();
+        let row = t.query_one(insert.as_str(), &[&client]).unwrap();
         t.commit().unwrap();
         (row.get(0), row.get(1))
     };
@@ -445,12 +451,7 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
                         // A transaction keeps its server connection from BEGIN to COMMIT: the
                         // prepared INSERT and the currvals run on one backend.
                         let mut t = c.transaction().unwrap();
-                        let row = t
-                            .query_one(
-                                insert.as_str(),
-                                &[&(i as i32)],
-                            )
-                            .unwrap();
+                        let row = t.query_one(insert.as_str(), &[&(i as i32)]).unwrap();
                         let (id, no): (i64, i64) = (row.get(0), row.get(1));
                         let cur = t
                             .query_one(
@@ -518,7 +519,10 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
         "the page's transaction: its currvals ({cur_id}, {cur_no}) are the row it inserted"
     );
     let table: HashMap<i64, i64> = direct
-        .query("SELECT id, no FROM orders WHERE client >= 0 AND client <> 42", &[])
+        .query(
+            "SELECT id, no FROM orders WHERE client >= 0 AND client <> 42",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))
