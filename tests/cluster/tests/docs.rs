@@ -495,6 +495,159 @@ fn every_sql_example_in_the_docs_prints_its_output() {
     );
 }
 
+/// The registry connection strings a page prints for a real fleet: every value of an
+/// `idgen.registry = '...'` line in a fenced block, and every inline code span (outside fenced
+/// blocks, a line break in it read as a space) that names the docs' registry database,
+/// `dbname=ids`. Each with the line it starts on.
+fn registry_strings(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut fence: Option<String> = None;
+    // The text outside fenced blocks, each line with its number, to read spans across lines.
+    let mut prose: Vec<(usize, &str)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let rest = line.trim_start();
+        let marker: String = rest
+            .chars()
+            .take_while(|c| *c == '`' || *c == '~')
+            .collect();
+        match &fence {
+            Some(open) => {
+                if rest.starts_with(open.as_str())
+                    && rest.trim_end() == rest[..marker.len()].trim_end()
+                {
+                    fence = None;
+                    continue;
+                }
+                if let Some(at) = rest.find("idgen.registry") {
+                    let after = rest[at + "idgen.registry".len()..].trim_start();
+                    if let Some(value) = after
+                        .strip_prefix('=')
+                        .map(str::trim_start)
+                        .and_then(|v| v.strip_prefix('\''))
+                        .and_then(|v| v.split_once('\''))
+                        .map(|(v, _)| v)
+                    {
+                        found.push((i + 1, value.to_owned()));
+                    }
+                }
+            }
+            None if marker.len() >= 3 => fence = Some(marker),
+            None => prose.push((i + 1, line)),
+        }
+    }
+    // Spans: split the prose at backticks; every second piece is code.
+    let mut in_span = false;
+    let mut span = String::new();
+    let mut span_line = 0;
+    for (number, line) in prose {
+        for (k, piece) in line.split('`').enumerate() {
+            if k > 0 {
+                if in_span && span.contains("dbname=ids") {
+                    found.push((
+                        span_line,
+                        span.split_whitespace().collect::<Vec<_>>().join(" "),
+                    ));
+                }
+                in_span = !in_span;
+                span.clear();
+                span_line = number;
+            }
+            if in_span {
+                span.push_str(piece);
+            }
+        }
+        if in_span {
+            span.push(' ');
+        }
+    }
+    found
+}
+
+/// Every registry connection string the docs print for a real fleet passes the checks a node
+/// makes at start (`idgen.registry` with `idgen.worker_id = auto`): a registry on another
+/// machine needs `sslmode=require` or stronger, every host its address; a server given a
+/// string that fails them does not start, and its log says why. Each string starts a server
+/// of its own (the registry it names is never reached: the node only has to start).
+#[test]
+fn every_registry_string_in_the_docs_passes_the_start_checks() {
+    let root = repo_root();
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for path in pages(&root.join("docs")) {
+        let name = path.strip_prefix(&root).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (line, conninfo) in registry_strings(&text) {
+            checked += 1;
+            let c = Cluster::init("docs_registry", &[]);
+            c.append_settings(&[
+                "shared_preload_libraries = 'idgen'",
+                "idgen.worker_id = auto",
+                &format!("idgen.registry = '{}'", conninfo.replace('\'', "''")),
+            ]);
+            let out = c.pg_ctl_start();
+            let refused: Vec<String> = c
+                .log()
+                .lines()
+                .filter(|l| l.contains("FATAL") || l.contains("DETAIL"))
+                .map(str::to_owned)
+                .collect();
+            println!(
+                "{name}:{line}: {conninfo}: {}",
+                if out.status.success() {
+                    "starts"
+                } else {
+                    "refused"
+                }
+            );
+            if !out.status.success() {
+                problems.push(format!(
+                    "{name}:{line}: {conninfo}: the node does not start: {refused:?}"
+                ));
+            }
+        }
+    }
+    assert!(
+        checked >= 3,
+        "only {checked} registry strings found in the docs"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// No page includes part of a file by line numbers (`--8<-- "file:40:40"`): an edit of the file
+/// above those lines would silently include other lines, and the strict build would not see
+/// it. A part of a file is included by a section (`--8<-- "file:name"`, between `--8<--
+/// [start:name]` and `--8<-- [end:name]` in the file), which the strict build fails on when it
+/// is missing.
+#[test]
+fn no_page_includes_part_of_a_file_by_line_numbers() {
+    let root = repo_root();
+    let mut by_lines = Vec::new();
+    for path in pages(&root.join("docs")) {
+        let name = path.strip_prefix(&root).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let Some(target) = line
+                .trim_start()
+                .strip_prefix("--8<-- \"")
+                .and_then(|t| t.split_once('"'))
+                .map(|(t, _)| t)
+            else {
+                continue;
+            };
+            if let Some((_, selection)) = target.split_once(':') {
+                if selection.starts_with(|c: char| c.is_ascii_digit()) {
+                    by_lines.push(format!("{name}:{}: {target}", i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        by_lines.is_empty(),
+        "included by line numbers:\n{}",
+        by_lines.join("\n")
+    );
+}
+
 /// The tester fails on a page whose output block no longer matches, naming the page and line
 /// and showing the difference; and on a sql block without an output block.
 #[test]

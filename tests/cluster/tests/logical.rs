@@ -2,7 +2,8 @@
 //! `scripts/recipes/logical.sh`, which installs Debian's `postgresql-15-pglogical` first.
 //!
 //! **Bidirectional pglogical** (pgEdge's use case for Snowflake ids): servers A and B, both
-//! nodes of an idgen registry on a third server (`idgen.worker_id = auto`), replicate one table
+//! nodes of an idgen registry on a third server (`idgen.worker_id = auto`), each logging in to
+//! it with a role of its own (asserted: two roles, neither a superuser), replicate one table
 //! both ways with pglogical 2.4 (a subscription each way, `forward_origins := '{}'` so that no
 //! change comes back to where it started). The table's ids come from `snowflake_nextval()`, its
 //! order numbers from a global segment (its high-water mark in the registry). A's
@@ -22,9 +23,13 @@
 //! here 15 to 15): an old server (worker id 1, a local segment) is published and a new one
 //! (worker id 2, the same segment created there beforehand, as a schema script would) subscribes
 //! while two writers insert on the old one, through the initial copy and streaming. Cut-over:
-//! stop writes, wait for the subscription's slot to confirm the old server's WAL position, drop
-//! the subscription, move each local segment of the new server to the old server's high-water
-//! mark (`segment_setval`, statements generated on the old server), check that the new server's
+//! stop writes (the database admits no new session, its sessions are ended: a pooled session of
+//! the application is gone and a new one, of the application or a superuser, is refused, so
+//! nothing draws above the marks read later), wait for the subscription's slot to confirm the
+//! old server's WAL position, drop the subscription and its slot, move each local segment of the new server to the old server's high-water
+//! mark (`segment_setval`, statements generated on the old server, exactly what its marks say
+//! although the database's owner planted a table named as idgen's for the superuser who
+//! generates them), check that the new server's
 //! Snowflake ids are above the replicated ones. Asserted: the new server has exactly the old
 //! server's rows; without the segment step its first insert repeats a replicated number (23505,
 //! the negative control); after it, 2,000 new rows have ids and numbers above every replicated
@@ -70,12 +75,18 @@ const PGLOGICAL_CONF: &str = include_str!("../../recipes/logical/pglogical.conf"
 /// `output_plugin_libraries`, for the releases that know it.
 const OUTPUT_PLUGINS_CONF: &str = include_str!("../../recipes/logical/output-plugins.conf");
 
+/// On the registry: the role of node `{{node}}`.
+const REGISTRY_NODE: &str = include_str!("../../recipes/logical/registry-node.sql");
+
 /// A pglogical node's statements, one at a time; `{{node}}` its name, `{{dsn}}` how the other
 /// node reaches it.
 const PGLOGICAL_NODE: &str = include_str!("../../recipes/logical/pglogical-node.sql");
 
 /// The subscription `{{subscription}}` to the node at `{{provider_dsn}}`.
 const PGLOGICAL_SUBSCRIBE: &str = include_str!("../../recipes/logical/pglogical-subscribe.sql");
+
+/// A node's worker id and the state of its lease.
+const PGLOGICAL_CHECK: &str = include_str!("../../recipes/logical/pglogical-check.sql");
 
 /// The status of the subscription `{{subscription}}`.
 const PGLOGICAL_STATUS: &str = include_str!("../../recipes/logical/pglogical-status.sql");
@@ -85,9 +96,14 @@ const PGLOGICAL_STATUS: &str = include_str!("../../recipes/logical/pglogical-sta
 const MIGRATION_PUBLISH: &str = include_str!("../../recipes/logical/migration-publish.sql");
 const MIGRATION_SUBSCRIBE: &str = include_str!("../../recipes/logical/migration-subscribe.sql");
 const MIGRATION_COPIED: &str = include_str!("../../recipes/logical/migration-copied.sql");
+/// Stops the writes on the old server: run in the session that then reads the old server's
+/// position, waits for the slot and generates the segment statements.
+const MIGRATION_STOP_WRITES: &str = include_str!("../../recipes/logical/migration-stop-writes.sql");
 const MIGRATION_LSN: &str = include_str!("../../recipes/logical/migration-lsn.sql");
 const MIGRATION_CAUGHT_UP: &str = include_str!("../../recipes/logical/migration-caught-up.sql");
 const MIGRATION_DROP: &str = include_str!("../../recipes/logical/migration-drop.sql");
+/// Drops the subscription's slot on the old server, which the subscription can no longer reach.
+const MIGRATION_DROP_SLOT: &str = include_str!("../../recipes/logical/migration-drop-slot.sql");
 /// Two queries generating the segment statements: `segment_setval`, then `segment_create`.
 const MIGRATION_SEGMENTS: &str = include_str!("../../recipes/logical/migration-segments.sql");
 const MIGRATION_IDS: &str = include_str!("../../recipes/logical/migration-ids.sql");
@@ -113,7 +129,12 @@ fn statements(sql: &str) -> Vec<String> {
 type Row = (i64, i64, String, String);
 
 fn rows(c: &Cluster) -> Vec<Row> {
-    c.connect("postgres")
+    rows_of(&mut c.connect("postgres"))
+}
+
+/// [`rows`] through an open session.
+fn rows_of(client: &mut postgres::Client) -> Vec<Row> {
+    client
         .query("SELECT id, no, node, at::text FROM orders ORDER BY id", &[])
         .unwrap()
         .iter()
@@ -125,11 +146,12 @@ fn count(c: &Cluster) -> i64 {
     c.connect("postgres").one("SELECT count(*) FROM orders")
 }
 
-/// `writers` connections to each of `nodes` insert one row per statement (`node` = the node's
-/// label) until `stop`, while `during` runs; returns per node the (id, number) of every insert
-/// that succeeded, and the failures.
+/// `writers` connections to database `db` of each of `nodes` insert one row per statement
+/// (`node` = the node's label) until `stop`, while `during` runs; returns per node the (id,
+/// number) of every insert that succeeded, and the failures.
 fn write_while(
     nodes: &[(&Cluster, &str)],
+    db: &str,
     writers: usize,
     during: impl FnOnce(),
 ) -> (Vec<Vec<(i64, i64)>>, Vec<String>) {
@@ -142,7 +164,7 @@ fn write_while(
                     .map(|_| {
                         let stop = &stop;
                         s.spawn(move || {
-                            let mut client = node.connect("postgres");
+                            let mut client = node.connect(db);
                             let insert = client
                                 .prepare("INSERT INTO orders (node) VALUES ($1) RETURNING id, no")
                                 .unwrap();
@@ -183,6 +205,14 @@ fn write_while(
     })
 }
 
+/// An error as the server gave it: SQLSTATE and message, or the client's own words.
+fn failure(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => format!("{}: {}", d.code().code(), d.message()),
+        None => e.to_string(),
+    }
+}
+
 fn conflicts(c: &Cluster) -> Vec<String> {
     c.log()
         .lines()
@@ -199,16 +229,22 @@ fn errors(c: &Cluster) -> Vec<String> {
         .collect()
 }
 
-/// A pglogical node of `reg`: idgen with a leased worker id, pglogical, the table in the
-/// replication set `default`, the global segment declared. `preload` is its
-/// `shared_preload_libraries`.
-fn pglogical_node(reg: &Cluster, tag: &str, preload: &str) -> Cluster {
+/// A pglogical node of `reg`, named `label` there (its registry role is made by
+/// [`REGISTRY_NODE`]): idgen with a leased worker id, pglogical, the table in the replication
+/// set `default`, the global segment declared. `preload` is its `shared_preload_libraries`.
+fn pglogical_node(reg: &Cluster, tag: &str, label: &str, preload: &str) -> Cluster {
+    reg.connect("postgres")
+        .batch_execute(&REGISTRY_NODE.replace("{{node}}", label))
+        .unwrap_or_else(|e| panic!("{REGISTRY_NODE}: {e}"));
     const PRELOAD: &str = "shared_preload_libraries = 'idgen,pglogical'";
     const REGISTRY: &str = "idgen.registry = '{{registry}}'";
     assert!(PGLOGICAL_CONF.contains(PRELOAD) && PGLOGICAL_CONF.contains(REGISTRY));
     let conf = PGLOGICAL_CONF
         .replace(PRELOAD, &format!("shared_preload_libraries = '{preload}'"))
-        .replace(REGISTRY, &registry_setting(reg, "postgres"));
+        .replace(
+            REGISTRY,
+            &registry_setting(reg, &format!("idgen_node_{label}")),
+        );
     let mut settings = vec![
         conf.as_str(),
         FAST[0],
@@ -254,10 +290,12 @@ fn has_setting(name: &str) -> bool {
 }
 
 fn dsn(c: &Cluster) -> String {
-    format!(
-        "host=127.0.0.1 port={} dbname=postgres user=postgres",
-        c.port()
-    )
+    dsn_of(c, "postgres")
+}
+
+/// How another server reaches database `db` of `c`, as a superuser.
+fn dsn_of(c: &Cluster, db: &str) -> String {
+    format!("host=127.0.0.1 port={} dbname={db} user=postgres", c.port())
 }
 
 fn subscribe(subscriber: &Cluster, name: &str, provider: &Cluster) {
@@ -297,8 +335,8 @@ fn wait_status(c: &Cluster, name: &str, status: &str) {
 fn pglogical_both_ways_with_registry_worker_ids_and_a_global_segment_repeats_nothing() {
     let started = Instant::now();
     let reg = registry("lr_registry");
-    let a = pglogical_node(&reg, "lr_a", "idgen,pglogical");
-    let b = pglogical_node(&reg, "lr_b", "pglogical,idgen");
+    let a = pglogical_node(&reg, "lr_a", "a", "idgen,pglogical");
+    let b = pglogical_node(&reg, "lr_b", "b", "pglogical,idgen");
     let (worker_a, worker_b) = (
         held_worker(&a, SETTLE) as i64,
         held_worker(&b, SETTLE) as i64,
@@ -306,6 +344,41 @@ fn pglogical_both_ways_with_registry_worker_ids_and_a_global_segment_repeats_not
     assert_ne!(
         worker_a, worker_b,
         "the registry leased one worker id twice"
+    );
+    // The page's check on each node: its worker id, held (between renewals: a renewal under
+    // way shows `renewing`).
+    for (node, worker) in [(&a, worker_a), (&b, worker_b)] {
+        let mut c = node.connect("postgres");
+        wait_for(
+            "the page's check to show the worker id held",
+            SETTLE,
+            || {
+                let row = c.query_one(PGLOGICAL_CHECK, &[]).unwrap();
+                let seen = (
+                    row.get::<_, Option<i32>>(0).map(i64::from),
+                    row.get::<_, String>(1),
+                );
+                (seen == (Some(worker), "held".to_owned())).then_some(())
+            },
+        );
+    }
+    // Each node logs in to the registry with a role of its own, no superuser: a node name
+    // belongs to the role of its first call, and nodes that share a role can act for one
+    // another ("Many servers with a registry").
+    let logins: Vec<String> = column(
+        &mut reg.connect("postgres"),
+        "SELECT n.role || ' superuser ' || r.rolsuper FROM idgen_registry_node n
+           JOIN pg_roles r ON r.rolname = n.role ORDER BY n.node_name",
+    );
+    let roles: HashSet<&str> = logins
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert!(
+        logins.len() == 2
+            && roles.len() == 2
+            && logins.iter().all(|l| l.ends_with("superuser false")),
+        "the nodes' registry logins: {logins:?}"
     );
     subscribe(&a, "a_from_b", &b);
     subscribe(&b, "b_from_a", &a);
@@ -317,7 +390,7 @@ fn pglogical_both_ways_with_registry_worker_ids_and_a_global_segment_repeats_not
     );
 
     let writing = Instant::now();
-    let (done, failures) = write_while(&[(&a, "a"), (&b, "b")], WRITERS, || {
+    let (done, failures) = write_while(&[(&a, "a"), (&b, "b")], "postgres", WRITERS, || {
         thread::sleep(WRITE_TIME)
     });
     let wrote = writing.elapsed();
@@ -466,17 +539,32 @@ const NEW_ROWS: usize = 1_000;
 const OLD_WORKER: i64 = 1;
 const NEW_WORKER: i64 = 2;
 
+/// The migration's database on both servers, as the recipe names it.
+const APP: &str = "app";
+
 #[test]
 #[ignore = "needs wal_level = logical servers: run by scripts/recipes/logical.sh"]
 fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_and_number() {
     let started = Instant::now();
     let old = Cluster::with_idgen("lr_old", OLD_WORKER as u32, &["wal_level = logical"]);
     let new = Cluster::with_idgen("lr_new", NEW_WORKER as u32, &[]);
-    let mut o = old.connect("postgres");
+    // The application's database on both servers, owned by a role of its own; the application
+    // logs in as `app`.
+    for c in [&old, &new] {
+        c.connect("postgres")
+            .batch_execute("CREATE ROLE app_owner LOGIN; CREATE ROLE app LOGIN")
+            .unwrap();
+        c.create_db_with_idgen(APP);
+        c.connect("postgres")
+            .batch_execute(&format!("ALTER DATABASE {APP} OWNER TO app_owner"))
+            .unwrap();
+    }
+    let mut o = old.connect(APP);
     o.batch_execute(&format!(
         "SELECT segment_create('orders_no');
          SELECT segment_create('invoice_no', start => 1000, step => 100);
          {TABLE};
+         GRANT SELECT, INSERT ON orders TO app;
          INSERT INTO orders (node) SELECT 'old' FROM generate_series(1, {PRELOADED});"
     ))
     .unwrap();
@@ -484,7 +572,7 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     let invoices: i64 = o.one("SELECT max(n) FROM segment_nextvals('invoice_no', 1234) AS n");
     // The new server gets the schema first (pg_dump --schema-only carries no segment marks:
     // idgen_segment's rows are data), and the segment, as a schema script would create it.
-    let mut n = new.connect("postgres");
+    let mut n = new.connect(APP);
     n.batch_execute(&format!("SELECT segment_create('orders_no'); {TABLE};"))
         .unwrap();
 
@@ -513,42 +601,126 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     o.batch_execute("DROP PUBLICATION everything").unwrap();
 
     let mut copy_done = Duration::ZERO;
-    let (done, failures) = write_while(&[(&old, "old")], 2, || {
+    let (done, failures) = write_while(&[(&old, "old")], APP, 2, || {
         o.batch_execute(MIGRATION_PUBLISH).unwrap();
         let subscribing = Instant::now();
-        n.batch_execute(&MIGRATION_SUBSCRIBE.replace("{{old_dsn}}", &dsn(&old)))
+        n.batch_execute(&MIGRATION_SUBSCRIBE.replace("{{old_dsn}}", &dsn_of(&old, APP)))
             .unwrap();
         wait_for("the initial copy", CATCH_UP, || {
-            let ready: bool = new.connect("postgres").one(MIGRATION_COPIED);
+            let ready: bool = new.connect(APP).one(MIGRATION_COPIED);
             ready.then_some(())
         });
         copy_done = subscribing.elapsed();
         thread::sleep(STREAMING);
     });
     assert!(failures.is_empty(), "{failures:?}");
+    // Every number the old server handed out, to compare with the marks it gives the new one.
+    let mut handed_out: Vec<i64> = done[0].iter().map(|r| r.1).collect();
 
-    // Cut-over 1: writes stopped (the writers are done). Wait until the subscription has
-    // confirmed everything the old server wrote.
+    // The database's owner plants, for the superuser who runs the cut-over, a table named as
+    // idgen's in the schema named after that superuser ("$user", first in the default
+    // search_path), with a row that would inject SQL into the generated statements and mark a
+    // segment far below its numbers, and puts pg_catalog last in the database's search_path.
+    old.connect_as(APP, "app_owner")
+        .batch_execute(&format!(
+            "CREATE SCHEMA postgres;
+             CREATE TABLE postgres.idgen_segment (name text, max_id text, step text,
+                                                  cache text, scope text);
+             INSERT INTO postgres.idgen_segment
+                  VALUES ('orders_no', '1); DROP TABLE public.orders; --', '1', '1', 'local');
+             ALTER DATABASE {APP} SET search_path = \"$user\", public, pg_catalog;"
+        ))
+        .unwrap();
+
+    // A session of the application, idle in a pool across the cut-over.
+    let mut pooled = old.connect_as(APP, "app");
+    handed_out.push(pooled.one("SELECT segment_nextval('orders_no')"));
+
+    // Cut-over 1: stop the writes, from a session of another database, keeping `o`, the
+    // session of the application's database that goes on to the end of the cut-over.
+    let kept: i32 = o.one("SELECT pg_backend_pid()");
+    let stop_writes = MIGRATION_STOP_WRITES.replace("{{session}}", &kept.to_string());
+    let stopped: Vec<String> = old
+        .connect("postgres")
+        .simple_query(&stop_writes)
+        .unwrap_or_else(|e| panic!("{stop_writes}: {}", failure(&e)))
+        .into_iter()
+        .filter_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => Some(
+                (0..r.len())
+                    .map(|i| r.get(i).unwrap_or("NULL"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        })
+        .collect();
+    // From now on no session of the application draws: the pooled one is gone, and a new one,
+    // of the application or of a superuser, gets none, whatever it sets (a read-only default,
+    // say, is only a default).
+    let late_draw = |c: &mut postgres::Client| -> Result<i64, String> {
+        c.batch_execute("SET default_transaction_read_only = off")
+            .and_then(|_| c.query_one("SELECT segment_nextval('orders_no')", &[]))
+            .map(|r| r.get(0))
+            .map_err(|e| failure(&e))
+    };
+    let mut refusals = Vec::new();
+    match late_draw(&mut pooled) {
+        Ok(no) => panic!(
+            "a session of the application opened before the cut-over drew {no} after it \
+             (cut-over: {stopped:?})"
+        ),
+        Err(e) => refusals.push(format!("pooled session: {e}")),
+    }
+    for role in ["app", "postgres"] {
+        let conninfo = old
+            .conninfo(APP)
+            .replace("user=postgres", &format!("user={role}"));
+        match postgres::Client::connect(&conninfo, postgres::NoTls) {
+            Ok(mut c) => match late_draw(&mut c) {
+                Ok(no) => panic!(
+                    "a new session of {role} after the cut-over drew {no} \
+                     (cut-over: {stopped:?})"
+                ),
+                Err(e) => refusals.push(format!("new session of {role}: {e}")),
+            },
+            Err(e) => refusals.push(format!("new session of {role}: {}", failure(&e))),
+        }
+    }
+    println!("migration: cut-over {stopped:?}; after it: {refusals:?}");
+
+    // Cut-over 2: wait until the subscription has confirmed everything the old server wrote.
     let catching_up = Instant::now();
     let lsn: String = o.one(MIGRATION_LSN);
     wait_for("the slot to confirm the old server's WAL", CATCH_UP, || {
-        let caught: bool = old
-            .connect("postgres")
-            .one(&MIGRATION_CAUGHT_UP.replace("{{lsn}}", &lsn));
+        let caught: bool = o.one(&MIGRATION_CAUGHT_UP.replace("{{lsn}}", &lsn));
         caught.then_some(())
     });
     let caught_up = catching_up.elapsed();
-    let replicated = rows(&new);
+    let replicated = rows_of(&mut new.connect(APP));
     assert!(
-        replicated == rows(&old),
+        replicated == rows_of(&mut o),
         "the new server's rows differ from the old one's"
     );
     assert_eq!(replicated.len() as i64, PRELOADED + done[0].len() as i64);
     let max_id = replicated.iter().map(|r| r.0).max().unwrap();
     let max_no = replicated.iter().map(|r| r.1).max().unwrap();
 
-    // Cut-over 2: stop replicating (this also drops the slot on the old server).
-    n.batch_execute(MIGRATION_DROP).unwrap();
+    // Cut-over 3: stop replicating, and drop the slot on the old server.
+    for sql in statements(MIGRATION_DROP) {
+        n.batch_execute(&sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    for sql in statements(MIGRATION_DROP_SLOT) {
+        wait_for("the slot to be dropped", SETTLE, || {
+            o.batch_execute(&sql).ok()
+        });
+    }
+    assert_eq!(
+        o.one::<i64>("SELECT count(*) FROM pg_replication_slots"),
+        0,
+        "a slot left on the old server"
+    );
 
     // Negative control: without the segment step, the new server's segment starts where it
     // was created, below the replicated numbers: its first insert repeats one.
@@ -568,14 +740,61 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
     // statements are generated on the old server and run on the new one.
     // Segments the new server has are moved with segment_setval, those it lacks are created
     // above the mark.
-    let generators = statements(MIGRATION_SEGMENTS);
-    assert_eq!(generators.len(), 2, "{generators:?}");
-    let setvals: Vec<String> = column(&mut o, &generators[0]);
-    let creates: Vec<String> = column(&mut o, &generators[1]);
-    let old_mark: i64 = o.one("SELECT max_id FROM idgen_segment WHERE name = 'orders_no'");
+    // What the generated statements must be: every local segment of the old server (read here
+    // by qualified names), as exact statements that resolve to idgen's functions alone.
+    let marks: Vec<(String, i64, i32, i32)> = o
+        .query(
+            "SELECT name, max_id, step, cache FROM public.idgen_segment \
+             WHERE scope OPERATOR(pg_catalog.=) 'local' ORDER BY name",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let expected: (Vec<String>, Vec<String>) = marks
+        .iter()
+        .map(|(name, max_id, step, cache)| {
+            (
+                format!("SELECT public.segment_setval('{name}'::text, {max_id}::bigint);"),
+                format!(
+                    "SELECT public.segment_create('{name}'::text, start => {}::bigint, \
+                     step => {step}::integer, cache => {cache}::integer);",
+                    max_id + 1
+                ),
+            )
+        })
+        .unzip();
+    let mut generated: Vec<Vec<String>> = Vec::new();
+    for sql in statements(MIGRATION_SEGMENTS) {
+        let code: String = sql
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("--"))
+            .collect();
+        if code.trim_start().starts_with("SELECT") {
+            let want = [&expected.0, &expected.1][generated.len().min(1)];
+            let lines: Vec<String> = column(&mut o, &sql);
+            assert_eq!(
+                &lines, want,
+                "the statements generated by\n{sql}\nwith a table planted in the schema \"postgres\""
+            );
+            generated.push(lines);
+        } else {
+            o.batch_execute(&sql)
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+    }
+    assert_eq!(generated.len(), 2, "{generated:?}");
+    let (setvals, creates) = (generated[0].clone(), generated[1].clone());
+    let old_mark: i64 = o.one("SELECT max_id FROM public.idgen_segment WHERE name = 'orders_no'");
     assert!(
         old_mark >= max_no,
         "the old mark {old_mark} is below a number {max_no}"
+    );
+    let highest = handed_out.iter().max().copied().unwrap_or(0);
+    assert!(
+        old_mark >= highest,
+        "the old mark {old_mark} is below the number {highest} the old server handed out"
     );
     let mut missing = Vec::new();
     for (setval, create) in setvals.iter().zip(&creates) {
@@ -601,7 +820,7 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
             .map(|_| {
                 let new = &new;
                 s.spawn(move || {
-                    let mut c = new.connect("postgres");
+                    let mut c = new.connect(APP);
                     let insert = c
                         .prepare("INSERT INTO orders (node) VALUES ('new') RETURNING id, no")
                         .unwrap();
@@ -624,7 +843,10 @@ fn migration_by_builtin_logical_replication_continues_above_every_replicated_id_
         .iter()
         .all(|&id| id > max_id && twitter::worker_of(id) == NEW_WORKER));
     assert!(nos.iter().all(|&no| no > max_no));
-    assert_eq!(count(&new), replicated.len() as i64 + 2 * NEW_ROWS as i64);
+    assert_eq!(
+        new.connect(APP).one::<i64>("SELECT count(*) FROM orders"),
+        replicated.len() as i64 + 2 * NEW_ROWS as i64
+    );
     println!(
         "migration: {PRELOADED} rows before, {} written on the old server during the copy and \
          {} s of streaming; initial copy ready {:.1} s after CREATE SUBSCRIPTION; slot caught up \

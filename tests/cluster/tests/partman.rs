@@ -11,7 +11,7 @@
 //!   p_start_partition => snowflake_compose(now())::text)`; rows with `DEFAULT snowflake_nextval()`
 //!   and composed ids at both sides of midnight each land in the partition whose bounds contain
 //!   the id and whose day is the id's UTC day, none in the default partition; the background
-//!   worker premakes two days beyond the highest id.
+//!   worker premakes four days (daily.sql's premake) beyond the highest id.
 //! - The idle table: maintenance follows `max(id)`, not the clock. Under libfaketime the
 //!   server's clock jumps 10 days ahead of a table's last row (premake 2): the rows drawn then
 //!   by the default land in its default partition; from then on every run of the
@@ -54,7 +54,7 @@ const PARTMAN_SETTINGS: &str = include_str!("../../recipes/partman/postgresql.co
 const CREATE_PARTMAN: &str = include_str!("../../recipes/partman/extension.sql");
 
 /// Table `events`, partitioned by range of a Snowflake id drawn by default, and its
-/// `create_parent` for daily partitions: the first one holds `now()`, premake 2.
+/// `create_parent` for daily partitions: the first one holds `now()`, premake 4.
 const DAILY: &str = include_str!("../../recipes/partman/daily.sql");
 
 /// Table `orders`, partitioned by month of a `created_at` derived from the id; premake 1.
@@ -66,6 +66,9 @@ const MONTHLY_FROM_THE_CLOCK: &str =
 
 /// The remedy's first statement: `partition_data_id` for `public.events`.
 const MOVE_DEFAULT_ROWS: &str = include_str!("../../recipes/partman/move-default-rows.sql");
+
+/// The page's listing of `public.events`' partitions, each with its day.
+const LIST_PARTITIONS: &str = include_str!("../../recipes/partman/list-partitions.sql");
 
 /// The premake from the clock for `public.events`: the partitions of today and the `premake`
 /// days after it, whatever `max(id)` is.
@@ -88,7 +91,7 @@ fn partman_cluster(tag: &str) -> Cluster {
 fn last_value(client: &mut postgres::Client, sql: &str) -> String {
     client
         .simple_query(sql)
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .unwrap_or_else(|e| panic!("{sql}: {e}: {:?}", e.as_db_error()))
         .into_iter()
         .filter_map(|m| match m {
             postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
@@ -98,14 +101,18 @@ fn last_value(client: &mut postgres::Client, sql: &str) -> String {
         .unwrap_or_else(|| panic!("{sql}: no row"))
 }
 
+/// The premake that daily.sql prints: pg_partman's default, a production margin.
+const PRINTED_PREMAKE: i32 = 4;
+
 /// [`DAILY`] for table `table` with `premake`: the table and its daily partitions by id, the
-/// first one holding `now()`. Returns what `create_parent` returned.
+/// first one holding `now()`. Returns what `create_parent` returned. A `premake` other than
+/// [`PRINTED_PREMAKE`] replaces the printed one (the idle-table test's shorter margin).
 fn create_daily_table(client: &mut postgres::Client, table: &str, premake: i32) -> bool {
-    const PREMAKE_2: &str = "p_premake         => 2,";
-    assert!(DAILY.contains(PREMAKE_2), "daily.sql: {PREMAKE_2}");
+    let printed = format!("p_premake         => {PRINTED_PREMAKE},");
+    assert!(DAILY.contains(&printed), "daily.sql: {printed}");
     let sql = DAILY
         .replace("events", table)
-        .replace(PREMAKE_2, &format!("p_premake         => {premake},"));
+        .replace(&printed, &format!("p_premake         => {premake},"));
     let created = last_value(client, &sql) == "t";
     assert!(created, "create_parent of {table}");
     created
@@ -185,12 +192,73 @@ fn check_default(client: &mut postgres::Client) -> Vec<(String, i64)> {
 fn premake_from_the_clock(client: &mut postgres::Client, table: &str) {
     // create_partition_id returns false when every partition existed already: the callers
     // check the partitions.
-    client
-        .execute(
-            &PREMAKE_FROM_THE_CLOCK.replace("public.events", &format!("public.{table}")),
-            &[],
+    let sql = PREMAKE_FROM_THE_CLOCK.replace("'public.events'", &format!("'public.{table}'"));
+    client.batch_execute(&sql).unwrap_or_else(|e| {
+        panic!(
+            "{sql}: {e}: {}",
+            e.as_db_error().map(|d| d.message()).unwrap_or_default()
+        )
+    });
+}
+
+/// What a database's owner can plant for a superuser's unqualified names: a role `owner` that
+/// owns database `postgres` (and so its schema `public`, which PostgreSQL 15 gives the
+/// database's owner) creates functions named as those the premake calls, in a schema `postgres`
+/// (the superuser's "$user") and in `public`, each recording its call and its caller's pid in
+/// `captured.calls` and returning 0, and puts pg_catalog last in the database's search_path.
+/// Dropped, it puts everything back.
+struct Captor<'a>(&'a Cluster);
+
+fn plant_captor(cluster: &Cluster) -> Captor<'_> {
+    cluster
+        .connect("postgres")
+        .batch_execute(
+            "CREATE ROLE owner LOGIN;
+             ALTER DATABASE postgres OWNER TO owner;
+             CREATE SCHEMA captured AUTHORIZATION owner;
+             CREATE TABLE captured.calls (name text, pid integer);
+             ALTER TABLE captured.calls OWNER TO owner;
+             GRANT USAGE ON SCHEMA captured TO PUBLIC;
+             GRANT INSERT ON captured.calls TO PUBLIC",
         )
         .unwrap();
+    let mut owner = cluster.connect_as("postgres", "owner");
+    owner
+        .batch_execute(
+            "CREATE SCHEMA postgres;
+             CREATE FUNCTION postgres.snowflake_compose(t timestamptz, worker_id integer DEFAULT 0,
+                                                        sequence integer DEFAULT 0)
+               RETURNS bigint LANGUAGE sql
+               AS $$ INSERT INTO captured.calls VALUES ('snowflake_compose', pg_backend_pid()) RETURNING 0::bigint $$;
+             CREATE FUNCTION postgres.make_interval(hours integer) RETURNS interval LANGUAGE sql
+               AS $$ INSERT INTO captured.calls VALUES ('make_interval', pg_backend_pid())
+                     RETURNING interval '0' $$;
+             CREATE FUNCTION postgres.generate_series(integer, integer) RETURNS SETOF integer
+               LANGUAGE sql
+               AS $$ INSERT INTO captured.calls VALUES ('generate_series', pg_backend_pid())
+                     RETURNING 0 $$;
+             CREATE FUNCTION public.make_interval(hours integer) RETURNS interval LANGUAGE sql
+               AS $$ INSERT INTO captured.calls VALUES ('make_interval', pg_backend_pid())
+                     RETURNING interval '0' $$;
+             CREATE FUNCTION public.generate_series(integer, integer) RETURNS SETOF integer
+               LANGUAGE sql
+               AS $$ INSERT INTO captured.calls VALUES ('generate_series', pg_backend_pid())
+                     RETURNING 0 $$;
+             ALTER DATABASE postgres SET search_path = \"$user\", public, pg_catalog;",
+        )
+        .unwrap();
+    Captor(cluster)
+}
+
+impl Drop for Captor<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.connect("postgres").batch_execute(
+            "ALTER DATABASE postgres RESET search_path;
+             DROP SCHEMA postgres CASCADE;
+             DROP FUNCTION public.make_interval(integer), public.generate_series(integer, integer);
+             ALTER DATABASE postgres OWNER TO postgres;",
+        );
+    }
 }
 
 #[test]
@@ -212,14 +280,19 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
     );
     assert_eq!(dst_day, (23 * 3_600_000) << 22, "'1 day' is 23 hours there");
 
-    // One transaction: now() is one instant for create_parent and for "today".
+    // One transaction: now() is one instant for create_parent and for "today". daily.sql as
+    // printed: premake 4.
     client.batch_execute("BEGIN").unwrap();
-    let made = create_daily_table(&mut client, "events", 2);
+    let made = create_daily_table(&mut client, "events", PRINTED_PREMAKE);
     let today: i64 = client.one(&format!("SELECT {TODAY_UTC}"));
     client.batch_execute("COMMIT").unwrap();
     assert!(made);
+    let premake: i32 =
+        client.one("SELECT premake FROM partman.part_config WHERE parent_table = 'public.events'");
+    assert_eq!(premake, 4, "events' premake: pg_partman's default");
     let parts = id_partitions(&mut client, "events");
-    assert_eq!(parts, vec![today, today + day, today + 2 * day]);
+    let days = |from: i64, to: i64| -> Vec<i64> { (from..=to).map(|k| today + k * day).collect() };
+    assert_eq!(parts, days(0, 4));
     assert_eq!(today % day, 0, "bounds are multiples of the interval");
     let midnight: bool = client.one_with(
         "SELECT snowflake_timestamp($1) = date_trunc('day', now(), 'UTC')",
@@ -267,13 +340,68 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
         ]
     );
 
-    // The background worker (never run_maintenance() here) premakes 2 partitions beyond the
-    // partition of the highest id: day +3 and +4.
-    let expected: Vec<i64> = (0..=4).map(|k| today + k * day).collect();
+    // The background worker (never run_maintenance() here) premakes 4 partitions beyond the
+    // partition of the highest id (+2): days +5 and +6.
+    let expected = days(0, 6);
     wait_for(
-        "the background worker to premake days +3 and +4",
+        "the background worker to premake days +5 and +6",
         BOUND,
         || (id_partitions(&mut client, "events") == expected).then_some(()),
+    );
+    // It ran as pg_partman_bgw.role: no superuser, the owner of the table and its partitions.
+    let (role, superuser, owners): (String, Option<bool>, Vec<String>) = {
+        let row = client
+            .query_one(
+                "SELECT current_setting('pg_partman_bgw.role'),
+                        (SELECT rolsuper FROM pg_roles
+                          WHERE rolname = current_setting('pg_partman_bgw.role')),
+                        ARRAY(SELECT DISTINCT pg_get_userbyid(c.relowner)::text FROM pg_class c
+                               WHERE c.oid = 'events'::regclass
+                                  OR c.oid IN (SELECT inhrelid FROM pg_inherits
+                                                WHERE inhparent = 'events'::regclass))",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    println!("daily: maintenance role {role} (superuser {superuser:?}), owners {owners:?}");
+    assert_eq!(
+        superuser,
+        Some(false),
+        "pg_partman_bgw.role {role}: a role, and no superuser"
+    );
+    assert_eq!(
+        owners,
+        vec![role.clone()],
+        "the owners of events and its partitions"
+    );
+    // The page's listing: every partition with its day, midnight UTC of today + k.
+    let listed: Vec<String> = client
+        .query(LIST_PARTITIONS, &[])
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r.get::<_, String>(0),
+                r.get::<_, std::time::SystemTime>(1)
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis()
+            )
+        })
+        .collect();
+    let midnights: Vec<String> = column(
+        &mut client,
+        "SELECT 'events_p' || (snowflake_compose(d))::text || ' '
+                || (extract(epoch FROM d) * 1000)::bigint::text
+           FROM generate_series(date_trunc('day', now(), 'UTC'),
+                                date_trunc('day', now(), 'UTC') + interval '144 hours',
+                                interval '24 hours') AS d ORDER BY d",
+    );
+    assert_eq!(
+        listed, midnights,
+        "the listing of partitions and their days"
     );
     let placed = id_placement(&mut client, "events", "UTC");
     assert_eq!(placed, [1023, 1023, 0, 1023, 1023]);
@@ -284,7 +412,7 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
         cluster.log()
     );
     println!(
-        "daily: partitions after the background worker: {} (days 0 to +4)",
+        "daily: partitions after the background worker: {} (days 0 to +6)",
         expected.len()
     );
 }
@@ -387,12 +515,31 @@ fn an_idle_table_sends_new_rows_to_the_default_partition_until_premade_from_the_
 
     // Remedy: move the rows out of the default partition (this makes day +10's partition),
     // then premake from the clock.
-    let moved: i64 = client.one(&MOVE_DEFAULT_ROWS.replace("public.events", "public.idle"));
+    let moved: i64 = last_value(
+        &mut client,
+        &MOVE_DEFAULT_ROWS.replace("'public.events'", "'public.idle'"),
+    )
+    .parse()
+    .unwrap();
     assert_eq!(moved, 100);
     assert!(check_default(&mut client).is_empty());
-    premake_from_the_clock(&mut client, "idle");
+    // Run as a superuser in a database whose owner planted functions named as those it calls
+    // and put pg_catalog last: the premake calls only idgen's and PostgreSQL's own.
+    let captor = plant_captor(&cluster);
+    let mut superuser = cluster.connect("postgres");
+    let pid: i32 = superuser.one("SELECT pg_backend_pid()");
+    premake_from_the_clock(&mut superuser, "idle");
+    let captured: Vec<String> = column(
+        &mut client,
+        &format!("SELECT name FROM captured.calls WHERE pid = {pid} ORDER BY name"),
+    );
+    assert!(
+        captured.is_empty(),
+        "the premake called the planted functions {captured:?}"
+    );
     let parts = id_partitions(&mut client, "idle");
     assert_eq!(parts, [days(0, 2), days(10, 12)].concat());
+    drop(captor);
     client
         .batch_execute("INSERT INTO idle (note) SELECT 'day 10, after' FROM generate_series(1, 10)")
         .unwrap();

@@ -46,9 +46,10 @@
 //! README's 25006 on a standby of a registry node is pinned in `registry.rs`
 //! (`a_standby_of_a_registry_node_refuses_snowflake_ids_with_25006`; it once got 55000).
 //!
-//! Each member's patroni.yml is `tests/recipes/patroni/patroni.yml` with its placeholders filled
-//! in (the worker id part from `worker-*.yml`); docs/operations/high-availability.md includes
-//! those files.
+//! Each member's configuration is a directory that Patroni reads file by file, in name order,
+//! later files winning: `tests/recipes/patroni/patroni.yml`, then `worker-static.yml` or
+//! `worker-registry.yml`, each with its placeholders filled in, then the test's own file
+//! ([`test_overlay`]); docs/operations/high-availability.md includes the recipe's files.
 //!
 //! When patroni or etcd is not installed, the Patroni tests print `patroni skipped: <reason>` and
 //! pass; `scripts/recipes/patroni.sh` installs them.
@@ -72,16 +73,31 @@ const MEMBERS: usize = 3;
 /// The worker id of the whole Patroni cluster in the static configuration.
 const STATIC_WORKER: i64 = 7;
 
-/// A member's patroni.yml, a template: the test fills in each `{{...}}`, its `{{worker_id}}`
-/// with [`WORKER_STATIC`] or [`WORKER_REGISTRY`], `{{node_name}}` with [`NODE_NAME_REGISTRY`]
-/// (registry) or nothing, `{{test_parameters}}` with the test's own DCS parameters.
+/// A member's patroni.yml, a template: the test fills in each `{{...}}` (names, ports,
+/// directories).
 const PATRONI_YML: &str = include_str!("../../recipes/patroni/patroni.yml");
-/// [`STATIC_WORKER`] on every member.
-const WORKER_STATIC: &str = include_str!("../../recipes/patroni/worker-static.yml");
-/// `idgen.worker_id: 'auto'` and the registry at `{{registry_port}}`.
-const WORKER_REGISTRY: &str = include_str!("../../recipes/patroni/worker-registry.yml");
-/// `idgen.node_name`, the member's Patroni name.
-const NODE_NAME_REGISTRY: &str = include_str!("../../recipes/patroni/node-name-registry.yml");
+/// Merged over [`PATRONI_YML`]: [`STATIC_WORKER`] on every member.
+const WORKER_STATIC: (&str, &str) = (
+    "worker-static.yml",
+    include_str!("../../recipes/patroni/worker-static.yml"),
+);
+/// Merged over [`PATRONI_YML`]: `idgen.worker_id: 'auto'`, the registry at `{{registry_port}}`
+/// and the member's `idgen.node_name`, its Patroni name.
+const WORKER_REGISTRY: (&str, &str) = (
+    "worker-registry.yml",
+    include_str!("../../recipes/patroni/worker-registry.yml"),
+);
+/// On the registry: member `{{name}}`'s own role, its node name bound to it.
+const REGISTRY_MEMBER: &str = include_str!("../../recipes/patroni/registry-member.sql");
+/// What to run on the first leader: the extension, then the segment.
+const LEADER_SQL: &str = include_str!("../../recipes/patroni/leader.sql");
+/// The clients' connection string: `{{hosts}}`, `{{ports}}`, `{{dbname}}`, `{{user}}`.
+const CLIENTS_CONNINFO: &str = include_str!("../../recipes/patroni/clients.conninfo");
+/// The name of the test's own file in a member's configuration directory: last in name order,
+/// so that Patroni merges it over the recipe's files.
+const TEST_OVERLAY: &str = "zz-test.yml";
+/// The user of the members' REST API (`restapi.authentication`); the password is made per run.
+const REST_USER: &str = "patroni";
 /// What happens to the leader, in order.
 const EVENTS: [Kind; 4] = [Kind::Loss, Kind::Loss, Kind::Switchover, Kind::Loss];
 /// An event comes this long (a random time in the range, ms) after the cluster is healthy.
@@ -182,13 +198,34 @@ fn postgres_owner() -> Option<(u32, u32)> {
 
 /// One HTTP/1.0 request to 127.0.0.1:`port`; the status code and body, None if no answer.
 fn http(port: u16, method: &str, path: &str) -> Option<(u16, String)> {
+    http_request(port, method, path, None, "")
+}
+
+/// [`http`] with a JSON `body` and, when given, HTTP basic authentication as (user, password).
+fn http_request(
+    port: u16,
+    method: &str,
+    path: &str,
+    auth: Option<(&str, &str)>,
+    body: &str,
+) -> Option<(u16, String)> {
     let addr = ("127.0.0.1", port);
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     s.set_write_timeout(Some(Duration::from_secs(5))).ok()?;
+    let authorization = auth
+        .map(|(u, p)| {
+            format!(
+                "Authorization: Basic {}\r\n",
+                base64(format!("{u}:{p}").as_bytes())
+            )
+        })
+        .unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\n\r\n"
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n{authorization}\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .ok()?;
     let mut answer = String::new();
@@ -199,6 +236,26 @@ fn http(port: u16, method: &str, path: &str) -> Option<(u16, String)> {
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     Some((code, body))
+}
+
+/// Standard base64 with padding (RFC 4648), for HTTP basic authentication.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 fn secs(d: Duration) -> String {
@@ -222,19 +279,36 @@ struct Patroni {
     /// etcd's client and peer ports.
     etcd_ports: (u16, u16),
     members: Vec<Member>,
+    /// The REST API's password (its user is [`REST_USER`]).
+    rest_password: String,
 }
 
 impl Patroni {
-    /// Writes the configurations ([`PATRONI_YML`] with `worker_id`, one of the `worker-*.yml`
-    /// fragments, and `node_name`, empty or [`NODE_NAME_REGISTRY`]), starts etcd and the three
-    /// members. `test_parameters` go to every member (bootstrap DCS configuration) after the
-    /// recipe's own.
-    fn start(
-        tag: &str,
-        worker_id: &str,
-        test_parameters: &[(&str, String)],
-        node_name: &str,
-    ) -> Patroni {
+    /// Writes the configurations (a directory per member: [`PATRONI_YML`], `worker`, one of the
+    /// `worker-*.yml` files as (file name, text), and the test's own [`test_overlay`] with
+    /// `test_parameters`), starts etcd and the three members.
+    fn start(tag: &str, worker: (&str, &str), test_parameters: &[(&str, String)]) -> Patroni {
+        let mut p = Patroni::new(tag);
+        p.start_etcd();
+        let scope = format!("idgen-{tag}");
+        for i in 0..MEMBERS {
+            let m = Member {
+                name: member_name(i),
+                pg_port: free_port(),
+                rest_port: free_port(),
+                patroni: None,
+            };
+            p.write_config(&scope, &m, worker, test_parameters);
+            p.members.push(m);
+        }
+        for i in 0..MEMBERS {
+            p.start_member(i);
+        }
+        p
+    }
+
+    /// A directory for etcd and the members, nothing started yet.
+    fn new(tag: &str) -> Patroni {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -243,34 +317,16 @@ impl Patroni {
             "idgen-patroni-{tag}-{}-{nanos}",
             std::process::id()
         ));
-        let owner = postgres_owner();
         fs::create_dir_all(&dir).expect("create the Patroni directory");
-        let mut p = Patroni {
+        let p = Patroni {
             dir,
-            owner,
+            owner: postgres_owner(),
             etcd: None,
             etcd_ports: (0, 0),
             members: Vec::new(),
+            rest_password: format!("test-{nanos}"),
         };
         p.chown(&p.dir);
-        p.start_etcd();
-        let scope = format!("idgen-{tag}");
-        for i in 0..MEMBERS {
-            let m = Member {
-                name: format!("pg{i}"),
-                pg_port: free_port(),
-                rest_port: free_port(),
-                patroni: None,
-            };
-            let yaml = p.config(&scope, &m, worker_id, test_parameters, node_name);
-            let path = p.config_path(&m.name);
-            fs::write(&path, yaml).expect("write a Patroni configuration");
-            p.chown(&path);
-            p.members.push(m);
-        }
-        for i in 0..MEMBERS {
-            p.start_member(i);
-        }
         p
     }
 
@@ -280,8 +336,9 @@ impl Patroni {
         }
     }
 
+    /// Member `name`'s configuration directory, which `patroni` and `patronictl -c` read.
     fn config_path(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.yml"))
+        self.dir.join(format!("{name}.d"))
     }
 
     fn data(&self, name: &str) -> PathBuf {
@@ -352,27 +409,9 @@ impl Patroni {
         });
     }
 
-    /// The YAML configuration of member `m`: [`PATRONI_YML`] filled in.
-    fn config(
-        &self,
-        scope: &str,
-        m: &Member,
-        worker_id: &str,
-        test_parameters: &[(&str, String)],
-        node_name: &str,
-    ) -> String {
-        let params = |list: &[(&str, String)], indent: &str| {
-            list.iter()
-                .map(|(k, v)| format!("{indent}{k}: '{}'\n", v.replace('\'', "''")))
-                .collect::<String>()
-        };
-        let yaml = PATRONI_YML
-            .replace("{{worker_id}}\n", worker_id)
-            .replace(
-                "{{test_parameters}}\n",
-                &params(test_parameters, "        "),
-            )
-            .replace("{{node_name}}\n", node_name)
+    /// `text`, one of the recipe's files, with member `m`'s placeholders filled in.
+    fn fill(&self, scope: &str, m: &Member, text: &str) -> String {
+        let yaml = text
             .replace("{{scope}}", scope)
             .replace("{{name}}", &m.name)
             .replace("{{rest_port}}", &m.rest_port.to_string())
@@ -380,9 +419,34 @@ impl Patroni {
             .replace("{{pg_port}}", &m.pg_port.to_string())
             .replace("{{data_dir}}", &self.data(&m.name).display().to_string())
             .replace("{{bin_dir}}", &pg_bin())
-            .replace("{{dir}}", &self.dir.display().to_string());
+            .replace("{{dir}}", &self.dir.display().to_string())
+            .replace("{{rest_user}}", REST_USER)
+            .replace("{{rest_password}}", &self.rest_password);
         assert!(!yaml.contains("{{"), "a placeholder left in:\n{yaml}");
         yaml
+    }
+
+    /// Member `m`'s configuration directory: [`PATRONI_YML`] and `worker` filled in, and the
+    /// test's own [`test_overlay`] last.
+    fn write_config(
+        &self,
+        scope: &str,
+        m: &Member,
+        worker: (&str, &str),
+        test_parameters: &[(&str, String)],
+    ) {
+        let dir = self.config_path(&m.name);
+        fs::create_dir_all(&dir).expect("create a configuration directory");
+        self.chown(&dir);
+        for (file, text) in [
+            ("patroni.yml", self.fill(scope, m, PATRONI_YML)),
+            (worker.0, self.fill(scope, m, worker.1)),
+            (TEST_OVERLAY, test_overlay(test_parameters)),
+        ] {
+            let path = dir.join(file);
+            fs::write(&path, text).expect("write a Patroni configuration");
+            self.chown(&path);
+        }
     }
 
     /// Starts member `i`'s `patroni`, as postgres, in a process group of its own.
@@ -462,15 +526,17 @@ impl Patroni {
         postgres::Client::connect(&self.conninfo(i), postgres::NoTls)
     }
 
-    /// The multi-host connection string the clients use.
+    /// The multi-host connection string the clients use: [`CLIENTS_CONNINFO`] filled in.
     fn uri(&self) -> String {
         let ports: Vec<String> = self.members.iter().map(|m| m.pg_port.to_string()).collect();
-        format!(
-            "host={} port={} user=postgres dbname=postgres target_session_attrs=read-write \
-             connect_timeout=3 application_name=idgen-patroni",
-            ["127.0.0.1"; MEMBERS].join(","),
-            ports.join(",")
-        )
+        let conninfo = CLIENTS_CONNINFO
+            .trim()
+            .replace("{{hosts}}", &["127.0.0.1"; MEMBERS].join(","))
+            .replace("{{ports}}", &ports.join(","))
+            .replace("{{dbname}}", "postgres")
+            .replace("{{user}}", "postgres");
+        assert!(!conninfo.contains("{{"), "a placeholder left in {conninfo}");
+        format!("{conninfo} application_name=idgen-patroni")
     }
 
     /// Polls `check` every 100 ms until it returns `Some`, for at most [`BOUND`]; panics with
@@ -802,8 +868,34 @@ fn timeline_order(
     (summary, problems)
 }
 
+/// The test's own file, merged over the recipe's: no watchdog (the test's machines have no
+/// watchdog device, and Patroni in mode `required` would let no member lead), Patroni's
+/// timings shortened (`ttl` 12 s, `loop_wait` 2 s, `retry_timeout` 5 s, where Patroni's
+/// defaults are 30, 10 and 10 s) so that a lost leader's key expires within about 12 s, initdb
+/// in locale C, and `test_parameters` as PostgreSQL parameters of the bootstrap DCS
+/// configuration.
+fn test_overlay(test_parameters: &[(&str, String)]) -> String {
+    let mut yaml = String::from(
+        "# The test's own settings, merged over the recipe's files: never in production.\n\
+         watchdog:\n  mode: 'off'\n\
+         bootstrap:\n  initdb:\n  - encoding: UTF8\n  - locale: C\n\
+         \x20 dcs:\n    ttl: 12\n    loop_wait: 2\n    retry_timeout: 5\n\
+         \x20   postgresql:\n      parameters:\n",
+    );
+    for (k, v) in test_parameters {
+        yaml += &format!("        {k}: '{}'\n", v.replace('\'', "''"));
+    }
+    yaml
+}
+
+/// Member `i`'s Patroni name.
+fn member_name(i: usize) -> String {
+    format!("pg{i}")
+}
+
 /// Starts the three members: idgen preloaded, and worker ids from `reg` (`idgen.worker_id =
-/// auto`, each member's `idgen.node_name` its Patroni name) or [`STATIC_WORKER`] on every member.
+/// auto`, each member's `idgen.node_name` its Patroni name, each its own registry role made by
+/// [`REGISTRY_MEMBER`]) or [`STATIC_WORKER`] on every member.
 fn start_members(tag: &str, reg: Option<&Cluster>) -> Patroni {
     let mut test: Vec<(&str, String)> = vec![
         // Test speed only: a killed process loses nothing the OS has; no machine loses power.
@@ -816,13 +908,22 @@ fn start_members(tag: &str, reg: Option<&Cluster>) -> Patroni {
                 ("idgen.registry_lease", "2s".into()),
                 ("idgen.registry_renew_interval", "500ms".into()),
             ]);
-            let worker = WORKER_REGISTRY.replace("{{registry_port}}", &reg.port().to_string());
-            // The registry knows a member by its Patroni name.
-            Patroni::start(tag, &worker, &test, NODE_NAME_REGISTRY)
+            let mut r = reg.connect("postgres");
+            for i in 0..MEMBERS {
+                let sql = REGISTRY_MEMBER.replace("{{name}}", &member_name(i));
+                r.batch_execute(&sql)
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
+            let worker = WORKER_REGISTRY
+                .1
+                .replace("{{registry_port}}", &reg.port().to_string());
+            Patroni::start(tag, (WORKER_REGISTRY.0, worker.as_str()), &test)
         }
         None => {
-            assert!(WORKER_STATIC.contains(&format!("idgen.worker_id: '{STATIC_WORKER}'")));
-            Patroni::start(tag, WORKER_STATIC, &test, "")
+            assert!(WORKER_STATIC
+                .1
+                .contains(&format!("idgen.worker_id: '{STATIC_WORKER}'")));
+            Patroni::start(tag, WORKER_STATIC, &test)
         }
     }
 }
@@ -866,15 +967,26 @@ fn failovers_repeat_nothing(workers: Workers) {
     let first = p.wait_healthy(|_, _| Some(-1));
     let mut admin = p.connect(first.leader).expect("connect to the leader");
     // No unique index: a repeated id or number must show up as a row, not as an error.
-    for sql in [
-        "CREATE EXTENSION idgen",
-        "SELECT segment_create('order_no')",
+    let mut setup: Vec<String> = LEADER_SQL
+        .split(';')
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .filter(|s| !s.trim().is_empty())
+        .collect();
+    assert_eq!(setup.len(), 2, "leader.sql: {setup:?}");
+    setup.push(
         "CREATE TABLE orders (
              id       bigint NOT NULL DEFAULT snowflake_nextval(),
              order_no bigint NOT NULL DEFAULT segment_nextval('order_no'),
              client   int    NOT NULL,
-             at       timestamptz NOT NULL DEFAULT clock_timestamp())",
-    ] {
+             at       timestamptz NOT NULL DEFAULT clock_timestamp())"
+            .to_owned(),
+    );
+    for sql in &setup {
         admin
             .batch_execute(sql)
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -1383,4 +1495,182 @@ fn registry_worker_ids_keep_an_old_leader_whose_patroni_died_apart() {
         workers(&old_ids),
         workers(&new_ids)
     );
+}
+
+/// With one static worker id, a leader whose Patroni died keeps issuing ids under the worker id
+/// that the promoted member has too (`registry_worker_ids_keep_an_old_leader_whose_patroni_died_apart`
+/// shows the registry's answer): only Patroni's watchdog, which resets such a machine before its
+/// leader key expires, makes a static id safe. The static recipe's files as a DBA installs them
+/// (the test's own file left out), loaded by Patroni's own configuration code, must ask for the
+/// watchdog in mode `required`: with Patroni's default, `automatic`, a member without a working
+/// watchdog goes on and leads without one.
+#[test]
+#[ignore = "needs patroni and etcd-server: run by scripts/recipes/patroni.sh"]
+fn the_static_worker_id_recipe_requires_patroni_s_watchdog() {
+    if let Some(why) = missing() {
+        println!("patroni skipped: {why}");
+        return;
+    }
+    let p = Patroni::new("watchdog");
+    let m = Member {
+        name: "pg0".into(),
+        pg_port: 5432,
+        rest_port: 8008,
+        patroni: None,
+    };
+    p.write_config("idgen-watchdog", &m, WORKER_STATIC, &[]);
+    let dir = p.config_path(&m.name);
+    fs::remove_file(dir.join(TEST_OVERLAY)).expect("remove the test's own file");
+    let out = p
+        .command("python3")
+        .args([
+            "-c",
+            "import sys\n\
+             from patroni.config import Config\n\
+             from patroni.watchdog.base import WatchdogConfig\n\
+             c = Config(sys.argv[1], validator=None)\n\
+             dcs = c['bootstrap']['dcs']['postgresql']['parameters']\n\
+             print(dcs.get('idgen.worker_id'), WatchdogConfig(c).mode)\n",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("run python3 with Patroni's modules");
+    let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        out.status.success(),
+        "python3: {said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("patroni: the static recipe as Patroni loads it: worker id, watchdog mode = {said}");
+    assert_eq!(
+        said,
+        format!("{STATIC_WORKER} required"),
+        "the static worker id recipe without Patroni's watchdog in mode required"
+    );
+}
+
+/// What the recipe's members let others see and do, with worker ids from the registry: a change
+/// of the Patroni cluster's configuration over the REST API (`PATCH /config`) without
+/// credentials, or with a wrong password, is refused with 401 and accepted with the recipe's
+/// `restapi.authentication` (patronictl uses the same: the switchovers of the failover tests
+/// pass with it); `GET /config`, which Patroni answers without credentials from what it keeps
+/// in etcd, shows no `idgen.registry` (a connection string names the registry and may carry an
+/// `sslpassword`); every member logs in to the registry with a role of its own, no superuser,
+/// and the leader's node name is bound to its role ("Many servers with a registry": a node name
+/// belongs to the role of its first call, and nodes that share a role can act for one another).
+#[test]
+#[ignore = "needs patroni and etcd-server: run by scripts/recipes/patroni.sh"]
+fn patroni_rest_api_and_registry_logins_stay_with_each_member() {
+    if let Some(why) = missing() {
+        println!("patroni skipped: {why}");
+        return;
+    }
+    let reg = registry("patroni_rest_registry");
+    let p = start_members("rest", Some(&reg));
+    let first = p.wait_healthy(|_, _| Some(-1));
+    p.connect(first.leader)
+        .expect("connect to the leader")
+        .batch_execute("CREATE EXTENSION idgen")
+        .expect("CREATE EXTENSION idgen");
+    let healthy = p.wait_healthy(|p, l| leader_worker(Some(&reg), p, l));
+    let mut problems = Vec::new();
+
+    // The REST API: a configuration change needs the credentials.
+    let port = p.members[healthy.leader].rest_port;
+    let change = r#"{"maximum_lag_on_failover": 1048576}"#;
+    let anonymous = http_request(port, "PATCH", "/config", None, change);
+    let wrong = http_request(port, "PATCH", "/config", Some((REST_USER, "wrong")), change);
+    let right = http_request(
+        port,
+        "PATCH",
+        "/config",
+        Some((REST_USER, &p.rest_password)),
+        change,
+    );
+    let code = |a: &Option<(u16, String)>| a.as_ref().map(|(c, _)| *c);
+    println!(
+        "patroni REST API: PATCH /config without credentials {:?}, with a wrong password {:?}, \
+         with the recipe's {:?}",
+        code(&anonymous),
+        code(&wrong),
+        code(&right)
+    );
+    if code(&anonymous) != Some(401) {
+        problems.push(format!(
+            "PATCH /config without credentials answered {anonymous:?}, not 401"
+        ));
+    }
+    if code(&wrong) != Some(401) {
+        problems.push(format!(
+            "PATCH /config with a wrong password answered {wrong:?}, not 401"
+        ));
+    }
+    if code(&right) != Some(200) {
+        problems.push(format!(
+            "PATCH /config with the recipe's credentials answered {right:?}, not 200"
+        ));
+    }
+
+    // GET /config: no credentials, and no registry connection string.
+    match http(port, "GET", "/config") {
+        Some((200, body)) => {
+            println!("patroni REST API: GET /config: {body}");
+            // The key itself: idgen.registry_lease and the like may be there.
+            if body.contains("\"idgen.registry\"") {
+                problems.push(format!(
+                    "GET /config (no credentials) shows idgen.registry: {body}"
+                ));
+            }
+        }
+        other => problems.push(format!("GET /config answered {other:?}")),
+    }
+
+    // Each member's registry login: its own role, no superuser; the leader's node name is
+    // bound to it.
+    let mut r = reg.connect("postgres");
+    let mut logins = Vec::new();
+    for i in 0..MEMBERS {
+        let conninfo: String = p
+            .connect(i)
+            .expect("connect to a member")
+            .query_one("SELECT current_setting('idgen.registry')", &[])
+            .expect("idgen.registry")
+            .get(0);
+        let user = conninfo
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("user="))
+            .unwrap_or("")
+            .to_owned();
+        let superuser: Option<bool> = r
+            .query_opt("SELECT rolsuper FROM pg_roles WHERE rolname = $1", &[&user])
+            .unwrap()
+            .map(|row| row.get(0));
+        if superuser != Some(false) {
+            problems.push(format!(
+                "{} logs in to the registry as {user:?}, a superuser or no role ({superuser:?})",
+                p.members[i].name
+            ));
+        }
+        logins.push(user);
+    }
+    let distinct: HashSet<&String> = logins.iter().collect();
+    if distinct.len() != MEMBERS {
+        problems.push(format!("the members share registry roles: {logins:?}"));
+    }
+    let leader = &p.members[healthy.leader].name;
+    let bound: Option<String> = r
+        .query_opt(
+            "SELECT role FROM idgen_registry_node WHERE node_name = $1",
+            &[leader],
+        )
+        .unwrap()
+        .map(|row| row.get(0));
+    println!("patroni: registry logins {logins:?}; the leader {leader} is bound to {bound:?}");
+    if bound.as_ref() != Some(&logins[healthy.leader]) {
+        problems.push(format!(
+            "the leader {leader} is bound to {bound:?}, not its login {:?}",
+            logins[healthy.leader]
+        ));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

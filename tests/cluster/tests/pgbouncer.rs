@@ -29,6 +29,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Read;
 use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -45,12 +46,60 @@ const CLIENTS: usize = 8;
 const TRANSACTIONS: usize = 150;
 const POOL: usize = 2;
 
-/// pgbouncer.ini for session pooling: database `sess`, one server connection.
+/// pgbouncer.ini for session pooling: database `sess`.
 const SESSION_INI: &str = include_str!("../../recipes/pgbouncer/session.ini");
 
-/// pgbouncer.ini for transaction pooling (`txn`, [`POOL`] server connections; `txn_one`, one)
-/// and statement pooling (`stmt`, one).
+/// pgbouncer.ini for transaction pooling (`txn`) and statement pooling (`stmt`).
 const TRANSACTION_INI: &str = include_str!("../../recipes/pgbouncer/transaction.ini");
+
+/// The database lines of the recipes, which [`small_pools`] gives the test's pool sizes.
+const SESS_LINE: &str = "sess = host=127.0.0.1 port={{port}} dbname=postgres pool_mode=session\n";
+const TXN_LINE: &str = "txn = host=127.0.0.1 port={{port}} dbname=postgres pool_mode=transaction\n";
+
+/// `ini` (one of the recipes) with the test's small pools: `sess` on one server connection, so
+/// that the next client gets the previous client's backend; `txn` on [`POOL`]; and `txn_one`,
+/// the same database as `txn` on one server connection, where every client's transactions run
+/// on the same backend. The recipes keep pgbouncer's default pool size.
+fn small_pools(ini: &str) -> String {
+    let mut out = ini.to_owned();
+    if ini.contains("\nsess = ") {
+        assert!(ini.contains(SESS_LINE), "session.ini: {SESS_LINE}");
+        out = out.replace(SESS_LINE, &SESS_LINE.replace('\n', " pool_size=1\n"));
+    }
+    if ini.contains("\ntxn = ") {
+        assert!(ini.contains(TXN_LINE), "transaction.ini: {TXN_LINE}");
+        let pooled = TXN_LINE.replace('\n', &format!(" pool_size={POOL}\n"));
+        let one = TXN_LINE
+            .replacen("txn =", "txn_one =", 1)
+            .replace('\n', " pool_size=1\n");
+        out = out.replace(TXN_LINE, &(pooled + &one));
+    }
+    out
+}
+
+/// The page's two ways to get the id and the number under transaction pooling: an
+/// `INSERT ... RETURNING` with the client as `$1`, and a transaction of `BEGIN`, an `INSERT`,
+/// the currvals and `COMMIT`.
+const RETURNING: &str = include_str!("../../recipes/pgbouncer/returning.sql");
+
+/// [`RETURNING`]'s statements, each without its comments and its `;`.
+fn returning_statements() -> Vec<String> {
+    let code: String = RETURNING
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let all: Vec<String> = code
+        .split(';')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert_eq!(all.len(), 5, "returning.sql: {all:?}");
+    all
+}
+
+/// The application's role: no superuser, in the auth_file beside `postgres`.
+const APP: &str = "app";
 
 const CREATE_ORDERS: &str = "CREATE TABLE orders (
     id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
@@ -105,7 +154,14 @@ impl Pgbouncer {
         if let Some((uid, gid)) = ids {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
         }
-        fs::write(dir.join("userlist.txt"), "\"postgres\" \"\"\n").unwrap();
+        // The auth_file: the users pgbouncer admits (with trust, any password), readable by
+        // pgbouncer alone, as every auth_file with passwords must be.
+        let userlist = dir.join("userlist.txt");
+        fs::write(&userlist, format!("\"postgres\" \"\"\n\"{APP}\" \"\"\n")).unwrap();
+        fs::set_permissions(&userlist, fs::Permissions::from_mode(0o600)).unwrap();
+        if let Some((uid, gid)) = ids {
+            std::os::unix::fs::chown(&userlist, Some(uid), Some(gid)).unwrap();
+        }
         let mut pgb = Pgbouncer {
             child: None,
             dir,
@@ -160,15 +216,31 @@ impl Pgbouncer {
 
     /// A libpq-style connection string for pgbouncer's database `alias`.
     fn conninfo(&self, alias: &str) -> String {
+        self.conninfo_as(alias, "postgres")
+    }
+
+    /// [`Pgbouncer::conninfo`] for the client `user`.
+    fn conninfo_as(&self, alias: &str, user: &str) -> String {
         format!(
-            "host=127.0.0.1 port={} user=postgres dbname={alias} connect_timeout=60",
+            "host=127.0.0.1 port={} user={user} dbname={alias} connect_timeout=60",
             self.port
         )
     }
 
     fn connect(&self, alias: &str) -> postgres::Client {
-        postgres::Client::connect(&self.conninfo(alias), postgres::NoTls)
-            .unwrap_or_else(|e| panic!("connect to pgbouncer's {alias}: {e}\n{}", self.log()))
+        self.connect_as(alias, "postgres")
+    }
+
+    /// A client `user` of pgbouncer's database `alias`.
+    fn connect_as(&self, alias: &str, user: &str) -> postgres::Client {
+        postgres::Client::connect(&self.conninfo_as(alias, user), postgres::NoTls).unwrap_or_else(
+            |e| {
+                panic!(
+                    "connect to pgbouncer's {alias} as {user}: {e}\n{}",
+                    self.log()
+                )
+            },
+        )
     }
 }
 
@@ -235,7 +307,7 @@ fn session_pooling_discard_all_resets_every_currval() {
     drop(direct);
 
     assert!(SESSION_INI.contains("\nserver_reset_query = DISCARD ALL\n"));
-    let pgb = Pgbouncer::start(&cluster, SESSION_INI);
+    let pgb = Pgbouncer::start(&cluster, &small_pools(SESSION_INI));
 
     // Client 1 draws all three and leaves; pgbouncer sends DISCARD ALL to its backend and hands
     // it to client 2.
@@ -326,8 +398,13 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
             "SELECT segment_create('order_no', start => 1000, step => 100); {CREATE_ORDERS}"
         ))
         .unwrap();
-    assert!(TRANSACTION_INI.contains(&format!("pool_mode=transaction pool_size={POOL}\n")));
-    let pgb = Pgbouncer::start(&cluster, TRANSACTION_INI);
+    let pgb = Pgbouncer::start(&cluster, &small_pools(TRANSACTION_INI));
+    // The page's INSERT ... RETURNING, with the client as $1.
+    let insert = returning_statements()[0].clone();
+    assert_eq!(
+        insert,
+        "INSERT INTO orders (client) VALUES ($1) RETURNING id, no"
+    );
 
     // One backend for two clients: what A's later currval returns is B's id, always.
     let mut a = pgb.connect("txn_one");
@@ -339,12 +416,7 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
     );
     let insert_one = |c: &mut postgres::Client, client: i32| -> (i64, i64) {
         let mut t = c.transaction().unwrap();
-        let row = t
-            .query_one(
-                "INSERT INTO orders (client) VALUES ($1) RETURNING id, no",
-                &[&client],
-            )
-            .unwrap();
+        let row = t.query_one(insert.as_str(), &[&client]).unwrap();
         t.commit().unwrap();
         (row.get(0), row.get(1))
     };
@@ -371,6 +443,7 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
         let handles: Vec<_> = (0..CLIENTS)
             .map(|i| {
                 let pgb = &pgb;
+                let insert = &insert;
                 s.spawn(move || {
                     let mut c = pgb.connect("txn");
                     let mut run = ClientRun::default();
@@ -378,12 +451,7 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
                         // A transaction keeps its server connection from BEGIN to COMMIT: the
                         // prepared INSERT and the currvals run on one backend.
                         let mut t = c.transaction().unwrap();
-                        let row = t
-                            .query_one(
-                                "INSERT INTO orders (client) VALUES ($1) RETURNING id, no",
-                                &[&(i as i32)],
-                            )
-                            .unwrap();
+                        let row = t.query_one(insert.as_str(), &[&(i as i32)]).unwrap();
                         let (id, no): (i64, i64) = (row.get(0), row.get(1));
                         let cur = t
                             .query_one(
@@ -431,9 +499,30 @@ fn transaction_pooling_returning_is_right_currval_is_the_backends() {
     assert_eq!(ids.len(), total, "duplicate ids");
     assert_eq!(nos.len(), total, "duplicate numbers");
 
+    // The page's transaction, statement by statement through the pool of 2: the currvals are
+    // the row it inserted.
+    let statements = returning_statements();
+    let mut c = pgb.connect("txn");
+    c.batch_execute(&statements[1]).unwrap();
+    c.batch_execute(&statements[2]).unwrap();
+    let cur = c.query_one(statements[3].as_str(), &[]).unwrap();
+    let (cur_id, cur_no): (i64, i64) = (cur.get(0), cur.get(1));
+    c.batch_execute(&statements[4]).unwrap();
+    drop(c);
+
     let mut direct = cluster.connect("postgres");
+    assert_eq!(
+        direct.one::<i64>(&format!(
+            "SELECT count(*) FROM orders WHERE id = {cur_id} AND no = {cur_no} AND client = 42"
+        )),
+        1,
+        "the page's transaction: its currvals ({cur_id}, {cur_no}) are the row it inserted"
+    );
     let table: HashMap<i64, i64> = direct
-        .query("SELECT id, no FROM orders WHERE client >= 0", &[])
+        .query(
+            "SELECT id, no FROM orders WHERE client >= 0 AND client <> 42",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|r| (r.get(0), r.get(1)))
@@ -539,7 +628,7 @@ fn psycopg_through_transaction_pooling_with_prepare_threshold_none() {
                 .replace("client int NOT NULL", "client int NOT NULL, note text")
         ))
         .unwrap();
-    let pgb = Pgbouncer::start(&cluster, TRANSACTION_INI);
+    let pgb = Pgbouncer::start(&cluster, &small_pools(TRANSACTION_INI));
 
     let out_path = pgb.dir.join("psycopg.out");
     let out = fs::File::create(&out_path).unwrap();
@@ -606,4 +695,49 @@ fn psycopg_through_transaction_pooling_with_prepare_threshold_none() {
     };
     assert_eq!((ids, nos), (rows, rows));
     println!("psycopg through transaction pooling: {rows} rows in py_orders, all ids and numbers distinct");
+}
+
+/// The recipes' pools log in to the server as the client that asked, never as a role of their
+/// own: a client `app` (no superuser) gets a backend whose `current_user` is `app`, with
+/// `app`'s rights, in every pool mode; pgbouncer's auth_file (`userlist.txt`) is readable by
+/// its owner only.
+#[test]
+#[ignore = "needs pgbouncer: run by scripts/recipes/pgbouncer.sh"]
+fn every_pool_logs_in_as_its_client_never_as_a_superuser() {
+    let cluster = Cluster::with_idgen("pgb-roles", 4, &[]);
+    cluster
+        .connect("postgres")
+        .batch_execute(&format!("CREATE ROLE {APP} LOGIN NOSUPERUSER"))
+        .unwrap();
+    let mut seen = Vec::new();
+    for (ini, aliases) in [
+        (SESSION_INI, &["sess"][..]),
+        (TRANSACTION_INI, &["txn", "stmt"][..]),
+    ] {
+        let pgb = Pgbouncer::start(&cluster, ini);
+        let mode = fs::metadata(pgb.dir.join("userlist.txt"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "the auth_file's mode");
+        for alias in aliases {
+            let mut c = pgb.connect_as(alias, APP);
+            let row = c
+                .query_one(
+                    "SELECT current_user::text, rolsuper FROM pg_roles WHERE rolname = current_user",
+                    &[],
+                )
+                .unwrap();
+            let (user, superuser): (String, bool) = (row.get(0), row.get(1));
+            seen.push(format!("{alias}: {user}, superuser {superuser}"));
+            assert_eq!(
+                (user.as_str(), superuser),
+                (APP, false),
+                "pgbouncer's {alias} for the client {APP}: the server's current_user and whether \
+                 it is a superuser"
+            );
+        }
+    }
+    println!("pgbouncer: client {APP} through every pool: {seen:?}");
 }

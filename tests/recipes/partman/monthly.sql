@@ -1,4 +1,7 @@
-CREATE TABLE orders (
+SET ROLE partman;   -- pg_partman_bgw.role: it maintains what it owns, and partitions belong
+                    -- to whoever makes them (its schema, partman, is first in its
+                    -- search_path: name the table's schema)
+CREATE TABLE public.orders (
     id         bigint      NOT NULL DEFAULT snowflake_nextval(),
     created_at timestamptz NOT NULL DEFAULT snowflake_timestamp(snowflake_currval()),
     note       text,
@@ -12,3 +15,4 @@ SELECT partman.create_parent(
     p_type         => 'native',
     p_interval     => '1 month',
     p_premake      => 1);
+RESET ROLE;

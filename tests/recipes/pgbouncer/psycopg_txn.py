@@ -37,7 +37,9 @@ def client(i):
     try:
         # prepare_threshold=None: psycopg never prepares a named statement, so nothing is left
         # on a server backend that the next transaction may not get.
+        # --8<-- [start:connect]
         with psycopg.connect(DSN, prepare_threshold=None, autocommit=True) as conn:
+        # --8<-- [end:connect]
             if i % 2 == 0:
                 for k in range(INSERTS):
                     rows.append(conn.execute(INSERT, (i, f"c{i}-{k}")).fetchone())

@@ -41,6 +41,7 @@ def scalar(sql, params=()):
         return cur.fetchone()[0]
 
 
+# --8<-- [start:bulk-create]
 def bulk_create_with_ids(model, objs):
     """bulk_create on Django 5.2 with Snowflake ids drawn first (README's workaround)."""
     with connection.cursor() as cur:
@@ -48,6 +49,7 @@ def bulk_create_with_ids(model, objs):
         for obj, (id_,) in zip(objs, cur.fetchall(), strict=True):
             obj.pk = id_
     return model.objects.bulk_create(objs)
+# --8<-- [end:bulk-create]
 
 
 def table():

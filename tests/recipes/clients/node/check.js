@@ -55,7 +55,9 @@ async function main() {
     const byId = 'SELECT id, id::text AS id_text, note FROM orders ORDER BY id';
 
     // (b) BigInt.
+    // --8<-- [start:bigint]
     pg.types.setTypeParser(20, BigInt);
+    // --8<-- [end:bigint]
     const big = (await client.query(byId)).rows;
     assert.equal(big.length, N);
     for (const r of big) {
@@ -63,8 +65,10 @@ async function main() {
       assert.equal(r.id, BigInt(r.id_text));
     }
     assert.throws(() => JSON.stringify(big[0]), TypeError);
+    // --8<-- [start:replacer]
     const replacer = (key, value) => (typeof value === 'bigint' ? value.toString() : value);
     const json = JSON.stringify(big, replacer);
+    // --8<-- [end:replacer]
     assert.deepEqual(
       JSON.parse(json).map((r) => r.id),
       big.map((r) => r.id_text)

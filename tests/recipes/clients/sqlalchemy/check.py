@@ -25,6 +25,7 @@ N = 1000
 TWO_53 = 2**53
 
 
+# --8<-- [start:models]
 class Base(DeclarativeBase):
     pass
 
@@ -49,6 +50,7 @@ class Event(Base):
         BigInteger, primary_key=True, server_default=func.snowflake_nextval(monotonic=True)
     )
     note: Mapped[str]
+# --8<-- [end:models]
 
 
 url = os.environ["IDGEN_DATABASE_URL"].replace("postgresql://", "postgresql+psycopg://", 1)

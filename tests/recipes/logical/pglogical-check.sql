@@ -1,0 +1,2 @@
+-- on each node: a worker id of its own, held
+SELECT worker_id, state FROM idgen_registry_status;
