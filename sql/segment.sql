@@ -97,3 +97,5 @@ COMMENT ON FUNCTION segment_drop(text) IS
   'Drops a segment and its cached numbers; not undone by ROLLBACK.';
 COMMENT ON FUNCTION segment_cache_status() IS
   'Internal: this database''s segments in the shared cache; use segment_status().';
+COMMENT ON FUNCTION segment_cache_counters() IS
+  'Internal: this database''s cached segments'' refills, numbers issued, waits and timeouts since each was loaded (idgen_metrics_segment reads it).';
