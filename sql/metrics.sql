@@ -70,7 +70,8 @@ SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
        COALESCE(c.issued, 0::pg_catalog.int8) AS issued_total,
        COALESCE(c.refills, 0::pg_catalog.int8) AS refills_total,
        COALESCE(c.waits, 0::pg_catalog.int8) AS waits_total,
-       COALESCE(c.timeouts, 0::pg_catalog.int8) AS timeouts_total
+       COALESCE(c.timeouts, 0::pg_catalog.int8) AS timeouts_total,
+       COALESCE(c.refill_failures, 0::pg_catalog.int8) AS refill_failures_total
   FROM @extschema@.idgen_segment s
   LEFT JOIN @extschema@.segment_cache_counters() c ON c.name OPERATOR(pg_catalog.=) s.name
  CROSS JOIN LATERAL (
@@ -143,7 +144,7 @@ COMMENT ON VIEW idgen_metrics_snowflake IS
 COMMENT ON VIEW idgen_metrics_registry_client IS
   'Metrics: this server''s registry client (lease and fence time left, calls and failures); no row without idgen.registry. For pg_monitor.';
 COMMENT ON VIEW idgen_metrics_segment IS
-  'Metrics: each segment of this database (high-water mark against its columns'' type, numbers issued, refills, waits, timeouts), for pg_monitor.';
+  'Metrics: each segment of this database (high-water mark against its columns'' type, numbers issued, refills, waits, timeouts, failed refills), for pg_monitor.';
 COMMENT ON VIEW idgen_metrics_serial IS
   'Metrics: each serial of this database (the current period''s counter against its format''s width), for pg_monitor.';
 COMMENT ON VIEW idgen_metrics_registry IS

@@ -98,4 +98,4 @@ COMMENT ON FUNCTION segment_drop(text) IS
 COMMENT ON FUNCTION segment_cache_status() IS
   'Internal: this database''s segments in the shared cache; use segment_status().';
 COMMENT ON FUNCTION segment_cache_counters() IS
-  'Internal: this database''s cached segments'' refills, numbers issued, waits and timeouts since each was loaded (idgen_metrics_segment reads it).';
+  'Internal: this database''s cached segments'' refills, numbers issued, waits, timeouts and failed refills since each was loaded (idgen_metrics_segment reads it).';

@@ -314,6 +314,7 @@ impl Guarded {
                 }
                 Err((failure, gone)) => {
                     m.failed = true;
+                    m.refill_failures += 1;
                     let attempts = m.attempts;
                     self.note_failure(index, generation, attempts, failure);
                     if gone {
@@ -376,6 +377,7 @@ impl Guarded {
                     issued: slot(i).buffers.issued().saturating_sub(m.issued_base),
                     waits: m.waits,
                     timeouts: m.timeouts,
+                    refill_failures: m.refill_failures,
                 }
             })
             .collect()
@@ -479,6 +481,8 @@ pub(crate) struct CacheStatus {
     pub(crate) waits: u64,
     /// Of those, the ones that failed with 55P03.
     pub(crate) timeouts: u64,
+    /// Refill attempts that failed since it was loaded.
+    pub(crate) refill_failures: u64,
 }
 
 /// A refill that committed: the range, and the steps it was taken with.
