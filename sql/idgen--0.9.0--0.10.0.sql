@@ -22,6 +22,8 @@ CREATE FUNCTION @extschema@.segment_cache_counters() RETURNS TABLE (
 STRICT VOLATILE PARALLEL RESTRICTED
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'segment_cache_counters_wrapper';
+REVOKE EXECUTE ON FUNCTION @extschema@.segment_cache_counters() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.segment_cache_counters() TO pg_monitor;
 COMMENT ON FUNCTION @extschema@.segment_cache_counters() IS
   'Internal: this database''s cached segments'' refills, numbers issued, waits, timeouts and failed refills since each was loaded (idgen_metrics_segment reads it).';
 

@@ -73,6 +73,9 @@ REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) FROM PUBL
 REVOKE EXECUTE ON FUNCTION segment_drop(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_setval(text, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_interleave_ready(bigint) FROM PUBLIC;
+-- The counters are monitoring's (idgen_metrics_segment), as the metrics views are.
+REVOKE EXECUTE ON FUNCTION segment_cache_counters() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION segment_cache_counters() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text, integer) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_drop(text) TO idgen_admin;
