@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""Checks that the files of monitoring/ agree with each other:
+
+  (a) monitoring/postgres_exporter/queries.yaml has postgres_exporter 0.11.1's format: each key
+      a query with `query` and `metrics` (and optionally `master`, `cache_seconds`,
+      `runonserver`), each metric one column with a `usage` (LABEL, GAUGE or COUNTER) and a
+      `description`; a query selects exactly its metrics' columns, in order, from the view
+      idgen_metrics_<key without idgen_>; a COUNTER's name ends in _total and only a COUNTER's.
+      The series it emits are <key>_<column> for every column that is not a LABEL.
+  (b) every idgen_ metric that an alert rule's expr (monitoring/prometheus/*.yml but the
+      *.test.yml) or a Grafana panel's or variable's query (monitoring/grafana/*.json) names is
+      one that queries.yaml emits;
+  (c) every emitted metric is used by a rule or a panel, or is in UNUSED_OK with a reason;
+  (d) every rule has a `for`, a severity (warning or critical), a summary and a description
+      that points at docs/operations/monitoring.md; every rule fires in a case of the unit
+      tests (monitoring/prometheus/*.test.yml) and every alert has a case where it does not;
+      every panel with queries and every query reads the ${DS_PROMETHEUS} data source.
+
+promtool checks the rules' syntax and runs the unit tests (scripts/monitoring-check.sh runs
+both and this). Needs PyYAML (Debian's python3-yaml).
+
+  python3 scripts/check-monitoring.py              check; one line per problem, then cargo's
+                                                   "test result:" line; exit 1 on a problem
+  python3 scripts/check-monitoring.py --metrics    also print every emitted metric
+  python3 scripts/check-monitoring.py --self-test  check the checker on small trees of its own
+"""
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+try:
+    import yaml
+except ImportError:
+    print("check-monitoring: PyYAML is missing (apt-get install python3-yaml)")
+    print("test result: FAILED. 0 passed; 1 failed; 0 ignored")
+    sys.exit(1)
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS_PAGE = "docs/operations/monitoring.md"
+DATASOURCE = "${DS_PROMETHEUS}"
+USAGES = {"LABEL", "GAUGE", "COUNTER"}
+QUERY_KEYS = {"query", "metrics", "master", "cache_seconds", "runonserver"}
+SEVERITIES = {"warning", "critical"}
+
+# Gauges whose names end in _total, against Prometheus's convention (only a counter's does),
+# each with the reason.
+GAUGES_NAMED_TOTAL = {
+    "idgen_registry.worker_ids_total": "the view's column: the layout's number of worker ids",
+}
+
+# Metrics that queries.yaml emits and no rule or panel uses, each with the reason it is still
+# exported. Empty: every metric is on the dashboard.
+UNUSED_OK = {}
+
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+METRIC = re.compile(r"(?<![\w:$])idgen_[A-Za-z0-9_]*")
+
+
+def metric_names(expr):
+    """The idgen_ metric names a PromQL expression (or a Grafana variable query) uses: the
+    identifiers that start with idgen_, outside string literals (label values, regexes)."""
+    return set(METRIC.findall(STRING.sub('""', expr)))
+
+
+def select_columns(sql):
+    """(columns, relation) of `SELECT a, b AS c, ... FROM relation`: each item's last word."""
+    m = re.match(r"\s*select\s+(.*?)\s+from\s+([\w.\"]+)\s*;?\s*$", sql, re.I | re.S)
+    if not m:
+        return None, None
+    return [item.split()[-1].strip('"') for item in m.group(1).split(",")], m.group(2)
+
+
+def check_queries(path):
+    """(emitted metric names, problems, queries checked) of a queries.yaml."""
+    emitted, problems = set(), []
+    doc = yaml.safe_load(path.read_text()) or {}
+    for key, spec in doc.items():
+        where = f"{path.name}: {key}"
+        if not isinstance(spec, dict):
+            problems.append(f"{where}: not a query")
+            continue
+        extra = set(spec) - QUERY_KEYS
+        if extra:
+            problems.append(f"{where}: unknown fields {sorted(extra)}")
+        if "master" in spec and not isinstance(spec["master"], bool):
+            problems.append(f"{where}: master is not true or false")
+        if "cache_seconds" in spec and not (isinstance(spec["cache_seconds"], int)
+                                            and spec["cache_seconds"] >= 0):
+            problems.append(f"{where}: cache_seconds is not a whole number of seconds")
+        columns = []
+        for m in spec.get("metrics") or []:
+            if not (isinstance(m, dict) and len(m) == 1):
+                problems.append(f"{where}: a metric is not one column: {m!r}")
+                continue
+            (col, attrs), = m.items()
+            attrs = attrs or {}
+            columns.append(col)
+            usage = attrs.get("usage")
+            if usage not in USAGES:
+                problems.append(f"{where}.{col}: usage {usage!r} (one of {sorted(USAGES)})")
+            if not attrs.get("description"):
+                problems.append(f"{where}.{col}: no description")
+            if (usage != "LABEL" and (usage == "COUNTER") != col.endswith("_total")
+                    and f"{key}.{col}" not in GAUGES_NAMED_TOTAL):
+                problems.append(f"{where}.{col}: a COUNTER's name ends in _total, and only a COUNTER's")
+            if usage in ("GAUGE", "COUNTER"):
+                emitted.add(f"{key}_{col}")
+        if not columns:
+            problems.append(f"{where}: no metrics")
+        selected, relation = select_columns(spec.get("query") or "")
+        view = key.replace("idgen_", "idgen_metrics_", 1)
+        if selected is None:
+            problems.append(f"{where}: the query is not SELECT <columns> FROM <view>")
+        else:
+            if selected != columns:
+                problems.append(f"{where}: the query selects {selected}, the metrics are {columns}")
+            if relation != view:
+                problems.append(f"{where}: the query reads {relation}, not {view}")
+    return emitted, problems, len(doc)
+
+
+def rule_files(root):
+    return sorted(p for p in (root / "monitoring/prometheus").glob("*.yml")
+                  if not p.name.endswith(".test.yml"))
+
+
+def check_rules(path, emitted):
+    """(metrics used, problems, rules checked, {(alert, severity)})."""
+    used, problems, rules = set(), [], set()
+    n = 0
+    for group in (yaml.safe_load(path.read_text()) or {}).get("groups") or []:
+        for rule in group.get("rules") or []:
+            n += 1
+            name = rule.get("alert") or rule.get("record")
+            where = f"{path.name}: {group.get('name')}/{name}"
+            names = metric_names(str(rule.get("expr", "")))
+            used |= names
+            for m in sorted(names - emitted):
+                problems.append(f"{where}: {m} is not emitted by queries.yaml")
+            if "alert" not in rule:
+                continue
+            severity = (rule.get("labels") or {}).get("severity")
+            rules.add((name, severity))
+            if "for" not in rule:
+                problems.append(f"{where}: no `for` (write `for: 0m` to fire at once)")
+            if severity not in SEVERITIES:
+                problems.append(f"{where}: severity {severity!r} (one of {sorted(SEVERITIES)})")
+            annotations = rule.get("annotations") or {}
+            if not annotations.get("summary"):
+                problems.append(f"{where}: no summary")
+            if DOCS_PAGE not in (annotations.get("description") or ""):
+                problems.append(f"{where}: the description does not point at {DOCS_PAGE}")
+    return used, problems, n, rules
+
+
+def check_tests(root, rules):
+    """Problems: a rule that no test case fires, an alert that no case expects quiet."""
+    fired, quiet = set(), set()
+    for path in sorted((root / "monitoring/prometheus").glob("*.test.yml")):
+        for test in (yaml.safe_load(path.read_text()) or {}).get("tests") or []:
+            for case in test.get("alert_rule_test") or []:
+                alerts = case.get("exp_alerts") or []
+                if not alerts:
+                    quiet.add(case.get("alertname"))
+                for a in alerts:
+                    fired.add((case.get("alertname"), (a.get("exp_labels") or {}).get("severity")))
+    problems = []
+    for name, severity in sorted(rules, key=str):
+        if (name, severity) not in fired:
+            problems.append(f"tests: no case where {name} ({severity}) fires")
+    for name in sorted({n for n, _ in rules}):
+        if name not in quiet:
+            problems.append(f"tests: no case where {name} stays quiet (exp_alerts: [])")
+    return problems
+
+
+def panels_of(panels):
+    for p in panels or []:
+        yield p
+        yield from panels_of(p.get("panels"))
+
+
+def uses_datasource(ds):
+    return isinstance(ds, dict) and ds.get("uid") == DATASOURCE or ds == DATASOURCE
+
+
+def check_dashboard(path, emitted):
+    """(metrics used, problems, panels and variables checked)."""
+    used, problems, n = set(), [], 0
+    dash = json.loads(path.read_text())
+    ids = [p.get("id") for p in panels_of(dash.get("panels"))]
+    if len(ids) != len(set(ids)):
+        problems.append(f"{path.name}: two panels share an id")
+    for p in panels_of(dash.get("panels")):
+        targets = p.get("targets") or []
+        if not targets:
+            continue
+        n += 1
+        where = f"{path.name}: panel {p.get('title')!r}"
+        if not uses_datasource(p.get("datasource")):
+            problems.append(f"{where}: its data source is not {DATASOURCE}")
+        for t in targets:
+            names = metric_names(t.get("expr", ""))
+            if not names:
+                problems.append(f"{where}: query {t.get('refId')} reads no idgen_ metric")
+            if "datasource" in t and not uses_datasource(t["datasource"]):
+                problems.append(f"{where}: query {t.get('refId')}'s data source is not {DATASOURCE}")
+            used |= names
+            for m in sorted(names - emitted):
+                problems.append(f"{where}: {m} is not emitted by queries.yaml")
+    for v in (dash.get("templating") or {}).get("list") or []:
+        if v.get("type") != "query":
+            continue
+        n += 1
+        q = v.get("query")
+        q = q.get("query", "") if isinstance(q, dict) else q or ""
+        names = metric_names(q) | metric_names(v.get("definition") or "")
+        used |= names
+        for m in sorted(names - emitted):
+            problems.append(f"{path.name}: variable {v.get('name')}: {m} is not emitted by queries.yaml")
+        if not uses_datasource(v.get("datasource")):
+            problems.append(f"{path.name}: variable {v.get('name')}: its data source is not {DATASOURCE}")
+    return used, problems, n
+
+
+def check(root, unused_ok=None):
+    """(emitted metrics, problems, items checked) of the monitoring/ of the tree at root."""
+    unused_ok = UNUSED_OK if unused_ok is None else unused_ok
+    emitted, problems, n = check_queries(root / "monitoring/postgres_exporter/queries.yaml")
+    used, rules = set(), set()
+    for path in rule_files(root):
+        u, p, k, r = check_rules(path, emitted)
+        used, problems, n, rules = used | u, problems + p, n + k, rules | r
+    problems += check_tests(root, rules)
+    for path in sorted((root / "monitoring/grafana").glob("*.json")):
+        u, p, k = check_dashboard(path, emitted)
+        used, problems, n = used | u, problems + p, n + k
+    for m in sorted(emitted):
+        if m not in used and m not in unused_ok:
+            problems.append(f"queries.yaml: {m} is used by no rule or panel (or add it to "
+                            "UNUSED_OK with a reason)")
+    for m in sorted(set(unused_ok) - emitted):
+        problems.append(f"UNUSED_OK: {m} is not emitted by queries.yaml")
+    return emitted, problems, n + len(emitted)
+
+
+def self_test():
+    queries = {"idgen_x": {
+        "query": "SELECT name,\n       level,\n       calls_total\n  FROM idgen_metrics_x\n",
+        "master": True, "cache_seconds": 30,
+        "metrics": [{"name": {"usage": "LABEL", "description": "a name"}},
+                    {"level": {"usage": "GAUGE", "description": "a level"}},
+                    {"calls_total": {"usage": "COUNTER", "description": "calls"}}]}}
+    rules = {"groups": [{"name": "g", "rules": [
+        {"alert": "XHigh", "expr": 'idgen_x_level{name!="idgen_x_no"} > 0.9', "for": "5m",
+         "labels": {"severity": "warning"},
+         "annotations": {"summary": "s", "description": f"d. See {DOCS_PAGE}."}}]}]}
+    tests = {"rule_files": ["rules.yml"], "tests": [{"alert_rule_test": [
+        {"eval_time": "1m", "alertname": "XHigh", "exp_alerts": []},
+        {"eval_time": "9m", "alertname": "XHigh",
+         "exp_alerts": [{"exp_labels": {"severity": "warning"}}]}]}]}
+    dash = {"templating": {"list": [
+                {"type": "datasource", "name": "DS_PROMETHEUS"},
+                {"type": "query", "name": "n", "datasource": {"uid": DATASOURCE},
+                 "query": {"query": "label_values(idgen_x_level, name)"}}]},
+            "panels": [{"type": "row", "id": 1, "panels": []},
+                       {"type": "timeseries", "id": 2, "title": "calls",
+                        "datasource": {"type": "prometheus", "uid": DATASOURCE},
+                        "targets": [{"refId": "A", "expr": "rate(idgen_x_calls_total[$__rate_interval])"}]}]}
+
+    def run(q=queries, r=rules, t=tests, d=dash, unused_ok=None):
+        with tempfile.TemporaryDirectory() as root:
+            root = Path(root)
+            for rel, doc in [("monitoring/postgres_exporter/queries.yaml", q),
+                             ("monitoring/prometheus/rules.yml", r),
+                             ("monitoring/prometheus/rules.test.yml", t)]:
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_text(yaml.safe_dump(doc))
+            (root / "monitoring/grafana").mkdir(parents=True)
+            (root / "monitoring/grafana/d.json").write_text(json.dumps(d))
+            return check(root, unused_ok={} if unused_ok is None else unused_ok)
+
+    emitted, problems, n = run()
+    assert emitted == {"idgen_x_level", "idgen_x_calls_total"} and problems == [] and n == 6, \
+        (emitted, problems, n)
+
+    spec = queries["idgen_x"]
+    bad_q = {"idgen_x": dict(spec, query="SELECT name, calls_total, level FROM public.idgen_metrics_y",
+                             metrics=spec["metrics"] + [{"errors": {"usage": "COUNTER"}}])}
+    _, problems, _ = run(q=bad_q)
+    assert problems == [
+        "queries.yaml: idgen_x.errors: no description",
+        "queries.yaml: idgen_x.errors: a COUNTER's name ends in _total, and only a COUNTER's",
+        "queries.yaml: idgen_x: the query selects ['name', 'calls_total', 'level'], the metrics "
+        "are ['name', 'level', 'calls_total', 'errors']",
+        "queries.yaml: idgen_x: the query reads public.idgen_metrics_y, not idgen_metrics_x",
+        "queries.yaml: idgen_x_errors is used by no rule or panel (or add it to UNUSED_OK with "
+        "a reason)",
+    ], problems
+
+    rule = rules["groups"][0]["rules"][0]
+    bad_rule = {k: v for k, v in rule.items() if k != "for"}
+    bad_rule.update(expr="idgen_x_levels > 0.9 and on() idgen_x_calls_total",
+                    labels={"severity": "page"},
+                    annotations={"summary": "s", "description": "no pointer"})
+    _, problems, _ = run(r={"groups": [{"name": "g", "rules": [bad_rule]}]})
+    assert problems == [
+        "rules.yml: g/XHigh: idgen_x_levels is not emitted by queries.yaml",
+        "rules.yml: g/XHigh: no `for` (write `for: 0m` to fire at once)",
+        "rules.yml: g/XHigh: severity 'page' (one of ['critical', 'warning'])",
+        f"rules.yml: g/XHigh: the description does not point at {DOCS_PAGE}",
+        "tests: no case where XHigh (page) fires",
+    ], problems
+
+    quiet_only = {"tests": [{"alert_rule_test": tests["tests"][0]["alert_rule_test"][:1]}]}
+    _, problems, _ = run(t=quiet_only)
+    assert problems == ["tests: no case where XHigh (warning) fires"], problems
+    firing_only = {"tests": [{"alert_rule_test": tests["tests"][0]["alert_rule_test"][1:]}]}
+    _, problems, _ = run(t=firing_only)
+    assert problems == ["tests: no case where XHigh stays quiet (exp_alerts: [])"], problems
+
+    bad_dash = json.loads(json.dumps(dash))
+    bad_dash["panels"][1]["targets"][0]["expr"] = 'sum(rate(idgen_x_call_total{name="a"}[5m]))'
+    bad_dash["panels"][0]["panels"] = [{"id": 2, "title": "nested", "datasource": "other",
+                                        "targets": [{"refId": "B", "expr": "up"}]}]
+    _, problems, _ = run(d=bad_dash)
+    assert problems == [
+        "d.json: two panels share an id",
+        "d.json: panel 'nested': its data source is not ${DS_PROMETHEUS}",
+        "d.json: panel 'nested': query B reads no idgen_ metric",
+        "d.json: panel 'calls': idgen_x_call_total is not emitted by queries.yaml",
+        "queries.yaml: idgen_x_calls_total is used by no rule or panel (or add it to UNUSED_OK "
+        "with a reason)",
+    ], problems
+    _, problems, _ = run(d=bad_dash, unused_ok={"idgen_x_calls_total": "why",
+                                                "idgen_x_gone": "why"})
+    assert problems[-1:] == ["UNUSED_OK: idgen_x_gone is not emitted by queries.yaml"], problems
+
+    assert metric_names('max by (state) (idgen_a_b{x="idgen_c"}[5m]) / on(d) idgen_e '
+                        'or label_values(idgen_f, g) + $idgen_var') == {"idgen_a_b", "idgen_e", "idgen_f"}
+    print("check-monitoring self-test: ok (a clean tree; bad queries, rules, tests, dashboard; "
+          "the allow-list)")
+
+
+def main(argv):
+    if "--self-test" in argv:
+        self_test()
+        return 0
+    emitted, problems, n = check(ROOT)
+    if "--metrics" in argv:
+        for m in sorted(emitted):
+            print(f"emitted: {m}")
+    for p in problems:
+        print(p)
+    print(f"{len(emitted)} metrics emitted by queries.yaml, {n - len(emitted)} queries, rules, "
+          "panels and variables checked")
+    failed = min(len(problems), n)
+    print(f"test result: {'ok' if not problems else 'FAILED'}. {n - failed} passed; "
+          f"{failed} failed; 0 ignored")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
