@@ -314,6 +314,17 @@ fn registry_calls_failures_and_worker_ids_are_counted() {
     let (first, failed, state, fence) = calls(&mut n);
     assert!(first > failed, "the claim was a call");
     assert_eq!(state, "held");
+    let (lease, max_offset): (f64, Option<f64>) = {
+        let r = n
+            .query_one(
+                "SELECT lease_seconds, max_clock_offset_seconds FROM idgen_metrics_registry_client",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(lease, 2.0, "registry::FAST's lease");
+    assert!(max_offset.is_some_and(|m| m > 0.0));
     assert!(fence.unwrap() > 0.0);
     assert_eq!(
         n.one::<String>("SELECT worker_id::text FROM idgen_metrics_registry_client"),
@@ -327,7 +338,7 @@ fn registry_calls_failures_and_worker_ids_are_counted() {
     let mut r = reg.connect("postgres");
     let row = r
         .query_one(
-            "SELECT worker_ids_total, worker_ids_held, worker_ids_free, recovery_open
+            "SELECT worker_ids, worker_ids_held, worker_ids_free, recovery_open
                FROM idgen_metrics_registry",
             &[],
         )
