@@ -2648,7 +2648,15 @@ SELECT c.state, c.worker_id,
        c.renewals AS renewals_total,
        n.calls AS calls_total,
        n.failures AS failures_total,
-       c.clock_offset_ms OPERATOR(pg_catalog./) 1000::pg_catalog.float8 AS clock_offset_seconds
+       c.clock_offset_ms OPERATOR(pg_catalog./) 1000::pg_catalog.float8 AS clock_offset_seconds,
+       (SELECT g.setting::pg_catalog.float8 OPERATOR(pg_catalog./) 1000::pg_catalog.float8
+          FROM pg_catalog.pg_settings g
+         WHERE g.name OPERATOR(pg_catalog.=) 'idgen.registry_lease'::pg_catalog.text) AS lease_seconds,
+       (SELECT CASE WHEN g.setting::pg_catalog.int8 OPERATOR(pg_catalog.<) 0::pg_catalog.int8 THEN NULL
+                    ELSE g.setting::pg_catalog.float8 OPERATOR(pg_catalog./) 1000::pg_catalog.float8 END
+          FROM pg_catalog.pg_settings g
+         WHERE g.name OPERATOR(pg_catalog.=) 'idgen.registry_max_clock_offset_ms'::pg_catalog.text)
+           AS max_clock_offset_seconds
   FROM @extschema@.idgen_registry_client_status() c
  CROSS JOIN @extschema@.idgen_registry_calls() n
  WHERE c.state OPERATOR(pg_catalog.<>) 'off'::pg_catalog.text;
@@ -2718,7 +2726,7 @@ SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
 -- elsewhere. Held: leases neither released nor expired.
 CREATE VIEW @extschema@.idgen_metrics_registry AS
 SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
-       (1::pg_catalog.int8 OPERATOR(pg_catalog.<<) f.worker_bits) AS worker_ids_total,
+       (1::pg_catalog.int8 OPERATOR(pg_catalog.<<) f.worker_bits) AS worker_ids,
        h.held AS worker_ids_held,
        (1::pg_catalog.int8 OPERATOR(pg_catalog.<<) f.worker_bits) OPERATOR(pg_catalog.-) h.held
            AS worker_ids_free,
