@@ -5,8 +5,10 @@
       a query with `query` and `metrics` (and optionally `master`, `cache_seconds`,
       `runonserver`), each metric one column with a `usage` (LABEL, GAUGE or COUNTER) and a
       `description`; a query selects exactly its metrics' columns, in order, from the view
-      idgen_metrics_<key without idgen_>; a COUNTER's name ends in _total and only a COUNTER's.
-      The series it emits are <key>_<column> for every column that is not a LABEL.
+      idgen_metrics_<key without idgen_> (or, for a key idgen_<view's part>_<more>, a second
+      query of the same view: idgen_registry_client_state); a COUNTER's name ends in _total
+      and only a COUNTER's. The series it emits are <key>_<column> for every column that is
+      not a LABEL, and no two queries emit the same one.
   (b) every idgen_ metric that an alert rule's expr (monitoring/prometheus/*.yml but the
       *.test.yml) or a Grafana panel's or variable's query (monitoring/grafana/*.json) names is
       one that queries.yaml emits;
@@ -106,6 +108,8 @@ def check_queries(path):
                     and f"{key}.{col}" not in GAUGES_NAMED_TOTAL):
                 problems.append(f"{where}.{col}: a COUNTER's name ends in _total, and only a COUNTER's")
             if usage in ("GAUGE", "COUNTER"):
+                if f"{key}_{col}" in emitted:
+                    problems.append(f"{where}.{col}: {key}_{col} is emitted by another query too")
                 emitted.add(f"{key}_{col}")
         if not columns:
             problems.append(f"{where}: no metrics")
@@ -116,7 +120,8 @@ def check_queries(path):
         else:
             if selected != columns:
                 problems.append(f"{where}: the query selects {selected}, the metrics are {columns}")
-            if relation != view:
+            if not (relation == view or relation.startswith("idgen_metrics_")
+                    and view.startswith(relation + "_")):
                 problems.append(f"{where}: the query reads {relation}, not {view}")
     return emitted, problems, len(doc)
 
@@ -300,6 +305,23 @@ def self_test():
         "a reason)",
     ], problems
 
+    # A second query of the view under a longer key (as the registry client's state set) is
+    # one; a key that only starts like the view's is not, nor a series two queries emit.
+    more = dict(queries,
+                idgen_x_name={"query": "SELECT name, 1 AS active FROM idgen_metrics_x",
+                              "metrics": [{"name": {"usage": "LABEL", "description": "a name"}},
+                                          {"active": {"usage": "GAUGE", "description": "1"}}]},
+                idgen_xy={"query": "SELECT level FROM idgen_metrics_x",
+                          "metrics": [{"level": {"usage": "GAUGE", "description": "a level"}}]},
+                idgen_x_calls={"query": "SELECT total FROM idgen_metrics_x",
+                               "metrics": [{"total": {"usage": "GAUGE", "description": "t"}}]})
+    emitted, problems, _ = run(q=more, unused_ok={"idgen_x_name_active": "why",
+                                                  "idgen_xy_level": "why"})
+    assert "idgen_x_name_active" in emitted and problems == [
+        "queries.yaml: idgen_x_calls.total: idgen_x_calls_total is emitted by another query too",
+        "queries.yaml: idgen_xy: the query reads idgen_metrics_x, not idgen_metrics_xy",
+    ], problems
+
     rule = rules["groups"][0]["rules"][0]
     bad_rule = {k: v for k, v in rule.items() if k != "for"}
     bad_rule.update(expr="idgen_x_levels > 0.9 and on() idgen_x_calls_total",
@@ -340,8 +362,8 @@ def self_test():
 
     assert metric_names('max by (state) (idgen_a_b{x="idgen_c"}[5m]) / on(d) idgen_e '
                         'or label_values(idgen_f, g) + $idgen_var') == {"idgen_a_b", "idgen_e", "idgen_f"}
-    print("check-monitoring self-test: ok (a clean tree; bad queries, rules, tests, dashboard; "
-          "the allow-list)")
+    print("check-monitoring self-test: ok (a clean tree; bad queries, two queries of a view, "
+          "rules, tests, dashboard; the allow-list)")
 
 
 def main(argv):
