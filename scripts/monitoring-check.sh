@@ -4,9 +4,10 @@
 #   1. promtool check rules: the alert rules' syntax (one passed per rule)
 #   2. promtool test rules: their unit tests, monitoring/prometheus/*.test.yml (one passed per
 #      alert_rule_test case)
-#   3. scripts/check-monitoring.py: its self-test, then the files against each other (every
-#      metric that a rule or a panel uses is one that queries.yaml emits, every emitted metric
-#      is used, every rule fires in a test)
+#   3. scripts/check-monitoring.py: its self-test, then the files against each other and
+#      against sql/metrics.sql (the queries read the views' columns, and every one of them;
+#      every metric that a rule or a panel uses is one that queries.yaml emits, every emitted
+#      metric is used, every rule fires in a test)
 # Installs what is missing: Debian's prometheus (for promtool; Debian 12 has 2.42) and
 # python3-yaml. Where that cannot be done it says "monitoring skipped: <why>" and exits 0.
 # Needs no PostgreSQL, no server and no network once both are installed.
