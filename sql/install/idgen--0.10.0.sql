@@ -2663,17 +2663,76 @@ SELECT c.state, c.worker_id,
 
 -- Each segment of this database: its high-water mark against the largest number the columns
 -- drawing from it can hold, and what this server's cache counted since it loaded the segment
--- (0 while it is not cached here). max_value: the narrowest integer type of the columns whose
--- DEFAULT calls segment_nextval('<name>') (found through pg_depend, then the name in the
--- expression as PostgreSQL prints it, quoted whole, so that no other name matches); the bigint
--- maximum when none does.
+-- (0 while it is not cached here). max_value: the narrowest integer type (through domains) of the
+-- columns of permanent tables whose DEFAULT calls segment_nextval('<name>'); the bigint maximum
+-- when none does. The defaults are found in one pass, through pg_depend's index on the function
+-- they reference, and each one's segment names are read from the expression as PostgreSQL prints
+-- it, whole quoted literals, so that no other name matches (a prefix, a LIKE wildcard).
+-- Temporary tables are left out: any role may create one, and it ends with its session.
 CREATE VIEW @extschema@.idgen_metrics_segment AS
+WITH RECURSIVE drawing AS (
+       SELECT pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) AS expr, a.atttypid AS typ
+         FROM pg_catalog.pg_depend d
+         JOIN pg_catalog.pg_attrdef ad ON ad.oid OPERATOR(pg_catalog.=) d.objid
+         JOIN pg_catalog.pg_attribute a
+           ON a.attrelid OPERATOR(pg_catalog.=) ad.adrelid
+          AND a.attnum OPERATOR(pg_catalog.=) ad.adnum
+          AND NOT a.attisdropped
+         JOIN pg_catalog.pg_class r ON r.oid OPERATOR(pg_catalog.=) ad.adrelid
+        WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
+          AND d.refobjid OPERATOR(pg_catalog.=)
+              '@extschema@.segment_nextval(pg_catalog.text)'::pg_catalog.regprocedure::pg_catalog.oid
+          AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass::pg_catalog.oid
+          AND r.relpersistence OPERATOR(pg_catalog.<>) 't'::pg_catalog."char"
+     ),
+     -- Each column type and the types under it, down a chain of domains.
+     chain(typ, cur) AS (
+       SELECT DISTINCT w.typ, w.typ FROM drawing w
+       UNION ALL
+       SELECT c.typ, t.typbasetype
+         FROM chain c
+         JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) c.cur
+        WHERE t.typtype OPERATOR(pg_catalog.=) 'd'::pg_catalog."char"
+     ),
+     capacity AS (
+       SELECT c.typ,
+              pg_catalog.min(CASE
+                  WHEN c.cur OPERATOR(pg_catalog.=) 'pg_catalog.int2'::pg_catalog.regtype::pg_catalog.oid
+                      THEN 32767::pg_catalog.int8
+                  WHEN c.cur OPERATOR(pg_catalog.=) 'pg_catalog.int4'::pg_catalog.regtype::pg_catalog.oid
+                      THEN 2147483647::pg_catalog.int8
+                  ELSE 9223372036854775807::pg_catalog.int8
+              END) AS max_value
+         FROM chain c
+        GROUP BY c.typ
+     ),
+     -- The segment names each default draws from: segment_nextval('<name>'::text), the name
+     -- as a quoted literal ('' for a quote; \\ for a backslash when the reading session has
+     -- standard_conforming_strings off, then with or without an E before it), not preceded by
+     -- a letter of another name.
+     named AS (
+       SELECT CASE WHEN m.part[1] OPERATOR(pg_catalog.=) 'E'::pg_catalog.text
+                     OR pg_catalog.current_setting('standard_conforming_strings'::pg_catalog.text)
+                        OPERATOR(pg_catalog.=) 'off'::pg_catalog.text
+                   THEN pg_catalog.replace(pg_catalog.replace(m.part[2], E'\\\\', E'\\'), '''''', '''')
+                   ELSE pg_catalog.replace(m.part[2], '''''', '''')
+              END AS name,
+              k.max_value
+         FROM drawing w
+         JOIN capacity k ON k.typ OPERATOR(pg_catalog.=) w.typ
+        CROSS JOIN LATERAL pg_catalog.regexp_matches(w.expr,
+              E'(?:^|[^[:alnum:]_$"])segment_nextval\\((E?)''((?:[^'']|'''')*)''::text\\)', 'g') AS m(part)
+     ),
+     narrowest AS (
+       SELECT n.name, pg_catalog.min(n.max_value) AS max_value FROM named n GROUP BY n.name
+     )
 SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
        s.name AS segment,
        s.scope,
        s.max_id AS high_water_mark,
-       m.max_value,
-       s.max_id::pg_catalog.float8 OPERATOR(pg_catalog./) m.max_value::pg_catalog.float8 AS used_ratio,
+       COALESCE(w.max_value, 9223372036854775807::pg_catalog.int8) AS max_value,
+       s.max_id::pg_catalog.float8 OPERATOR(pg_catalog./)
+           COALESCE(w.max_value, 9223372036854775807::pg_catalog.int8)::pg_catalog.float8 AS used_ratio,
        COALESCE(c.issued, 0::pg_catalog.int8) AS issued_total,
        COALESCE(c.refills, 0::pg_catalog.int8) AS refills_total,
        COALESCE(c.waits, 0::pg_catalog.int8) AS waits_total,
@@ -2681,28 +2740,7 @@ SELECT pg_catalog.current_database()::pg_catalog.text AS datname,
        COALESCE(c.refill_failures, 0::pg_catalog.int8) AS refill_failures_total
   FROM @extschema@.idgen_segment s
   LEFT JOIN @extschema@.segment_cache_counters() c ON c.name OPERATOR(pg_catalog.=) s.name
- CROSS JOIN LATERAL (
-       SELECT COALESCE(pg_catalog.min(
-                  CASE a.atttypid
-                      WHEN 'pg_catalog.int2'::pg_catalog.regtype THEN 32767::pg_catalog.int8
-                      WHEN 'pg_catalog.int4'::pg_catalog.regtype THEN 2147483647::pg_catalog.int8
-                      ELSE 9223372036854775807::pg_catalog.int8
-                  END), 9223372036854775807::pg_catalog.int8) AS max_value
-         FROM pg_catalog.pg_depend d
-         JOIN pg_catalog.pg_attrdef ad ON ad.oid OPERATOR(pg_catalog.=) d.objid
-         JOIN pg_catalog.pg_attribute a
-           ON a.attrelid OPERATOR(pg_catalog.=) ad.adrelid
-          AND a.attnum OPERATOR(pg_catalog.=) ad.adnum
-          AND NOT a.attisdropped
-        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
-          AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-          AND d.refobjid OPERATOR(pg_catalog.=)
-              '@extschema@.segment_nextval(pg_catalog.text)'::pg_catalog.regprocedure
-          AND pg_catalog.strpos(pg_catalog.pg_get_expr(ad.adbin, ad.adrelid),
-                  'segment_nextval('::pg_catalog.text OPERATOR(pg_catalog.||)
-                  pg_catalog.quote_literal(s.name) OPERATOR(pg_catalog.||) '::text)'::pg_catalog.text)
-              OPERATOR(pg_catalog.>) 0
-       ) m;
+  LEFT JOIN narrowest w ON w.name OPERATOR(pg_catalog.=) s.name;
 
 -- Each serial of this database in its current period: the counter against the largest one
 -- its format shows in full ({seq:0N}: 10^N - 1; the bigint maximum without a width).

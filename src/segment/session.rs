@@ -307,6 +307,11 @@ fn wait_for_range(
         }
         let m = g.metas[index];
         if m.frozen {
+            // An admin call is changing the segment: this call sleeps until it is done.
+            if !counted {
+                counted = true;
+                g.metas[index].waits += 1;
+            }
             return None;
         }
         if s.buffers.advance() {

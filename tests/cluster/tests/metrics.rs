@@ -205,6 +205,31 @@ fn max_value_is_the_narrowest_column_drawing_from_the_segment_and_no_other_name_
     // pattern: none of them is drawn by a column.
     assert_eq!(max(&mut db, "a"), i64::MAX);
     assert_eq!(max(&mut db, "axc"), i64::MAX);
+    // A name with a backslash and a quote, a domain over int4, a domain over a domain over
+    // int2; a temporary table (any role may create one) counts for nothing.
+    db.batch_execute(
+        r"SELECT segment_create(E'back\\slash''s');
+          SELECT segment_create('dom');
+          SELECT segment_create('dom2');
+          SELECT segment_create('tmp');
+          CREATE DOMAIN small_id AS int4 CHECK (VALUE > 0);
+          CREATE DOMAIN tiny AS int2;
+          CREATE DOMAIN tinier AS tiny;
+          CREATE TABLE escaped (id int4 DEFAULT segment_nextval(E'back\\slash''s'));
+          CREATE TABLE domained (id small_id DEFAULT segment_nextval('dom'));
+          CREATE TABLE domained2 (id tinier DEFAULT segment_nextval('dom2'));
+          CREATE TEMP TABLE passing (id int2 DEFAULT segment_nextval('tmp'));",
+    )
+    .unwrap();
+    assert_eq!(max(&mut db, "back\\slash's"), i32::MAX as i64);
+    assert_eq!(max(&mut db, "dom"), i32::MAX as i64);
+    assert_eq!(max(&mut db, "dom2"), i16::MAX as i64);
+    assert_eq!(max(&mut db, "tmp"), i64::MAX, "a temporary table counted");
+    // Read with standard_conforming_strings off, PostgreSQL prints the name as E'...'.
+    db.batch_execute("SET standard_conforming_strings = off").unwrap();
+    assert_eq!(max(&mut db, "back\\slash's"), i32::MAX as i64);
+    db.batch_execute("RESET standard_conforming_strings").unwrap();
+
     // Near its maximum: a high-water mark at 95 % of int4 shows as a ratio above 0.9.
     db.batch_execute("SELECT segment_setval('ab', 2040109465)")
         .unwrap();
@@ -391,5 +416,85 @@ fn every_column_of_the_views_is_a_label_or_a_number() {
     assert_eq!(
         db.one::<i64>("SELECT count(*) FROM pg_class WHERE relname LIKE 'idgen\\_metrics\\_%'"),
         VIEWS.len() as i64
+    );
+}
+
+/// postgres_exporter's queries (`monitoring/postgres_exporter/queries.yaml`), each with the
+/// columns its metrics name, in order: the `query: |` block and the `- column:` entries of
+/// each key, read from the file's block layout.
+fn exporter_queries() -> Vec<(String, String, Vec<String>)> {
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("run by cargo test");
+    let path = format!("{manifest}/../../monitoring/postgres_exporter/queries.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut out: Vec<(String, String, Vec<String>)> = Vec::new();
+    let mut in_query = false;
+    for line in text.lines() {
+        if !line.starts_with(' ') && !line.starts_with('#') && line.ends_with(':') {
+            out.push((line.trim_end_matches(':').to_owned(), String::new(), Vec::new()));
+            in_query = false;
+        } else if line.trim() == "query: |" {
+            in_query = true;
+        } else if in_query && line.starts_with("    ") {
+            let q = &mut out.last_mut().unwrap().1;
+            q.push_str(line.trim());
+            q.push('\n');
+        } else {
+            in_query = false;
+            let t = line.trim();
+            if let Some(col) = t.strip_prefix("- ").and_then(|c| c.strip_suffix(':')) {
+                out.last_mut().unwrap().2.push(col.to_owned());
+            }
+        }
+    }
+    assert!(out.len() >= 5, "{path}: {out:?}");
+    out
+}
+
+#[test]
+fn the_exporter_queries_run_as_pg_monitor_and_nothing_stands_in_for_the_views() {
+    let reg = registry::registry("metrics-exporter");
+    let mut r = reg.connect("postgres");
+    // The registry database, with a lease, so that every query has a row.
+    let node = registry::node(&reg, "metrics-exporter-node", &["idgen.worker_id = auto"]);
+    held_worker(&node, Duration::from_secs(30));
+    // The exporter's role as monitoring/README.md sets it up; a hostile database owner plants
+    // a schema named after it, and views and a function in it and in public, before and after.
+    r.batch_execute(
+        "CREATE ROLE prometheus LOGIN IN ROLE pg_monitor;
+         ALTER ROLE prometheus SET search_path = pg_catalog;
+         CREATE ROLE owner LOGIN;
+         ALTER DATABASE postgres OWNER TO owner;
+         GRANT CREATE ON SCHEMA public TO owner;
+         SELECT segment_create('s');
+         SELECT serial_create('n', 'N{seq:03}');",
+    )
+    .unwrap();
+    let mut hostile = reg.connect_as("postgres", "owner");
+    hostile
+        .batch_execute(
+            "CREATE TABLE stolen (who text);
+             GRANT INSERT ON stolen TO PUBLIC;
+             CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE sql
+               AS $$ INSERT INTO public.stolen SELECT current_user; SELECT pg_catalog.now() $$;
+             CREATE SCHEMA prometheus;
+             GRANT USAGE ON SCHEMA prometheus TO PUBLIC;
+             CREATE VIEW prometheus.idgen_metrics_segment AS SELECT 1 AS decoy;
+             CREATE VIEW prometheus.idgen_metrics_snowflake AS SELECT 1 AS decoy;",
+        )
+        .unwrap();
+    let mut exporter = reg.connect_as("postgres", "prometheus");
+    for (key, query, columns) in exporter_queries() {
+        let rows = exporter
+            .query(query.as_str(), &[])
+            .unwrap_or_else(|e| panic!("{key}: {e}\n{query}"));
+        let stmt = exporter.prepare(query.as_str()).unwrap();
+        let names: Vec<String> = stmt.columns().iter().map(|c| c.name().to_owned()).collect();
+        assert_eq!(names, columns, "{key}: the query's columns and its metrics");
+        assert!(!rows.is_empty() || key == "idgen_registry_client_state" || key == "idgen_registry_client", "{key}: no row");
+    }
+    assert_eq!(
+        r.one::<i64>("SELECT count(*) FROM stolen"),
+        0,
+        "a function of the database owner ran in the exporter's session"
     );
 }
