@@ -114,13 +114,41 @@ def select_list(text, start):
     return None
 
 
+def main_select(text, start):
+    """The index just after the SELECT of the statement's main query, at or after `start`:
+    the first SELECT outside parentheses, quotes and comments (after a WITH list's queries)."""
+    depth, i = 0, start
+    while i < len(text):
+        c = text[i]
+        if c in "'\"":
+            end = text.find(c, i + 1)
+            while end != -1 and text[end + 1:end + 2] == c:
+                end = text.find(c, end + 2)
+            i = len(text) if end == -1 else end + 1
+            continue
+        if text.startswith("--", i):
+            end = text.find("\n", i)
+            i = len(text) if end == -1 else end
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif (depth == 0 and re.match(r"select\b", text[i:i + 7], re.I)
+              and not re.match(r"\w", text[i - 1])):
+            return i + len("select")
+        i += 1
+    return None
+
+
 def view_columns(sql):
     """{view: [columns]} of the CREATE VIEW statements of an SQL script: each select item's
     `AS name`, else its last identifier (c.state: state)."""
     views = {}
     for m in re.finditer(r"\bcreate\s+(?:or\s+replace\s+)?view\s+(?:[\w@\"]+\.)?\"?(\w+)\"?"
-                         r"\s+as\s+select\b", sql, re.I):
-        items = select_list(sql, m.end())
+                         r"\s+as\s+(?:select|with)\b", sql, re.I):
+        start = main_select(sql, m.end() - 6 if m.group(0)[-6:].lower() == "select" else m.end())
+        items = None if start is None else select_list(sql, start)
         if items is not None:
             views[m.group(1)] = [re.findall(r"(\w+)\"?$", item)[0].lower() if item else ""
                                  for item in items]
@@ -179,6 +207,12 @@ def check_queries(path, views):
         if not columns:
             problems.append(f"{where}: no metrics")
         selected, relation, items = select_columns(spec.get("query") or "")
+        if relation is not None:
+            # Qualified, so that no schema on the exporter's search_path can stand in for the
+            # view: public, idgen's schema unless it was created WITH SCHEMA.
+            schema, _, relation = relation.rpartition(".")
+            if schema != "public":
+                problems.append(f"{where}: the query reads {relation} without the schema public.")
         view = key.replace("idgen_", "idgen_metrics_", 1)
         if selected is None:
             problems.append(f"{where}: the query is not SELECT <columns> FROM <view>")
@@ -355,7 +389,7 @@ def check(root, unused_ok=None, not_exported=None):
 
 def self_test():
     queries = {"idgen_x": {
-        "query": "SELECT name,\n       level,\n       calls_total\n  FROM idgen_metrics_x\n",
+        "query": "SELECT name,\n       level,\n       calls_total\n  FROM public.idgen_metrics_x\n",
         "master": True, "cache_seconds": 30,
         "metrics": [{"name": {"usage": "LABEL", "description": "a name"}},
                     {"level": {"usage": "GAUGE", "description": "a level"}},
@@ -447,8 +481,8 @@ SELECT c.name,
         "queries.yaml: idgen_x.errors: a COUNTER's name ends in _total, and only a COUNTER's",
         "queries.yaml: idgen_x: the query selects ['name', 'calls_total', 'level'], the metrics "
         "are ['name', 'level', 'calls_total', 'errors']",
-        "queries.yaml: idgen_x: the query reads public.idgen_metrics_y, not idgen_metrics_x",
-        f"queries.yaml: idgen_x: {VIEWS_SQL} creates no view public.idgen_metrics_y",
+        "queries.yaml: idgen_x: the query reads idgen_metrics_y, not idgen_metrics_x",
+        f"queries.yaml: idgen_x: {VIEWS_SQL} creates no view idgen_metrics_y",
     ] + [f"{VIEWS_SQL}: idgen_metrics_x.{c} is read by no query of queries.yaml (or add it to "
          "NOT_EXPORTED with a reason)" for c in ("name", "level", "calls_total")] + [
         "queries.yaml: idgen_x_errors is used by no rule or panel (or add it to UNUSED_OK with "
@@ -458,12 +492,12 @@ SELECT c.name,
     # A second query of the view under a longer key (as the registry client's state set) is
     # one; a key that only starts like the view's is not, nor a series two queries emit.
     more = dict(queries,
-                idgen_x_name={"query": "SELECT name, 1 AS active FROM idgen_metrics_x",
+                idgen_x_name={"query": "SELECT name, 1 AS active FROM public.idgen_metrics_x",
                               "metrics": [{"name": {"usage": "LABEL", "description": "a name"}},
                                           {"active": {"usage": "GAUGE", "description": "1"}}]},
-                idgen_xy={"query": "SELECT level FROM idgen_metrics_x",
+                idgen_xy={"query": "SELECT level FROM public.idgen_metrics_x",
                           "metrics": [{"level": {"usage": "GAUGE", "description": "a level"}}]},
-                idgen_x_calls={"query": "SELECT calls_total AS total FROM idgen_metrics_x",
+                idgen_x_calls={"query": "SELECT calls_total AS total FROM public.idgen_metrics_x",
                                "metrics": [{"total": {"usage": "GAUGE", "description": "t"}}]})
     emitted, problems, _ = run(q=more, unused_ok={"idgen_x_name_active": "why",
                                                   "idgen_xy_level": "why"})

@@ -835,8 +835,22 @@ fn try_wait<T>(within: Duration, mut check: impl FnMut() -> Option<T>) -> Option
 
 /// A libpq URI for database `db` of `cluster`, as postgres_exporter takes it.
 pub fn dsn(cluster: &crate::Cluster, db: &str) -> String {
+    // The exporter's role as monitoring/README.md sets it up: in pg_monitor, with pg_catalog
+    // alone on its search_path (the queries name idgen's views with their schema).
+    cluster
+        .connect("postgres")
+        .batch_execute(
+            "DO $$ BEGIN
+               IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'prometheus') THEN
+                 CREATE ROLE prometheus LOGIN;
+               END IF;
+             END $$;
+             GRANT pg_monitor TO prometheus;
+             ALTER ROLE prometheus SET search_path = pg_catalog;",
+        )
+        .expect("create the exporter's role");
     format!(
-        "postgresql://postgres@127.0.0.1:{}/{db}?sslmode=disable",
+        "postgresql://prometheus@127.0.0.1:{}/{db}?sslmode=disable",
         cluster.port()
     )
 }
