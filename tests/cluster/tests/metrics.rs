@@ -67,7 +67,9 @@ fn only_pg_monitor_reads_the_metrics() {
     }
     // pg_monitor sees the serial a plain role may not draw from (idgen_serials hides it).
     assert_eq!(
-        watcher.one::<i64>("SELECT count(*) FROM idgen_metrics_serial WHERE serial = 'secret_invoices'"),
+        watcher.one::<i64>(
+            "SELECT count(*) FROM idgen_metrics_serial WHERE serial = 'secret_invoices'"
+        ),
         1
     );
     assert_eq!(
@@ -106,7 +108,10 @@ fn segment_counters_count_every_number_and_each_refill() {
         refills,
         db.one::<i64>("SELECT refills FROM segment_status() WHERE name = 'plain_seg'")
     );
-    assert!(refills >= 2, "75 numbers from ranges of at least 10: {refills} refills");
+    assert!(
+        refills >= 2,
+        "75 numbers from ranges of at least 10: {refills} refills"
+    );
     assert_eq!((timeouts, failures), (0, 0));
     // With a per-backend cache a block is counted when it is taken: 1 number drawn, 4 issued.
     db.one::<i64>("SELECT segment_nextval('block_seg')");
@@ -128,7 +133,10 @@ fn segment_counters_count_every_number_and_each_refill() {
     let mut last = issued;
     while drawers.iter().any(|d| !d.is_finished()) {
         let now = counters(&mut db, "plain_seg").0;
-        assert!(now >= last, "issued went down from {last} to {now} (port {port})");
+        assert!(
+            now >= last,
+            "issued went down from {last} to {now} (port {port})"
+        );
         last = now;
     }
     for d in drawers {
@@ -148,9 +156,7 @@ fn a_call_that_sleeps_for_a_range_is_a_wait_and_one_that_gives_up_a_timeout() {
     // ranges are used up the next call sleeps, then gives up.
     let mut holder = c.connect("postgres");
     holder
-        .batch_execute(
-            "BEGIN; SELECT * FROM idgen_segment WHERE name = 'slow_seg' FOR UPDATE",
-        )
+        .batch_execute("BEGIN; SELECT * FROM idgen_segment WHERE name = 'slow_seg' FOR UPDATE")
         .unwrap();
     let failure = (0..10)
         .map(|_| db.query_one("SELECT segment_nextval('slow_seg')", &[]))
@@ -198,7 +204,11 @@ fn max_value_is_the_narrowest_column_drawing_from_the_segment_and_no_other_name_
         .unwrap()
         .get(0)
     };
-    assert_eq!(max(&mut db, "ab"), i32::MAX as i64, "int4 is narrower than int8");
+    assert_eq!(
+        max(&mut db, "ab"),
+        i32::MAX as i64,
+        "int4 is narrower than int8"
+    );
     assert_eq!(max(&mut db, "it's"), i16::MAX as i64);
     assert_eq!(max(&mut db, "a_c"), i32::MAX as i64);
     // 'a' is a prefix of 'ab' and matches 'a_c' as a LIKE pattern; 'axc' matches 'a_c' as a
@@ -226,9 +236,11 @@ fn max_value_is_the_narrowest_column_drawing_from_the_segment_and_no_other_name_
     assert_eq!(max(&mut db, "dom2"), i16::MAX as i64);
     assert_eq!(max(&mut db, "tmp"), i64::MAX, "a temporary table counted");
     // Read with standard_conforming_strings off, PostgreSQL prints the name as E'...'.
-    db.batch_execute("SET standard_conforming_strings = off").unwrap();
+    db.batch_execute("SET standard_conforming_strings = off")
+        .unwrap();
     assert_eq!(max(&mut db, "back\\slash's"), i32::MAX as i64);
-    db.batch_execute("RESET standard_conforming_strings").unwrap();
+    db.batch_execute("RESET standard_conforming_strings")
+        .unwrap();
 
     // Near its maximum: a high-water mark at 95 % of int4 shows as a ratio above 0.9.
     db.batch_execute("SELECT segment_setval('ab', 2040109465)")
@@ -292,13 +304,23 @@ fn serial_and_snowflake_metrics_say_what_the_status_says() {
         .unwrap();
     assert_eq!(r.get::<_, Option<i32>>(0), Some(3));
     assert_eq!(r.get::<_, i32>(1), 1);
-    assert!(r.get::<_, f64>(2) > 60.0 * 365.0 * 86400.0, "the default layout lasts decades");
+    assert!(
+        r.get::<_, f64>(2) > 60.0 * 365.0 * 86400.0,
+        "the default layout lasts decades"
+    );
     assert_eq!(r.get::<_, Option<f64>>(3), Some(2.5));
-    assert!(r.get::<_, f64>(4).abs() < 5.0, "the same time left as the status says");
-    assert!(r.get::<_, Option<f64>>(5).is_some(), "a reservation after an id");
+    assert!(
+        r.get::<_, f64>(4).abs() < 5.0,
+        "the same time left as the status says"
+    );
+    assert!(
+        r.get::<_, Option<f64>>(5).is_some(),
+        "a reservation after an id"
+    );
     assert_eq!(r.get::<_, i64>(6), 0);
     // Unbounded drift has no maximum to compare with.
-    db.batch_execute("ALTER SYSTEM SET idgen.max_drift_ms = -1").unwrap();
+    db.batch_execute("ALTER SYSTEM SET idgen.max_drift_ms = -1")
+        .unwrap();
     db.batch_execute("SELECT pg_reload_conf()").unwrap();
     wait_for("the reload", Duration::from_secs(10), || {
         let mut fresh = c.connect("postgres");
@@ -312,7 +334,10 @@ fn serial_and_snowflake_metrics_say_what_the_status_says() {
         db.one::<i64>("SELECT count(*) FROM idgen_metrics_registry_client"),
         0
     );
-    assert_eq!(db.one::<i64>("SELECT count(*) FROM idgen_metrics_registry"), 0);
+    assert_eq!(
+        db.one::<i64>("SELECT count(*) FROM idgen_metrics_registry"),
+        0
+    );
 }
 
 #[test]
@@ -368,7 +393,11 @@ fn registry_calls_failures_and_worker_ids_are_counted() {
             &[],
         )
         .unwrap();
-    assert_eq!(row.get::<_, i64>(0), 1024, "the default layout's 10 worker bits");
+    assert_eq!(
+        row.get::<_, i64>(0),
+        1024,
+        "the default layout's 10 worker bits"
+    );
     assert_eq!(row.get::<_, i64>(1), 1);
     assert_eq!(row.get::<_, i64>(2), 1023);
     assert_eq!(row.get::<_, i32>(3), 0);
@@ -387,7 +416,10 @@ fn registry_calls_failures_and_worker_ids_are_counted() {
         .find_map(Result::err)
         .expect("the cached ranges of g run out");
     assert_eq!(sqlstate::<()>(Err(failure)), "55P03");
-    assert!(counters(&mut n, "g").3 >= 1, "the call that gave up is a timeout");
+    assert!(
+        counters(&mut n, "g").3 >= 1,
+        "the call that gave up is a timeout"
+    );
     wait_for("failed renewals counted", Duration::from_secs(20), || {
         let (_, now_failed, state, _) = calls(&mut n);
         (now_failed > failed && state == "renewing").then_some(())
@@ -430,7 +462,11 @@ fn exporter_queries() -> Vec<(String, String, Vec<String>)> {
     let mut in_query = false;
     for line in text.lines() {
         if !line.starts_with(' ') && !line.starts_with('#') && line.ends_with(':') {
-            out.push((line.trim_end_matches(':').to_owned(), String::new(), Vec::new()));
+            out.push((
+                line.trim_end_matches(':').to_owned(),
+                String::new(),
+                Vec::new(),
+            ));
             in_query = false;
         } else if line.trim() == "query: |" {
             in_query = true;
@@ -490,7 +526,12 @@ fn the_exporter_queries_run_as_pg_monitor_and_nothing_stands_in_for_the_views() 
         let stmt = exporter.prepare(query.as_str()).unwrap();
         let names: Vec<String> = stmt.columns().iter().map(|c| c.name().to_owned()).collect();
         assert_eq!(names, columns, "{key}: the query's columns and its metrics");
-        assert!(!rows.is_empty() || key == "idgen_registry_client_state" || key == "idgen_registry_client", "{key}: no row");
+        assert!(
+            !rows.is_empty()
+                || key == "idgen_registry_client_state"
+                || key == "idgen_registry_client",
+            "{key}: no row"
+        );
     }
     assert_eq!(
         r.one::<i64>("SELECT count(*) FROM stolen"),
