@@ -4,7 +4,8 @@
 # no PostgreSQL and no network, and takes seconds on a built tree.
 #
 # `docs` needs neither root nor PostgreSQL (mkdocs-material from PyPI into a venv under
-# ~/.cache/idgen).
+# ~/.cache/idgen). `monitoring-check` needs no PostgreSQL; root only to install promtool
+# (Debian's prometheus) and python3-yaml the first time.
 #
 # PG: the PostgreSQL major version (15 is Debian's; 16, 17, 18 are fetched by
 # scripts/pg-versions.sh). PG_CONFIG: which pg_config `install` and `installcheck` use.
@@ -16,10 +17,10 @@ export CARGO_TARGET_DIR
 
 .DEFAULT_GOAL := help
 .PHONY: help deps check check-model fmt lint install installcheck test test-all bench \
-	bench-quick deb demo docs
+	bench-quick deb demo docs monitoring-check
 
 help: ## this list
-	@awk -F':.*## ' '/^[a-z-]+:.*## / { printf "  make %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk -F':.*## ' '/^[a-z-]+:.*## / { printf "  make %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 deps: ## (root) Debian packages, cargo-pgrx 0.18.1, `cargo pgrx init`: scripts/setup.sh
 	bash -c 'source scripts/setup.sh && idgen_setup'
@@ -73,3 +74,6 @@ demo: ## (root) the demo on real data: scripts/demo.sh
 
 docs: ## the docs site from docs/ (mkdocs-material, --strict): scripts/docs.sh
 	bash scripts/docs.sh
+
+monitoring-check: ## (no server; root once, for promtool) alert rules, their tests, metric names
+	bash scripts/monitoring-check.sh

@@ -4,7 +4,8 @@
 # source: `cargo pgrx package` builds the release library against N's headers and stages it
 # with the control file and the install and upgrade scripts; the package puts them where
 # Debian's and the PostgreSQL apt repository's postgresql-N looks (/usr/lib/postgresql/N/lib,
-# /usr/share/postgresql/N/extension) and depends on postgresql-N. The package lands in
+# /usr/share/postgresql/N/extension) and depends on postgresql-N; the monitoring files go to
+# /usr/share/doc/postgresql-N-idgen/monitoring/. The package lands in
 # $CARGO_TARGET_DIR/debian/; its path is the last line.
 # Install it with: apt-get install ./postgresql-15-idgen_<version>_amd64.deb
 set -euo pipefail
@@ -44,6 +45,15 @@ for f in "$stage$libdir/idgen.so" "$stage$extdir/idgen.control" "$stage$extdir/i
     [ -f "$f" ] || { echo "package: $f is missing" >&2; exit 1; }
 done
 rm -rf "$build"
+
+# The monitoring files (monitoring/README.md: postgres_exporter's queries, the Prometheus alert
+# rules and their unit tests, the Grafana dashboard) as documentation, to copy from or point
+# the tools at.
+docdir="/usr/share/doc/$name/monitoring"
+for f in README.md postgres_exporter/queries.yaml prometheus/idgen-alerts.yml \
+    prometheus/idgen-alerts.test.yml grafana/idgen.json; do
+    install -D -m 0644 "monitoring/$f" "$stage$docdir/$f"
+done
 
 mkdir -p "$stage/DEBIAN"
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)

@@ -27,6 +27,9 @@
 #      mkdocs-material, --strict, then rendered in Debian's headless Chromium), its SQL examples
 #      run against their outputs (tests/cluster/tests/docs.rs) and its reference pages checked
 #      against the code (docs_reference.rs)
+#   8. on 15 (and in the default run): monitoring/ (scripts/monitoring-check.sh): the alert
+#      rules and their unit tests with promtool (Debian's prometheus, installed if missing), and
+#      the metric names of the rules and the dashboard against those queries.yaml emits
 # The smoke tier: 1, 2, and one cluster test per generator (eight connections drawing Snowflake
 # ids, eight drawing segment numbers). On 18 both also run uuidv7's contrast test.
 # Installs what is missing first (scripts/setup.sh, scripts/pg-versions.sh).
@@ -199,11 +202,24 @@ docs_tiers() {
         cargo test --release --no-fail-fast --test docs --test docs_reference -- --test-threads=1'
 }
 
+# monitoring/: the alert rules (promtool check rules), their unit tests (promtool test rules),
+# and the metric names the rules and the dashboard use against those queries.yaml emits. Needs
+# no server.
+monitoring_tier() {
+    local line
+    tier monitoring-rules bash scripts/monitoring-check.sh
+    # A tool that could not be installed is reported, never skipped silently.
+    while IFS= read -r line; do
+        skipped+=("$line")
+    done < <(grep -E "^monitoring skipped: " "$LOGS/monitoring-rules.log")
+}
+
 if [ -n "$only" ]; then
     run_version "$only" "$([ $smoke = 1 ] && echo smoke || echo full)"
     if [ $smoke = 0 ] && [ "$only" = 15 ]; then
         recipe_tiers
         docs_tiers
+        monitoring_tier
     fi
     if [ $smoke = 0 ] && { [ "$only" = 15 ] || [ "$only" = 16 ]; }; then
         upgrade_tier
@@ -212,6 +228,7 @@ else
     run_version 15 full
     recipe_tiers
     docs_tiers
+    monitoring_tier
     for v in 16 17 18; do
         run_version "$v" smoke
     done

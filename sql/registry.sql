@@ -623,6 +623,11 @@ RETURNS TABLE (registry text, state text, worker_id integer, node_name text, inc
 LANGUAGE c VOLATILE PARALLEL SAFE ROWS 1
 AS 'MODULE_PATHNAME', 'idgen_registry_client_status_wrapper';
 
+CREATE FUNCTION idgen_registry_calls()
+RETURNS TABLE (calls bigint, failures bigint)
+LANGUAGE c VOLATILE PARALLEL SAFE ROWS 1
+AS 'MODULE_PATHNAME', 'idgen_registry_calls_wrapper';
+
 -- The hash the registry keeps of a holder's secret.
 CREATE FUNCTION idgen_registry_key(holder_secret text)
 RETURNS text
@@ -1380,6 +1385,8 @@ REVOKE ALL ON TABLE idgen_registry_workers, idgen_registry_status, idgen_registr
 GRANT SELECT ON TABLE idgen_registry_workers, idgen_registry_status, idgen_registry_recovery TO pg_monitor;
 REVOKE EXECUTE ON FUNCTION idgen_registry_client_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION idgen_registry_client_status() TO pg_monitor;
+REVOKE EXECUTE ON FUNCTION idgen_registry_calls() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION idgen_registry_calls() TO pg_monitor;
 REVOKE EXECUTE ON FUNCTION idgen_registry_identity() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_timeline() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION idgen_registry_max_lease_ms() FROM PUBLIC;
@@ -1423,6 +1430,8 @@ COMMENT ON VIEW idgen_registry_recovery IS
   'The registry''s open recovery: every known node, whether it reported, and what.';
 COMMENT ON FUNCTION idgen_registry_client_status() IS
   'This server''s registry client, one row (the idgen_registry_status view).';
+COMMENT ON FUNCTION idgen_registry_calls() IS
+  'Calls this server sent the registry since it started, and the failed ones (the idgen_metrics_registry_client view).';
 COMMENT ON FUNCTION idgen_registry_identity() IS 'Registry: its install token and system identifier.';
 COMMENT ON FUNCTION idgen_registry_timeline() IS 'Registry: the timeline it writes on (NULL on a standby).';
 COMMENT ON FUNCTION idgen_registry_max_lease_ms() IS 'Registry: the longest lease it grants, ms (idgen.registry_max_lease).';

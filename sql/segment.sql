@@ -73,6 +73,9 @@ REVOKE EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) FROM PUBL
 REVOKE EXECUTE ON FUNCTION segment_drop(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_setval(text, bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION segment_interleave_ready(bigint) FROM PUBLIC;
+-- The counters are monitoring's (idgen_metrics_segment), as the metrics views are.
+REVOKE EXECUTE ON FUNCTION segment_cache_counters() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION segment_cache_counters() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION segment_create(text, bigint, integer, text, text, integer) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_alter(text, integer, text, integer) TO idgen_admin;
 GRANT EXECUTE ON FUNCTION segment_drop(text) TO idgen_admin;
@@ -97,3 +100,5 @@ COMMENT ON FUNCTION segment_drop(text) IS
   'Drops a segment and its cached numbers; not undone by ROLLBACK.';
 COMMENT ON FUNCTION segment_cache_status() IS
   'Internal: this database''s segments in the shared cache; use segment_status().';
+COMMENT ON FUNCTION segment_cache_counters() IS
+  'Internal: this database''s cached segments'' refills, numbers issued, waits, timeouts and failed refills since each was loaded (idgen_metrics_segment reads it).';

@@ -97,6 +97,9 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'serial_nextval_wrapper';
 CREATE FUNCTION idgen_serial_period(reset text, time_zone text)
 RETURNS text VOLATILE STRICT PARALLEL SAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'idgen_serial_period_wrapper';
+CREATE FUNCTION idgen_serial_max_seq(format text)
+RETURNS bigint IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'idgen_serial_max_seq_wrapper';
 
 -- The serials the current role may draw from (security_barrier: the filter runs before any
 -- function of the caller's query sees a row).
@@ -147,3 +150,5 @@ COMMENT ON FUNCTION serial_nextval(text) IS
   'Next number of a serial, as text, in the period of the draw''s local time; needs USAGE on the serial.';
 COMMENT ON FUNCTION idgen_serial_period(text, text) IS
   'Internal: the current period of a reset in a time zone, as idgen_serial_counter names it.';
+COMMENT ON FUNCTION idgen_serial_max_seq(text) IS
+  'Internal: the largest counter a serial format shows in full (10^N - 1 for {seq:0N}); NULL without a width.';

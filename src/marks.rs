@@ -16,6 +16,8 @@
 //! younger than the lease (DESIGN.md §6 "Cached global ranges"), so a node cut off from the
 //! registry stops at a known time, as its Snowflake ids do at the end of their lease.
 //!
+//! It counts the calls this server sends to the registry and their failures, for monitoring.
+//!
 //! It also keeps the highest registry revision a take was answered with, and the node name it
 //! was answered to: a restarted server of that name shows it at its first hello, so a registry
 //! that lost those takes is found although the server's memory of revisions is new (a copy of
@@ -62,6 +64,11 @@ struct MarksShared {
     /// The database the merge's last database worker merged (its oid), set by that worker
     /// once it is done: the launcher's check that it did.
     catalog_merged_db: AtomicI64,
+    /// Calls this server sent to the registry since it started (the client's and the
+    /// allocators'), and how many of them failed (an error, a timeout, no connection): for
+    /// monitoring, `idgen_registry_client_status()`.
+    calls: AtomicI64,
+    failures: AtomicI64,
     /// Under [`LOCK`].
     node_name: UnsafeCell<FixedText<64>>,
 }
@@ -158,6 +165,30 @@ pub(crate) fn contact() -> (i64, i64) {
         (
             s.contact_ms.load(Ordering::Acquire),
             s.registry_max_lease_ms.load(Ordering::Acquire),
+        )
+    } else {
+        (0, 0)
+    }
+}
+
+/// Counts one call to the registry and whether it failed (the client's and the allocators').
+pub(crate) fn note_call(ok: bool) {
+    if SHARED.attached() {
+        let s = SHARED.get();
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            s.failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Calls to the registry since the server started, and the failed ones ([`note_call`]).
+pub(crate) fn calls() -> (i64, i64) {
+    if SHARED.attached() {
+        let s = SHARED.get();
+        (
+            s.calls.load(Ordering::Relaxed),
+            s.failures.load(Ordering::Relaxed),
         )
     } else {
         (0, 0)

@@ -74,5 +74,12 @@ pgrx::extension_sql_file!(
     requires = ["adopt"]
 );
 
+// The metrics contract: views for monitoring (postgres_exporter's queries read them).
+pgrx::extension_sql_file!(
+    "../sql/metrics.sql",
+    name = "metrics",
+    requires = ["registry", segment_cache_counters]
+);
+
 // What guards the rest: the event trigger on renaming idgen's schema.
 pgrx::extension_sql_file!("../sql/finalize.sql", finalize);

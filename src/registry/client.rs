@@ -297,8 +297,21 @@ impl Client {
     }
 
     /// Runs `sql` on the registry, measuring this server's clock against the registry's: the
-    /// first column of the single row must be the registry's clock in Unix ms.
+    /// first column of the single row must be the registry's clock in Unix ms. Counted, with
+    /// its outcome, for monitoring (`crate::marks::note_call`).
     fn call(
+        &mut self,
+        sql: &CStr,
+        params: &[Option<String>],
+        wait: Wait,
+    ) -> Result<Answer, Box<Failure>> {
+        let result = self.call_uncounted(sql, params, wait);
+        crate::marks::note_call(result.is_ok());
+        result
+    }
+
+    /// [`Client::call`] without counting it.
+    fn call_uncounted(
         &mut self,
         sql: &CStr,
         params: &[Option<String>],

@@ -105,3 +105,12 @@ fn idgen_registry_client_status() -> TableIterator<
         lease::failure().map(|f| format!("{} (SQLSTATE {})", f.message(), f.sqlstate_text())),
     ))
 }
+
+/// The calls this server sent the registry since it started (the client's and the segment and
+/// serial allocators'), and how many of them failed (an error the registry raised, a timeout, a
+/// lost or refused connection), one row; for monitoring (`idgen_metrics_registry_client`).
+/// Declared in the registry's SQL file.
+#[pg_extern(sql = false)]
+fn idgen_registry_calls() -> TableIterator<'static, (name!(calls, i64), name!(failures, i64))> {
+    TableIterator::once(crate::marks::calls())
+}

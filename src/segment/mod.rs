@@ -423,6 +423,39 @@ fn segment_cache_status() -> TableIterator<
     }))
 }
 
+/// This database's cached segments' counters since each was loaded into the shared cache
+/// (internal; the view `idgen_metrics_segment` reads it), one row per cached segment: `refills`
+/// (ranges fetched), `issued` (numbers taken from its ranges, a backend's block counted when
+/// taken), `waits` (calls that slept for a range), `timeouts` (those that gave up at
+/// `idgen.segment_wait_timeout`, 55P03) and `refill_failures` (refill attempts that failed, their
+/// waiting callers getting the error: a lock wait, the registry). Counted on the slow paths and read from the counters draws already keep: nothing is
+/// added to a draw.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, parallel_restricted)]
+fn segment_cache_counters() -> TableIterator<
+    'static,
+    (
+        name!(name, String),
+        name!(refills, i64),
+        name!(issued, i64),
+        name!(waits, i64),
+        name!(timeouts, i64),
+        name!(refill_failures, i64),
+    ),
+> {
+    let rows = cache::lock().status(crate::backend::database_id());
+    TableIterator::new(rows.into_iter().map(|s| {
+        (
+            s.name,
+            s.refills as i64,
+            s.issued as i64,
+            s.waits as i64,
+            s.timeouts as i64,
+            s.refill_failures as i64,
+        )
+    }))
+}
+
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {

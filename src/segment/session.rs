@@ -299,6 +299,7 @@ fn wait_for_range(
 ) -> Result<(), Error> {
     check_not_in_recovery()?;
     let mut asked_at: Option<u64> = None;
+    let mut counted = false;
     let outcome = wait_for(deadline_us, |g| {
         let s = slot(index);
         if s.generation.load(SeqCst) != generation {
@@ -306,6 +307,11 @@ fn wait_for_range(
         }
         let m = g.metas[index];
         if m.frozen {
+            // An admin call is changing the segment: this call sleeps until it is done.
+            if !counted {
+                counted = true;
+                g.metas[index].waits += 1;
+            }
             return None;
         }
         if s.buffers.advance() {
@@ -329,13 +335,25 @@ fn wait_for_range(
             g.metas[index].refill_wanted = false;
             return Some(Err(e));
         }
+        // This call sleeps: counted once, for monitoring (segment_status().waits).
+        if !counted {
+            counted = true;
+            g.metas[index].waits += 1;
+        }
         None
     });
     match outcome {
         Ok(r) => r,
-        Err(()) => Err(Error::SegmentWaitTimeout {
-            name: name.to_owned(),
-            ms: guc::segment_wait_timeout_ms().unwrap_or(0),
-        }),
+        Err(()) => {
+            let mut g = lock();
+            if slot(index).generation.load(SeqCst) == generation {
+                g.metas[index].timeouts += 1;
+            }
+            drop(g);
+            Err(Error::SegmentWaitTimeout {
+                name: name.to_owned(),
+                ms: guc::segment_wait_timeout_ms().unwrap_or(0),
+            })
+        }
     }
 }

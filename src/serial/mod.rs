@@ -255,6 +255,13 @@ fn render_error(name: &str, e: RenderError) -> Error {
     }
 }
 
+/// Internal (`idgen_metrics_serial`): the largest counter `format` shows in full, `10^N - 1`
+/// for `{seq:0N}`; NULL without a width or for a format that does not parse.
+#[pg_extern(immutable, parallel_safe, sql = false)]
+fn idgen_serial_max_seq(format: &str) -> Option<i64> {
+    Format::parse(format).ok()?.max_seq()
+}
+
 /// Internal (`idgen_serials`): the current period of a serial with `reset` in `time_zone`, as
 /// its counter row names it ('20261125', '202611', '2026', or '' for reset never); NULL for a
 /// zone that cannot be loaded.

@@ -314,6 +314,7 @@ fn call_within(
             }
         }
     });
+    crate::marks::note_call(result.is_ok());
     match &result {
         Err(e) if Failure::from_error(e).sqlstate_text().starts_with("08") => {
             let (_, last) = BACKOFF.get();

@@ -108,6 +108,15 @@ pub(crate) struct SlotMeta {
     pub(crate) last_refill_at: i64,
     /// Refills since the slot was loaded.
     pub(crate) refills: u64,
+    /// [`DoubleBuffer::issued`](crate::segment::buffer::DoubleBuffer::issued) when the slot was
+    /// loaded: the numbers issued since are the difference.
+    pub(crate) issued_base: u64,
+    /// Calls that found both ranges empty and slept for a range since the slot was loaded.
+    pub(crate) waits: u64,
+    /// Of those, the ones that gave up at `idgen.segment_wait_timeout` (55P03).
+    pub(crate) timeouts: u64,
+    /// Refill attempts that failed (their callers got the error) since the slot was loaded.
+    pub(crate) refill_failures: u64,
     /// Refill attempts that finished, successful or not; waiters compare it.
     pub(crate) attempts: u64,
     /// The high-water mark the last refill committed (the last number of its range), valid

@@ -69,6 +69,7 @@ impl Guarded {
             name: FixedText::new(name),
             base_step,
             global,
+            issued_base: s.buffers.issued(),
             ..SlotMeta::default()
         };
         // The caller that loads it waits for its first range.
@@ -313,6 +314,7 @@ impl Guarded {
                 }
                 Err((failure, gone)) => {
                     m.failed = true;
+                    m.refill_failures += 1;
                     let attempts = m.attempts;
                     self.note_failure(index, generation, attempts, failure);
                     if gone {
@@ -371,6 +373,11 @@ impl Guarded {
                     refills: m.refills,
                     last_refill_at: m.last_refill_at,
                     refill_pending: m.refill_wanted,
+                    // Under the LWLock, which every install and clear holds: never decreases.
+                    issued: slot(i).buffers.issued().saturating_sub(m.issued_base),
+                    waits: m.waits,
+                    timeouts: m.timeouts,
+                    refill_failures: m.refill_failures,
                 }
             })
             .collect()
@@ -468,6 +475,14 @@ pub(crate) struct CacheStatus {
     pub(crate) last_refill_at: i64,
     /// A refill has been asked for and not yet done.
     pub(crate) refill_pending: bool,
+    /// Numbers taken from its ranges since it was loaded (a backend's block counts when taken).
+    pub(crate) issued: u64,
+    /// Calls that slept for a range since it was loaded.
+    pub(crate) waits: u64,
+    /// Of those, the ones that failed with 55P03.
+    pub(crate) timeouts: u64,
+    /// Refill attempts that failed since it was loaded.
+    pub(crate) refill_failures: u64,
 }
 
 /// A refill that committed: the range, and the steps it was taken with.

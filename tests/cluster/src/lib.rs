@@ -16,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use postgres::types::{FromSql, ToSql};
 
+pub mod monitoring;
 pub mod registry;
 
 /// Directory of the PostgreSQL server programs the tests run: Debian's 15, unless `IDGEN_PG_BIN`

@@ -39,7 +39,7 @@ const TYPES: [&str; 7] = [
 ];
 
 /// More operand types for the operator decoys (cheap: one decoy per pair).
-const MORE_OPERAND_TYPES: [&str; 8] = [
+const MORE_OPERAND_TYPES: [&str; 10] = [
     "interval",
     "smallint",
     "real",
@@ -48,6 +48,10 @@ const MORE_OPERAND_TYPES: [&str; 8] = [
     "timestamp without time zone",
     "text[]",
     "bigint[]",
+    // Catalog comparisons: an oid against a regtype constant has no exact operator in
+    // pg_catalog, so an exact one elsewhere would win.
+    "oid",
+    "regtype",
 ];
 
 /// Characters an operator name is made of (PostgreSQL's lexer).

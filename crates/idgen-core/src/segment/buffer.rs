@@ -37,6 +37,11 @@
 //!
 //! [`highest_taken`](DoubleBuffer::highest_taken) looks at both buffers: a drained range stays
 //! `ACTIVE` behind the current one until the next install overwrites it.
+//!
+//! [`issued`](DoubleBuffer::issued) counts the numbers taken for monitoring without touching
+//! the draw: what the `ACTIVE` buffers' `taken` counters say, plus a `retired` count to which
+//! the writers that empty an `ACTIVE` buffer (an install over the drained range, a clear) add
+//! what it held. No draw writes it.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::SeqCst};
 
@@ -190,6 +195,10 @@ pub struct DoubleBuffer {
     /// unchanged, so a `segment_setval` (which clears) reaches every session's block. On the
     /// state word's line: read by the same draws, written as rarely.
     clears: AtomicU64,
+    /// Numbers taken from ranges no longer `ACTIVE`: an install adds the length of the drained
+    /// range it overwrites, a clear what was taken from the ranges it empties. Written by
+    /// writers only, beside `clears`; read by [`issued`](Self::issued).
+    retired: AtomicU64,
     buffers: [RangeBuffer; 2],
 }
 
@@ -270,6 +279,27 @@ impl DoubleBuffer {
         })
     }
 
+    /// Numbers taken from this double buffer since it was created: from the `ACTIVE` ranges
+    /// and from every range an install or a clear emptied (a draw thrown away after its
+    /// `fetch_add` counts too, so this is an upper bound by at most the draws in flight). For
+    /// monitoring: no draw writes anything for it. It never decreases as long as the reader
+    /// and the writers (install, clear) are serialized, as the extension's LWLock does; with a
+    /// racing writer a read may be off by that writer's range.
+    pub fn issued(&self) -> u64 {
+        self.read_consistent(|s| self.retired.load(SeqCst) + self.taken_in(s))
+    }
+
+    /// Numbers taken from the ranges `ACTIVE` (or `QUEUED`, none) in state `s`.
+    fn taken_in(&self, s: u64) -> u64 {
+        (0..2)
+            .filter(|&i| matches!(phase(s, i), QUEUED | ACTIVE))
+            .map(|i| {
+                let b = &self.buffers[i];
+                b.taken.load(SeqCst).min(b.len.load(SeqCst))
+            })
+            .sum()
+    }
+
     /// Runs `read` on the buffers as they are in one state, retrying if a transition happened
     /// meanwhile (the fields of a buffer being claimed may be torn).
     fn read_consistent<T>(&self, read: impl Fn(u64) -> T) -> T {
@@ -323,6 +353,13 @@ impl DoubleBuffer {
             if !self.is_above(s, cur, first) || !self.is_above(s, next, first) {
                 return false;
             }
+            // A drained range behind the current one (it holds no numbers, checked above): all
+            // of it was taken. Its fields are stable while it is ACTIVE.
+            let retiring = if phase(s, next) == ACTIVE {
+                self.buffers[next].len.load(SeqCst)
+            } else {
+                0
+            };
             let claimed = bumped(with_phase(s, next, WRITING));
             self.buffers[next].stamp.fetch_max(seq(claimed), SeqCst);
             // SAFETY (ordering): success means no transition since `s`, so the phases and the
@@ -335,6 +372,7 @@ impl DoubleBuffer {
                 .compare_exchange(s, claimed, SeqCst, SeqCst)
                 .is_ok()
             {
+                self.retired.fetch_add(retiring, SeqCst);
                 break next;
             }
         };
@@ -396,6 +434,7 @@ impl DoubleBuffer {
         loop {
             let s = self.state.load(SeqCst);
             let mut cleared = s & !FROZEN;
+            let retiring = self.taken_in(s);
             for i in 0..2 {
                 let to = match phase(s, i) {
                     WRITING | CANCELLED => CANCELLED,
@@ -408,6 +447,7 @@ impl DoubleBuffer {
                 .compare_exchange(s, bumped(cleared), SeqCst, SeqCst)
                 .is_ok()
             {
+                self.retired.fetch_add(retiring, SeqCst);
                 // After the state word changed: a block is stamped with the count read before
                 // its draw, so a block drawn before this clear carries the old count (if read
                 // before this increment) and is dropped at its next use; one read after it was

@@ -36,6 +36,28 @@ fn draws_in_order_then_switches_to_the_next_range() {
 }
 
 #[test]
+fn issued_counts_the_numbers_of_overwritten_and_cleared_ranges() {
+    let d = DoubleBuffer::default();
+    assert_eq!(d.issued(), 0);
+    d.install(r(1, 3));
+    d.draw(2);
+    assert_eq!(d.issued(), 2);
+    d.install(r(4, 5));
+    d.draw(3); // 3, then nothing: the draw stops at the end of the range
+    assert!(d.advance());
+    d.draw(1); // 4
+    assert_eq!(d.issued(), 4);
+    // Overwrites the drained 1..=3: its three numbers stay counted.
+    assert!(d.install(r(6, 9)));
+    assert_eq!(d.issued(), 4);
+    d.clear(); // 5..=9 were never taken: only the 4 taken stay counted
+    assert_eq!(d.issued(), 4);
+    d.install(r(10, 10));
+    d.draw(1);
+    assert_eq!(d.issued(), 5);
+}
+
+#[test]
 fn installing_behind_a_drained_current_range_keeps_the_order() {
     let d = DoubleBuffer::default();
     d.install(r(1, 2));
@@ -374,15 +396,21 @@ proptest! {
     /// Any sequence of operations by one writer behaves as the model: same draws, same
     /// install and advance outcomes, same views, next_remaining and highest_taken after
     /// every step. A late (lower) range is refused while higher numbers are held, and an
-    /// install does not thaw a frozen segment.
+    /// install does not thaw a frozen segment. `issued` is every number drawn so far, across
+    /// installs over drained ranges and clears.
     #[test]
     fn sequential_operations_match_the_model(ops in proptest::collection::vec(op(), 1..60)) {
         let d = DoubleBuffer::default();
         let mut m = Model::default();
         let mut high_water = 100i64;
+        let mut drawn = 0u64;
         for (step, op) in ops.iter().enumerate() {
             match *op {
-                Op::Draw(n) => prop_assert_eq!(d.draw(n), m.draw(n), "step {}", step),
+                Op::Draw(n) => {
+                    let got = d.draw(n);
+                    prop_assert_eq!(got, m.draw(n), "step {}", step);
+                    drawn += got.map_or(0, |x| x.count);
+                }
                 Op::Install { gap, len } => {
                     let range = r(high_water + 1 + gap, high_water + gap + len);
                     high_water = range.last;
@@ -413,6 +441,7 @@ proptest! {
                 "next_remaining after step {}", step
             );
             prop_assert_eq!(d.highest_taken(), m.highest_taken(), "highest_taken after step {}", step);
+            prop_assert_eq!(d.issued(), drawn, "issued after step {}", step);
         }
     }
 }
