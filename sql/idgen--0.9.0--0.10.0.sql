@@ -65,9 +65,14 @@ SELECT s.worker_id,
 -- This server's registry client, one row; none without idgen.registry.
 CREATE VIEW @extschema@.idgen_metrics_registry_client AS
 SELECT c.state, c.worker_id,
-       (c.worker_id IS NOT NULL
-        AND c.state OPERATOR(pg_catalog.=) ANY ('{held,renewing,recovering}'::pg_catalog.text[]))::pg_catalog.int4
-           AS lease_held,
+       -- NULL on a node that asks for no worker id (idgen.worker_id unset: global segments
+       -- only), which holds no lease by design, whatever its state.
+       CASE WHEN (SELECT g.setting FROM pg_catalog.pg_settings g
+                   WHERE g.name OPERATOR(pg_catalog.=) 'idgen.worker_id'::pg_catalog.text)
+                 OPERATOR(pg_catalog.=) '-1'::pg_catalog.text THEN NULL
+            ELSE (c.worker_id IS NOT NULL
+                  AND c.state OPERATOR(pg_catalog.=) ANY ('{held,renewing,recovering}'::pg_catalog.text[]))::pg_catalog.int4
+       END AS lease_held,
        pg_catalog.date_part('epoch'::pg_catalog.text,
            c.lease_expires_at OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()) AS lease_remaining_seconds,
        pg_catalog.date_part('epoch'::pg_catalog.text,
@@ -134,6 +139,8 @@ WITH RECURSIVE drawing AS (
         GROUP BY c.typ
      ),
      -- The segment names each default draws from: segment_nextval('<name>'::text), the name
+     -- as an argument by position or by name, cast to text or through another type, the function's
+     -- name and the type quoted or not (quote_all_identifiers), the name
      -- as a quoted literal ('' for a quote; \\ for a backslash when the reading session has
      -- standard_conforming_strings off, then with or without an E before it), not preceded by
      -- a letter of another name.
@@ -148,7 +155,8 @@ WITH RECURSIVE drawing AS (
          FROM drawing w
          JOIN capacity k ON k.typ OPERATOR(pg_catalog.=) w.typ
         CROSS JOIN LATERAL pg_catalog.regexp_matches(w.expr,
-              E'(?:^|[^[:alnum:]_$"])segment_nextval\\((E?)''((?:[^'']|'''')*)''::text\\)', 'g') AS m(part)
+              E'(?:^|[^[:alnum:]_$])"?segment_nextval"?\\((?:"?name"? => )?\\(?(E?)''((?:[^'']|'''')*)''(?:::[[:alnum:] "_.]+)?\\)?(?:::[[:alnum:] "_.]+)?\\)',
+              'g') AS m(part)
      ),
      narrowest AS (
        SELECT n.name, pg_catalog.min(n.max_value) AS max_value FROM named n GROUP BY n.name

@@ -235,6 +235,21 @@ fn max_value_is_the_narrowest_column_drawing_from_the_segment_and_no_other_name_
     assert_eq!(max(&mut db, "dom"), i32::MAX as i64);
     assert_eq!(max(&mut db, "dom2"), i16::MAX as i64);
     assert_eq!(max(&mut db, "tmp"), i64::MAX, "a temporary table counted");
+    // By name, cast to varchar: still the segment's column.
+    db.batch_execute(
+        "SELECT segment_create('named');
+         SELECT segment_create('varchared');
+         CREATE TABLE by_name (id int4 DEFAULT segment_nextval(name => 'named'));
+         CREATE TABLE by_varchar (id int4 DEFAULT segment_nextval('varchared'::varchar));",
+    )
+    .unwrap();
+    assert_eq!(max(&mut db, "named"), i32::MAX as i64);
+    assert_eq!(max(&mut db, "varchared"), i32::MAX as i64);
+    // A session (or a database owner's ALTER DATABASE) that quotes every identifier.
+    db.batch_execute("SET quote_all_identifiers = on").unwrap();
+    assert_eq!(max(&mut db, "ab"), i32::MAX as i64);
+    assert_eq!(max(&mut db, "named"), i32::MAX as i64);
+    db.batch_execute("RESET quote_all_identifiers").unwrap();
     // Read with standard_conforming_strings off, PostgreSQL prints the name as E'...'.
     db.batch_execute("SET standard_conforming_strings = off")
         .unwrap();
@@ -401,6 +416,21 @@ fn registry_calls_failures_and_worker_ids_are_counted() {
     assert_eq!(row.get::<_, i64>(1), 1);
     assert_eq!(row.get::<_, i64>(2), 1023);
     assert_eq!(row.get::<_, i32>(3), 0);
+
+    // A node that asks for no worker id holds no lease by design: no lease_held to alert on.
+    let unclaimed = registry::node(&reg, "metrics-unclaimed", &[]);
+    let mut u = unclaimed.connect("postgres");
+    let held: Option<i32> = wait_for("the unclaimed node's client", Duration::from_secs(30), || {
+        u.query_opt(
+            "SELECT lease_held FROM idgen_metrics_registry_client WHERE state = 'unclaimed'",
+            &[],
+        )
+        .unwrap()
+        .map(|r| r.get::<_, Option<i32>>(0))
+    });
+    assert_eq!(held, None, "lease_held on a node without a worker id");
+    drop(u);
+    drop(unclaimed);
 
     // A global segment with ranges of 2, drawn from.
     n.batch_execute("SELECT segment_create('g', step => 2, scope => 'global')")
