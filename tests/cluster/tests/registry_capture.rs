@@ -583,6 +583,7 @@ fn a_failing_registry_call_never_logs_the_holder_secret() {
 const REGISTRY_FUNCTIONS: &[&str] = &[
     "idgen_registry_begin_recovery",
     "idgen_registry_bind_node",
+    "idgen_registry_calls",
     "idgen_registry_check_durable",
     "idgen_registry_check_incarnation",
     "idgen_registry_check_lease",
@@ -624,7 +625,7 @@ const MEMBER_CALLS: &[&str] = &[
 ];
 
 /// What `pg_monitor` may call.
-const MONITOR_CALLS: &[&str] = &["idgen_registry_client_status"];
+const MONITOR_CALLS: &[&str] = &["idgen_registry_calls", "idgen_registry_client_status"];
 
 /// The registry's tables, and those `pg_monitor` reads.
 const TABLES: &[&str] = &[
@@ -709,7 +710,7 @@ fn revision_and_recovery(reg: &Cluster) -> (i64, Option<String>) {
 /// `idgen_registry_begin_recovery`, `idgen_registry_recover` or any internal helper, and reads
 /// or writes no table, view or the revision sequence; a member of `pg_monitor` reads the
 /// recovery's view, the known nodes, the reports and the server's record, writes none of them,
-/// and calls nothing but the client's status. The functions 0.9.0 removed are gone (42883).
+/// and calls nothing but the client's status and its call counters. The functions 0.9.0 removed are gone (42883).
 /// None of the refused attempts opened a recovery or moved the revision.
 #[test]
 fn no_role_reaches_past_its_grants_and_the_recovery_is_the_operators() {
