@@ -83,10 +83,10 @@ def select_columns(sql):
     return [item.split()[-1].strip('"') for item in items], m.group(2), items
 
 
-def select_list(text, start):
-    """The items of the select list that begins at text[start] (just after SELECT): split at
-    the commas outside parentheses, quotes and comments, up to the FROM outside them."""
-    items, depth, i, begin = [], 0, start, start
+def top_level(text, start):
+    """(index, character) of each character of `text` from `start` that stands outside quotes,
+    comments and parentheses (the parentheses themselves are skipped)."""
+    depth, i = 0, start
     while i < len(text):
         c = text[i]
         if c in "'\"":
@@ -103,41 +103,37 @@ def select_list(text, start):
             depth += 1
         elif c == ")":
             depth -= 1
-        elif depth == 0 and c == ",":
+        elif depth == 0:
+            yield i, c
+        i += 1
+
+
+def keyword_at(text, i, word):
+    """Whether `word` (case-insensitive) begins at text[i] as a whole word."""
+    return (re.match(word + r"\b", text[i:i + len(word) + 1], re.I) is not None
+            and not re.match(r"\w", text[i - 1]))
+
+
+def select_list(text, start):
+    """The items of the select list that begins at text[start] (just after SELECT): split at
+    the commas outside parentheses, quotes and comments, up to the FROM outside them."""
+    items, begin = [], start
+    for i, c in top_level(text, start):
+        if c == ",":
             items.append(text[begin:i])
             begin = i + 1
-        elif (depth == 0 and re.match(r"from\b", text[i:i + 5], re.I)
-              and not re.match(r"\w", text[i - 1])):
+        elif keyword_at(text, i, "from"):
             items.append(text[begin:i])
             return [" ".join(re.sub(r"--[^\n]*", "", item).split()) for item in items]
-        i += 1
     return None
 
 
 def main_select(text, start):
     """The index just after the SELECT of the statement's main query, at or after `start`:
     the first SELECT outside parentheses, quotes and comments (after a WITH list's queries)."""
-    depth, i = 0, start
-    while i < len(text):
-        c = text[i]
-        if c in "'\"":
-            end = text.find(c, i + 1)
-            while end != -1 and text[end + 1:end + 2] == c:
-                end = text.find(c, end + 2)
-            i = len(text) if end == -1 else end + 1
-            continue
-        if text.startswith("--", i):
-            end = text.find("\n", i)
-            i = len(text) if end == -1 else end
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif (depth == 0 and re.match(r"select\b", text[i:i + 7], re.I)
-              and not re.match(r"\w", text[i - 1])):
+    for i, _ in top_level(text, start):
+        if keyword_at(text, i, "select"):
             return i + len("select")
-        i += 1
     return None
 
 
