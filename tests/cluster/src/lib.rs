@@ -133,7 +133,9 @@ pub fn free_port() -> u16 {
     panic!("no free port from {FIRST} to {}", FIRST + COUNT - 1);
 }
 
-fn unique_dir(tag: &str) -> PathBuf {
+/// A new directory `idgen-<tag>-<pid>-<n>-<nanos>` under the system temp dir, owned by the
+/// `postgres` user when we are root (servers and the programs beside them write in it).
+pub fn unique_dir(tag: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)

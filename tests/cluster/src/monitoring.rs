@@ -13,8 +13,7 @@ use std::fs;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -285,18 +284,7 @@ pub struct Scratch(PathBuf);
 
 impl Scratch {
     pub fn new(tag: &str) -> Scratch {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "idgen-monitoring-{tag}-{}-{}-{nanos}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {dir:?}: {e}"));
-        Scratch(dir)
+        Scratch(crate::unique_dir(&format!("monitoring-{tag}")))
     }
 
     pub fn path(&self) -> &Path {
