@@ -420,14 +420,18 @@ fn registry_calls_failures_and_worker_ids_are_counted() {
     // A node that asks for no worker id holds no lease by design: no lease_held to alert on.
     let unclaimed = registry::node(&reg, "metrics-unclaimed", &[]);
     let mut u = unclaimed.connect("postgres");
-    let held: Option<i32> = wait_for("the unclaimed node's client", Duration::from_secs(30), || {
-        u.query_opt(
-            "SELECT lease_held FROM idgen_metrics_registry_client WHERE state = 'unclaimed'",
-            &[],
-        )
-        .unwrap()
-        .map(|r| r.get::<_, Option<i32>>(0))
-    });
+    let held: Option<i32> = wait_for(
+        "the unclaimed node's client",
+        Duration::from_secs(30),
+        || {
+            u.query_opt(
+                "SELECT lease_held FROM idgen_metrics_registry_client WHERE state = 'unclaimed'",
+                &[],
+            )
+            .unwrap()
+            .map(|r| r.get::<_, Option<i32>>(0))
+        },
+    );
     assert_eq!(held, None, "lease_held on a node without a worker id");
     drop(u);
     drop(unclaimed);
