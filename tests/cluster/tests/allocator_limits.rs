@@ -154,8 +154,23 @@ fn a_call_that_failed_for_want_of_an_allocator_has_no_effect_later() {
         assert_eq!(sqlstate(drawn), "53400", "the draw has no allocator");
 
         // The next allocator of the database serves the oldest requests first: a request left
-        // in the queue would run now.
-        next(&mut admin, "blocker");
+        // in the queue would run now. Its start may fail while the postmaster, just continued,
+        // has not yet freed the terminated allocator's worker slot (53400): try again.
+        wait_for(
+            "an allocator again",
+            Duration::from_secs(20),
+            || match admin.query_one("SELECT segment_nextval('blocker')", &[]) {
+                Ok(_) => Some(()),
+                Err(e) => {
+                    let state = sqlstate::<()>(Err(e));
+                    assert_eq!(
+                        state, "53400",
+                        "segment_nextval('blocker') after the 53400s"
+                    );
+                    None
+                }
+            },
+        );
         let x_after = max_id(&mut admin, "x");
         println!("after the 53400s: y refill_pending {pending}, x max_id {x_before} -> {x_after}");
         assert!(
