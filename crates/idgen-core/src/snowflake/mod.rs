@@ -7,3 +7,4 @@ pub mod generator;
 pub mod layout;
 pub mod reservation;
 pub mod text;
+pub mod uuid;
