@@ -45,8 +45,18 @@ pub(crate) fn max_batch() -> u64 {
     )
 }
 
-/// Reserves `count >= 1` consecutive ids (`count <= max_batch()`). Sets this session's
-/// `currval` to the last id.
+/// Who draws from the generator: the bigint functions set this session's `currval`;
+/// `snowflake_uuid()` does not, as `nextval` of one sequence leaves another's `currval` alone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// `snowflake_nextval()` (`count` 1) or `snowflake_nextvals()`.
+    Ids,
+    /// `snowflake_uuid()`.
+    Uuid,
+}
+
+/// Reserves `count >= 1` consecutive ids (`count <= max_batch()`) for `caller`; for
+/// [`Caller::Ids`] sets this session's `currval` to the last id.
 ///
 /// The clock policy (DESIGN.md §1): while the last id stays within `idgen.max_drift_ms` of the
 /// wall clock, the call never waits. Beyond it, it sleeps (interruptibly) until the clock has
@@ -56,7 +66,7 @@ pub(crate) fn max_batch() -> u64 {
 /// another layout, 25006 during recovery, 22008 when the clock reads before the epoch, 2200H
 /// when the layout has run out of time, 53400 when the clock is too far behind, XX001 for a
 /// corrupt reservation file, 58030 when it cannot be written.
-pub(crate) fn reserve(count: u64) -> Result<Drawn, Error> {
+pub(crate) fn reserve(count: u64, caller: Caller) -> Result<Drawn, Error> {
     // A standby (or a read-only transaction) refuses with 25006 first, as nextval() does: a
     // standby of a node whose worker id comes from the registry has none (its registry client
     // starts at promotion), and 55000's "not yet" would send its users waiting for nothing.
@@ -65,10 +75,10 @@ pub(crate) fn reserve(count: u64) -> Result<Drawn, Error> {
     }
     if crate::recovery::read_only_transaction() {
         return Err(Error::ReadOnlyTransaction {
-            function: if count == 1 {
-                "snowflake_nextval()"
-            } else {
-                "snowflake_nextvals()"
+            function: match caller {
+                Caller::Uuid => "snowflake_uuid()",
+                Caller::Ids if count == 1 => "snowflake_nextval()",
+                Caller::Ids => "snowflake_nextvals()",
             },
         });
     }
@@ -115,7 +125,9 @@ pub(crate) fn reserve(count: u64) -> Result<Drawn, Error> {
                 let last_id = layout
                     .id_from_state(r.last, worker)
                     .map_err(|e| exhausted(layout, e))?;
-                CURRVAL.store(last_id, Ordering::Relaxed);
+                if caller == Caller::Ids {
+                    CURRVAL.store(last_id, Ordering::Relaxed);
+                }
                 return Ok(Drawn {
                     reservation: r,
                     worker,
