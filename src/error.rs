@@ -89,6 +89,9 @@ declare_error! {
         /// A `bigint` at or above `2^idgen.id_bits` given as a Snowflake id (22023, as a negative
         /// one): this server's layout issues none.
         IdTooWide { id: i64, id_bits: u32 },
+        /// A `uuid` given as a Snowflake UUID that is not one of this server's layout (22023):
+        /// not version 7 with RFC 9562's variant, or its time not a tick's start.
+        NotASnowflakeUuid { uuid: String, why: String },
         /// A worker id that does not fit the layout (22003).
         WorkerOutOfRange { worker: i64, max: u64 },
         /// A sequence that does not fit the layout (22003).
@@ -362,6 +365,12 @@ impl Error {
                 "idgen.id_bits = {id_bits}: this server's snowflake ids are at most {}.",
                 (1u64 << id_bits) - 1
             )),
+            Error::NotASnowflakeUuid { uuid, why } => Report::new(
+                ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("uuid {uuid} is not a snowflake uuid of this server's layout"),
+            )
+            .detail(why)
+            .hint("Snowflake uuids come from snowflake_uuid() or snowflake_uuid_from_id() under the same idgen.epoch and idgen.time_unit_ms."),
             Error::WorkerOutOfRange { worker, max } => Report::new(
                 ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
                 format!("worker_id {worker} is out of range"),

@@ -26,7 +26,11 @@ pgrx::extension_sql_file!(
         snowflake_decode,
         snowflake_timestamp,
         snowflake_compose,
-        snowflake_status
+        snowflake_status,
+        snowflake_uuid,
+        snowflake_uuid_decode,
+        snowflake_uuid_to_id,
+        snowflake_uuid_from_id
     ]
 );
 

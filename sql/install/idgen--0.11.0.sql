@@ -316,7 +316,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:146
+-- src/snowflake/mod.rs:149
 -- idgen::snowflake::snowflake_compose
 CREATE  FUNCTION "snowflake_compose"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -329,7 +329,7 @@ AS 'MODULE_PATHNAME', 'snowflake_compose_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:106
+-- src/snowflake/mod.rs:109
 -- idgen::snowflake::snowflake_currval
 CREATE  FUNCTION "snowflake_currval"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL RESTRICTED
@@ -338,7 +338,7 @@ AS 'MODULE_PATHNAME', 'snowflake_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:120
+-- src/snowflake/mod.rs:123
 -- idgen::snowflake::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint /* i64 */
@@ -353,7 +353,7 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:166
+-- src/snowflake/mod.rs:226
 -- idgen::snowflake::snowflake_format
 CREATE  FUNCTION "snowflake_format"(
 	"id" bigint, /* i64 */
@@ -365,7 +365,7 @@ AS 'MODULE_PATHNAME', 'snowflake_format_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:66
+-- src/snowflake/mod.rs:67
 -- idgen::snowflake::snowflake_nextval
 CREATE  FUNCTION "snowflake_nextval"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL RESTRICTED
@@ -374,7 +374,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:81
+-- src/snowflake/mod.rs:84
 -- idgen::snowflake::snowflake_nextvals
 CREATE  FUNCTION "snowflake_nextvals"(
 	"count" INT /* Option < i32 > */
@@ -385,7 +385,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextvals_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:177
+-- src/snowflake/mod.rs:237
 -- idgen::snowflake::snowflake_parse
 CREATE  FUNCTION "snowflake_parse"(
 	"text" TEXT /* & str */
@@ -424,7 +424,7 @@ AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:136
+-- src/snowflake/mod.rs:139
 -- idgen::snowflake::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint /* i64 */
@@ -432,6 +432,52 @@ CREATE  FUNCTION "snowflake_timestamp"(
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/snowflake/mod.rs:172
+-- idgen::snowflake::snowflake_uuid
+CREATE  FUNCTION "snowflake_uuid"() RETURNS uuid /* pgrx :: Uuid */
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_uuid_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/snowflake/mod.rs:182
+-- idgen::snowflake::snowflake_uuid_decode
+CREATE  FUNCTION "snowflake_uuid_decode"(
+	"uuid" uuid /* pgrx :: Uuid */
+) RETURNS TABLE (
+	"ts" timestamp with time zone,  /* TimestampWithTimeZone */
+	"worker_id" INT,  /* i32 */
+	"sequence" INT  /* i32 */
+)
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_uuid_decode_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/snowflake/mod.rs:210
+-- idgen::snowflake::snowflake_uuid_from_id
+CREATE  FUNCTION "snowflake_uuid_from_id"(
+	"id" bigint /* i64 */
+) RETURNS uuid /* pgrx :: Uuid */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_uuid_from_id_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/snowflake/mod.rs:200
+-- idgen::snowflake::snowflake_uuid_to_id
+CREATE  FUNCTION "snowflake_uuid_to_id"(
+	"uuid" uuid /* pgrx :: Uuid */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_uuid_to_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -444,6 +490,10 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 --   snowflake_timestamp
 --   snowflake_compose
 --   snowflake_status
+--   snowflake_uuid
+--   snowflake_uuid_decode
+--   snowflake_uuid_to_id
+--   snowflake_uuid_from_id
 
 -- idgen's install script: Snowflake ids (docs: guide/snowflake.md). pgrx creates the functions
 -- (src/snowflake/); this file documents them.
@@ -462,10 +512,19 @@ COMMENT ON FUNCTION snowflake_compose(timestamptz, integer, integer) IS
   'Lowest Snowflake id at a time for a worker id and sequence: bounds for range scans and partitions.';
 COMMENT ON FUNCTION snowflake_status() IS
   'This server''s Snowflake generator: worker id, layout, epoch, last id, drift and borrowed ticks.';
+COMMENT ON FUNCTION snowflake_uuid() IS
+  'Next Snowflake UUID of this server: RFC 9562 version 7 (tick start ms | 7 | sequence | variant | worker id | random), from the same generator as snowflake_nextval(): unique, strictly increasing per server.';
+COMMENT ON FUNCTION snowflake_uuid_decode(uuid) IS
+  'Tick start time, worker id and sequence of a Snowflake UUID under this server''s layout.';
+COMMENT ON FUNCTION snowflake_uuid_to_id(uuid) IS
+  'The bigint Snowflake id with a Snowflake UUID''s tick, worker id and sequence.';
+COMMENT ON FUNCTION snowflake_uuid_from_id(bigint) IS
+  'The canonical Snowflake UUID (random bits zero) of a bigint Snowflake id: snowflake_uuid_to_id reads the id back.';
 
 -- One row each: tell the planner (a set-returning function is estimated at 1000 rows).
 ALTER FUNCTION snowflake_decode(bigint) ROWS 1;
 ALTER FUNCTION snowflake_status() ROWS 1;
+ALTER FUNCTION snowflake_uuid_decode(uuid) ROWS 1;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -495,7 +554,7 @@ AS 'MODULE_PATHNAME', 'sqids_encode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:34
+-- src/sql.rs:38
 -- requires:
 --   snowflake
 --   snowflake_format
@@ -518,7 +577,7 @@ COMMENT ON FUNCTION sqids_decode(text, text, integer) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:47
+-- src/sql.rs:51
 -- requires:
 --   web
 --   segment_create_cached
@@ -638,7 +697,7 @@ COMMENT ON FUNCTION segment_cache_counters() IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:65
+-- src/sql.rs:69
 -- requires:
 --   segment
 
@@ -799,7 +858,7 @@ COMMENT ON FUNCTION idgen_serial_max_seq(text) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:68
+-- src/sql.rs:72
 -- requires:
 --   serial
 
@@ -1113,7 +1172,7 @@ COMMENT ON FUNCTION idgen_adopt_column(regclass, name, text, text, boolean, bool
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:71
+-- src/sql.rs:75
 -- requires:
 --   adopt
 
@@ -2592,7 +2651,7 @@ COMMENT ON FUNCTION idgen_registry_key(text) IS 'Registry: the SHA-256 kept of a
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:78
+-- src/sql.rs:82
 -- requires:
 --   registry
 --   segment_cache_counters
@@ -2805,7 +2864,7 @@ COMMENT ON VIEW idgen_metrics_registry IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/sql.rs:85
+-- src/sql.rs:89
 -- finalize
 -- idgen's install script, last part (src/sql.rs orders the parts): what guards the rest.
 

@@ -26,6 +26,7 @@ mod keeper;
 pub(crate) mod lease;
 mod shared;
 mod status;
+mod uuid;
 mod watch;
 
 use idgen_core::snowflake::{clock, text};
@@ -65,7 +66,7 @@ pub(crate) fn init() {
 /// layout (see `issue::reserve`).
 #[pg_extern(volatile, parallel_restricted)]
 fn snowflake_nextval() -> i64 {
-    issue::reserve(1).or_report().last_id
+    issue::reserve(1, issue::Caller::Ids).or_report().last_id
 }
 
 /// `count` consecutive Snowflake ids from one reservation (one CAS), in increasing order.
@@ -92,7 +93,7 @@ fn snowflake_nextvals(count: Option<i32>) -> SetOfIterator<'static, i64> {
         }
         .report();
     }
-    let drawn = issue::reserve(count as u64).or_report();
+    let drawn = issue::reserve(count as u64, issue::Caller::Ids).or_report();
     let (r, worker) = (drawn.reservation, drawn.worker);
     SetOfIterator::new((r.first..=r.last).map(move |state| {
         layout
@@ -150,6 +151,63 @@ fn snowflake_compose(
     sequence: default!(i32, 0),
 ) -> i64 {
     decode::compose(layout(), ts, worker_id.into(), sequence.into()).or_report()
+}
+
+/// A Snowflake UUID: an RFC 9562 version-7 `uuid` drawn from the same generator (the same state
+/// word) as `snowflake_nextval()`. Bits, most significant first: 48 the Unix millisecond at which
+/// the id's tick starts; 4 the version, 7; the tick's sequence (RFC 9562 §6.2 Method 1's counter:
+/// in the default layout exactly the 12 bits of `rand_a`); 2 the variant, `10`; the worker id;
+/// random bits from the CSPRNG in the rest (52 in the default layout).
+///
+/// Strictly greater (as PostgreSQL orders `uuid`s) than every Snowflake UUID this server issued
+/// before, in any backend, across restarts, crashes and promotions; distinct from every other
+/// server's with another worker id. Never equal in parts to a `bigint` id the server issued.
+/// Leaves `snowflake_currval()` as it was. Errors: those of `snowflake_nextval()` (55000, 25006,
+/// 53400, 2200H, XX001, 58030), and 22008 when the tick's start is outside the 48-bit time field
+/// (an `idgen.epoch` before 1970). RFC 9562 §6.4 recommends version 8 for a UUID with a node id;
+/// version 7 is kept so that every consumer of version 7 (`uuid_extract_timestamp()`, ORMs)
+/// accepts it.
+#[pg_extern(volatile, parallel_restricted)]
+fn snowflake_uuid() -> pgrx::Uuid {
+    pgrx::Uuid::from_bytes(uuid::next().or_report())
+}
+
+/// The parts of a Snowflake UUID under this server's layout: the start of its tick, its worker id
+/// and its sequence, as `snowflake_decode` gives them for the `bigint` id. One row. Errors with
+/// 22023 when the uuid is not version 7 with RFC 9562's variant, or its time is not the start of
+/// one of this layout's ticks. A version-7 uuid from elsewhere whose time happens to start a tick
+/// decodes to meaningless parts, as a foreign `bigint` does.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_uuid_decode(
+    uuid: pgrx::Uuid,
+) -> TableIterator<
+    'static,
+    (
+        name!(ts, TimestampWithTimeZone),
+        name!(worker_id, i32),
+        name!(sequence, i32),
+    ),
+> {
+    let parts = uuid::decode(*uuid.as_bytes()).or_report();
+    let ts = decode::tick_start(layout(), parts.tick).or_report();
+    TableIterator::once((ts, parts.worker as i32, parts.sequence as i32))
+}
+
+/// The `bigint` Snowflake id with the uuid's tick, worker id and sequence (its random bits are
+/// dropped). Errors with 22023 as `snowflake_uuid_decode`.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_uuid_to_id(uuid: pgrx::Uuid) -> i64 {
+    uuid::to_id(*uuid.as_bytes()).or_report()
+}
+
+/// The canonical Snowflake UUID of a `bigint` id: its tick, worker id and sequence with every
+/// random bit zero, so that `snowflake_uuid_to_id(snowflake_uuid_from_id(id)) = id`, and
+/// `snowflake_uuid_from_id(snowflake_uuid_to_id(u))` is `u` with its random bits cleared. Errors:
+/// 22023 for a negative id or one not below `2^idgen.id_bits`; 22008 when its tick starts outside
+/// the 48-bit time field.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_uuid_from_id(id: i64) -> pgrx::Uuid {
+    pgrx::Uuid::from_bytes(uuid::from_id(id).or_report())
 }
 
 /// This server's worker id (`idgen.worker_id`, or the registry's grant), for the `{worker}`
@@ -474,5 +532,35 @@ mod tests {
         )
         .unwrap();
         assert_eq!(generators, Some(3));
+    }
+
+    /// A Snowflake UUID is version 7 with RFC 9562's variant (read from its text, as 15 and
+    /// 16 have no `uuid_extract_version()`), carries the id's parts, converts to the id and back
+    /// to its canonical form, and bad input gets 22023.
+    #[pg_test]
+    fn a_snowflake_uuid_is_version_7_and_converts_to_its_id_and_back() {
+        let ok = Spi::get_one::<bool>(
+            "WITH u AS (SELECT snowflake_uuid() AS u),
+                  d AS (SELECT u, snowflake_uuid_to_id(u) AS id FROM u)
+             SELECT substr(u::text, 15, 1) = '7'
+                AND substr(u::text, 20, 1) IN ('8', '9', 'a', 'b')
+                AND (SELECT (ts, worker_id, sequence) FROM snowflake_uuid_decode(u))
+                    = (SELECT (ts, worker_id, sequence) FROM snowflake_decode(id))
+                AND snowflake_uuid_to_id(snowflake_uuid_from_id(id)) = id
+                AND snowflake_uuid_from_id(id)::text LIKE '%0-000000000000'
+                AND left(snowflake_uuid_from_id(id)::text, 22) = left(u::text, 22)
+             FROM d",
+        )
+        .unwrap();
+        assert_eq!(ok, Some(true));
+        assert_sqlstate(
+            "SELECT snowflake_uuid_to_id('0190a1b2-c3d4-4e5f-8a6b-7c8d9e0f1a2b')",
+            "22023",
+        );
+        assert_sqlstate(
+            "SELECT * FROM snowflake_uuid_decode('00000000-0001-7000-8000-000000000000')",
+            "22023",
+        );
+        assert_sqlstate("SELECT snowflake_uuid_from_id(-1)", "22023");
     }
 }

@@ -486,12 +486,12 @@ fn a_0_7_0_database_keeps_its_serials_under_the_new_library_and_through_a_dump()
         .unwrap();
     assert!(
         out.status.success(),
-        "the 0.7.0 dump restores into 0.10.0: {out:?}"
+        "the 0.7.0 dump restores into 0.11.0: {out:?}"
     );
     let mut new = c.connect("new");
     assert_eq!(
         new.one::<String>("SELECT extversion FROM pg_extension WHERE extname = 'idgen'"),
-        "0.10.0"
+        "0.11.0"
     );
     let next: String = new.one("SELECT serial_nextval('inv')");
     assert!(next > last, "{next} continues above {last}");

@@ -169,7 +169,7 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
 
     old.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
     let version: String = old.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'");
-    assert_eq!(version, "0.10.0");
+    assert_eq!(version, "0.11.0");
     assert_eq!(rows(&mut old), rows_before);
     assert!(old.one::<i64>("SELECT max_id FROM idgen_segment") >= mark_before);
     // The new functions work on the old data, and numbers go on from where they were.
@@ -198,7 +198,9 @@ fn alter_extension_update_from_0_0_9_keeps_the_data_and_matches_a_fresh_install(
     );
 
     // From every release between, each through the rest of the chain: the same objects.
-    for from in ["0.3.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0"] {
+    for from in [
+        "0.3.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0",
+    ] {
         let db = format!("from_{}", from.replace('.', "_"));
         admin
             .batch_execute(&format!("CREATE DATABASE {db}"))
@@ -324,7 +326,7 @@ fn an_update_from_0_4_0_with_serials_in_use_keeps_every_period_and_next_number()
         all.get_mut(serial).unwrap().extend(d.join().unwrap());
     }
     let version: String = old.one("SELECT extversion FROM pg_extension WHERE extname = 'idgen'");
-    assert_eq!(version, "0.10.0");
+    assert_eq!(version, "0.11.0");
     for serial in ["inv", "inv:eu", "n", "g"] {
         let after: Vec<String> = column(
             &mut old,
@@ -410,7 +412,7 @@ fn the_update_to_0_7_0_keeps_privileges_and_adopt_and_never_waits_on_its_own_loc
     db.batch_execute("ALTER EXTENSION idgen UPDATE").unwrap();
     assert_eq!(
         db.one::<String>("SELECT extversion FROM pg_extension WHERE extname = 'idgen'"),
-        "0.10.0"
+        "0.11.0"
     );
     assert_eq!(
         db.one::<i32>("SELECT cache FROM idgen_segment WHERE name = 'kept'"),
@@ -562,7 +564,7 @@ fn the_0_7_0_script_runs_nothing_a_database_owner_planted() {
         );
         assert_eq!(
             d.one::<String>("SELECT extversion FROM pg_extension WHERE extname = 'idgen'"),
-            "0.10.0"
+            "0.11.0"
         );
     };
 

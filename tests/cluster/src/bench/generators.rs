@@ -41,6 +41,8 @@ pub const CONSTANT: &str = "constant (floor / SELECT 1)";
 pub const CALL_FLOOR: &str = "no-op pgrx function";
 /// idgen's generators.
 pub const SNOWFLAKE: &str = "snowflake_nextval()";
+/// idgen's version-7 uuid from the Snowflake generator.
+pub const SNOWFLAKE_UUID: &str = "snowflake_uuid()";
 /// idgen's segment generator.
 pub const SEGMENT: &str = "segment_nextval('s')";
 /// The insert reference of the targets.
@@ -58,6 +60,15 @@ pub const GENERATORS: &[Generator] = &[
         column: Some("bigint PRIMARY KEY DEFAULT snowflake_nextval()"),
         insert_keys: false,
         statement: Some("SELECT snowflake_nextval();"),
+        capped: false,
+        since: None,
+    },
+    Generator {
+        name: SNOWFLAKE_UUID,
+        bulk: Some("snowflake_uuid()"),
+        column: Some("uuid PRIMARY KEY DEFAULT snowflake_uuid()"),
+        insert_keys: false,
+        statement: Some("SELECT snowflake_uuid();"),
         capped: false,
         since: None,
     },
