@@ -26,6 +26,25 @@ pub fn pg_bin() -> String {
     std::env::var("IDGEN_PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".to_owned())
 }
 
+/// The lines of `IDGEN_PG_EXTRA_CONF` (settings of postgresql.conf, one a line), which
+/// [`Cluster::init_from`] writes into every server it makes, after the harness's defaults and
+/// before the test's own settings (a copy made by [`Cluster::standby_of`] or
+/// [`Cluster::clone_of`] has them from its primary). For settings a whole run needs, such as
+/// CloudNativePG's `extension_control_path` and `dynamic_library_path` when idgen is loaded from
+/// its unpacked OCI image (`scripts/image-check.sh`).
+fn extra_conf() -> Vec<String> {
+    let conf = std::env::var("IDGEN_PG_EXTRA_CONF").unwrap_or_default();
+    let mut lines: Vec<String> = conf
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect();
+    if !lines.is_empty() {
+        lines.insert(0, "# IDGEN_PG_EXTRA_CONF".to_owned());
+    }
+    lines
+}
+
 /// One throwaway server.
 pub struct Cluster {
     dir: PathBuf,
@@ -224,6 +243,8 @@ impl Cluster {
             "listen_addresses = '127.0.0.1'",
             "fsync = off\nmax_connections = 40\nlog_min_messages = warning",
         ]);
+        let extra = extra_conf();
+        c.append_settings(&extra.iter().map(String::as_str).collect::<Vec<_>>());
         c.append_own_settings(settings);
         c
     }
