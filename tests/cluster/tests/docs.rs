@@ -373,6 +373,13 @@ fn run_page(cluster: &Cluster, db: &str, page: &str, text: &str) -> PageRun {
         let _ = writeln!(script, "\n\\echo {}", marker(n + 1));
     }
     let (output, timed_out) = psql(cluster, db, script);
+    // A page that used segments leaves its database's allocator running until it idles out,
+    // holding a background worker slot: the drop makes it leave at once, so that the pages
+    // together never need more slots than the server has (FORCE: psql may have been stopped).
+    cluster
+        .connect("postgres")
+        .batch_execute(&format!("DROP DATABASE \"{db}\" WITH (FORCE)"))
+        .unwrap_or_else(|e| panic!("DROP DATABASE {db}: {e}"));
 
     // The output between marker n and marker n + 1 is block n + 1's.
     let mut sections: Vec<Vec<&str>> = vec![Vec::new()];
