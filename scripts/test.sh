@@ -31,7 +31,9 @@
 #      rules and their unit tests with promtool (Debian's prometheus, installed if missing), and
 #      the metric names of the rules and the dashboard against those queries.yaml emits
 # The smoke tier: 1, 2, and one cluster test per generator (eight connections drawing Snowflake
-# ids, eight drawing segment numbers). On 18 both also run uuidv7's contrast test.
+# ids, eight drawing segment numbers, eight drawing Snowflake uuids). On 18 both also run
+# uuidv7's contrast test and the CloudNativePG image check (scripts/image-check.sh: the image
+# built with umoci, read back, and idgen loaded from it alone by a PostgreSQL 18 without idgen).
 # Installs what is missing first (scripts/setup.sh, scripts/pg-versions.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -136,16 +138,27 @@ run_version() {  # run_version N full|smoke
         tier "pg$v-uuidv7" env IDGEN_PG_BIN="$bindir" bash -c 'cd tests/cluster &&
             cargo test --release --test uuidv7 -- --ignored'
     fi
+    if [ "$v" = 18 ]; then
+        # The CloudNativePG image: built, read back, and loaded by a PostgreSQL 18 that has no
+        # idgen of its own (scripts/image-check.sh, docs/operations/kubernetes.md).
+        tier "pg$v-image" bash scripts/image-check.sh
+        local line
+        while IFS= read -r line; do
+            skipped+=("$line")
+        done < <(grep -E "^image skipped: " "$LOGS/pg$v-image.log")
+    fi
     if [ "$mode" = smoke ]; then
         tier "pg$v-cluster-smoke" env IDGEN_PG_BIN="$bindir" bash -c 'cd tests/cluster &&
             cargo test --release --no-fail-fast --test snowflake_concurrency --test segment \
-                -- --test-threads=2 --exact eight_connections_draw_distinct_increasing_ids \
-                eight_connections_draw_distinct_increasing_numbers'
+                --test snowflake_uuid -- --test-threads=2 --exact \
+                eight_connections_draw_distinct_increasing_ids \
+                eight_connections_draw_distinct_increasing_numbers \
+                eight_connections_draw_distinct_increasing_uuids'
         # A renamed test would leave the filter matching nothing, and the tier passing.
         local ran
         ran=$(grep -c '^test result: ok\. 1 passed' "$LOGS/pg$v-cluster-smoke.log")
-        if [ "$ran" != 2 ]; then
-            echo "pg$v smoke: 2 tests expected, $ran ran" | tee "$LOGS/pg$v-smoke-count.log"
+        if [ "$ran" != 3 ]; then
+            echo "pg$v smoke: 3 tests expected, $ran ran" | tee "$LOGS/pg$v-smoke-count.log"
             failed_tiers+=("pg$v-smoke-count")
         fi
         return
