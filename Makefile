@@ -11,17 +11,19 @@
 # scripts/pg-versions.sh). PG_CONFIG: which pg_config `all`, `install` and `installcheck` use.
 #
 # PGXN (META.json): pgxnclient builds a distribution with `make PG_CONFIG=... all`, then
-# `make PG_CONFIG=... install` (and `installcheck` for `pgxn check`). `all` and `install` need
-# cargo-pgrx 0.18.1, and build for PG_CONFIG's major version (the feature pgNN, from
-# `$(PG_CONFIG) --version`). `cargo pgrx` takes the headers of that major from the pg_config
-# that `cargo pgrx init` recorded in $PGRX_HOME/config.toml; where none was recorded (a PGXN
-# user who never ran it), PGRX_PG_CONFIG_PATH=$(PG_CONFIG) makes it use PG_CONFIG's own, with
-# no init and no config.toml.
+# `make PG_CONFIG=... install` (and `installcheck` for `pgxn check`); `make dist` writes the
+# archive to upload. `all` and `install` need cargo-pgrx 0.18.1, and build for PG_CONFIG's
+# major version (the feature pgNN, from `$(PG_CONFIG) --version`). `cargo pgrx` takes the
+# headers of that major from the pg_config that `cargo pgrx init` recorded in
+# $PGRX_HOME/config.toml; where none was recorded (a PGXN user who never ran it),
+# PGRX_PG_CONFIG_PATH=$(PG_CONFIG) makes it use PG_CONFIG's own, with no init and no
+# config.toml.
 
 PG ?= 15
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 CARGO_TARGET_DIR ?= $(HOME)/.cache/idgen/target
 export CARGO_TARGET_DIR
+VERSION := $(shell sed -nE 's/^version = "([^"]+)"$$/\1/p' Cargo.toml | head -1)
 PGRX_VERSION := 0.18.1
 PG_MAJOR = $(shell $(PG_CONFIG) --version 2>/dev/null | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p')
 pgrx_config = $(or $(PGRX_HOME),$(HOME)/.pgrx)/config.toml
@@ -36,7 +38,7 @@ pgrx_ready = @cargo pgrx --version 2>/dev/null | grep -q ' $(PGRX_VERSION)$$' ||
 
 .DEFAULT_GOAL := help
 .PHONY: help deps all check check-model fmt lint install installcheck test test-all bench \
-	bench-quick deb demo docs monitoring-check
+	bench-quick deb demo docs monitoring-check dist
 
 help: ## this list
 	@awk -F':.*## ' '/^[a-z-]+:.*## / { printf "  make %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -102,3 +104,10 @@ docs: ## the docs site from docs/ (mkdocs-material, --strict): scripts/docs.sh
 monitoring-check: ## (no server; root once, for promtool) alert rules, their tests, metric names
 	bash scripts/monitoring-check.sh
 
+dist: ## the PGXN archive of HEAD, CARGO_TARGET_DIR/idgen-VERSION.zip (META.json checked first)
+	python3 scripts/check-pgxn.py
+	@git diff --quiet HEAD -- META.json Cargo.toml idgen.control || \
+		{ echo 'dist: commit META.json, Cargo.toml and idgen.control first: the archive is HEAD' >&2; exit 1; }
+	mkdir -p $(CARGO_TARGET_DIR)
+	git archive --format zip --prefix idgen-$(VERSION)/ -o $(CARGO_TARGET_DIR)/idgen-$(VERSION).zip HEAD
+	@echo $(CARGO_TARGET_DIR)/idgen-$(VERSION).zip
