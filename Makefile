@@ -46,12 +46,14 @@ help: ## this list
 deps: ## (root) Debian packages, cargo-pgrx 0.18.1, `cargo pgrx init`: scripts/setup.sh
 	bash -c 'source scripts/setup.sh && idgen_setup'
 
-check: ## (no root, no server) layers, DESIGN.md's test names, commit messages, core tests, format
+check: ## (no root, no server) layers, DESIGN.md's test names, commit messages, core tests, format, META.json
 	python3 scripts/check-layers.py --self-test
 	python3 scripts/check-layers.py
 	python3 scripts/check-design-tests.py --self-test
 	python3 scripts/check-design-tests.py
 	python3 scripts/check-commits.py
+	python3 scripts/check-pgxn.py --self-test
+	python3 scripts/check-pgxn.py
 	cargo test -p idgen-core --lib
 	cargo fmt --all --check
 	@# The version reaches the scripts: make -n prints both commands with it.
