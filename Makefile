@@ -8,16 +8,37 @@
 # (Debian's prometheus) and python3-yaml the first time.
 #
 # PG: the PostgreSQL major version (15 is Debian's; 16, 17, 18 are fetched by
-# scripts/pg-versions.sh). PG_CONFIG: which pg_config `install` and `installcheck` use.
+# scripts/pg-versions.sh). PG_CONFIG: which pg_config `all`, `install` and `installcheck` use.
+#
+# PGXN (META.json): pgxnclient builds a distribution with `make PG_CONFIG=... all`, then
+# `make PG_CONFIG=... install` (and `installcheck` for `pgxn check`); `make dist` writes the
+# archive to upload. `all` and `install` need cargo-pgrx 0.18.1, and build for PG_CONFIG's
+# major version (the feature pgNN, from `$(PG_CONFIG) --version`). `cargo pgrx` takes the
+# headers of that major from the pg_config that `cargo pgrx init` recorded in
+# $PGRX_HOME/config.toml; where none was recorded (a PGXN user who never ran it),
+# PGRX_PG_CONFIG_PATH=$(PG_CONFIG) makes it use PG_CONFIG's own, with no init and no
+# config.toml.
 
 PG ?= 15
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 CARGO_TARGET_DIR ?= $(HOME)/.cache/idgen/target
 export CARGO_TARGET_DIR
+VERSION := $(shell sed -nE 's/^version = "([^"]+)"$$/\1/p' Cargo.toml | head -1)
+PGRX_VERSION := 0.18.1
+PG_MAJOR = $(shell $(PG_CONFIG) --version 2>/dev/null | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p')
+pgrx_config = $(or $(PGRX_HOME),$(HOME)/.pgrx)/config.toml
+pgrx_env = $(if $(PGRX_PG_CONFIG_PATH)$(shell grep -sE '^pg$(PG_MAJOR) *=' $(pgrx_config)),,\
+	PGRX_PG_CONFIG_PATH=$(PG_CONFIG))
+# Stops with the reason before a build that cannot work: no cargo-pgrx 0.18.1, a pg_config that
+# does not run, a major version idgen has no feature for.
+pgrx_ready = @cargo pgrx --version 2>/dev/null | grep -q ' $(PGRX_VERSION)$$' || \
+	{ echo 'idgen builds with cargo-pgrx $(PGRX_VERSION): cargo install cargo-pgrx --version =$(PGRX_VERSION) --locked' >&2; exit 1; }; \
+	case '$(PG_MAJOR)' in 15|16|17|18) ;; *) \
+	echo "idgen builds for PostgreSQL 15 to 18; PG_CONFIG=$(PG_CONFIG) says: $$($(PG_CONFIG) --version 2>&1 | head -1)" >&2; exit 1;; esac
 
 .DEFAULT_GOAL := help
-.PHONY: help deps check check-model fmt lint install installcheck test test-all bench \
-	bench-quick deb demo docs monitoring-check
+.PHONY: help deps all check check-model fmt lint install installcheck test test-all bench \
+	bench-quick deb demo docs monitoring-check dist
 
 help: ## this list
 	@awk -F':.*## ' '/^[a-z-]+:.*## / { printf "  make %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -25,12 +46,14 @@ help: ## this list
 deps: ## (root) Debian packages, cargo-pgrx 0.18.1, `cargo pgrx init`: scripts/setup.sh
 	bash -c 'source scripts/setup.sh && idgen_setup'
 
-check: ## (no root, no server) layers, DESIGN.md's test names, commit messages, core tests, format
+check: ## (no root, no server) layers, DESIGN.md's test names, commit messages, core tests, format, META.json
 	python3 scripts/check-layers.py --self-test
 	python3 scripts/check-layers.py
 	python3 scripts/check-design-tests.py --self-test
 	python3 scripts/check-design-tests.py
 	python3 scripts/check-commits.py
+	python3 scripts/check-pgxn.py --self-test
+	python3 scripts/check-pgxn.py
 	cargo test -p idgen-core --lib
 	cargo fmt --all --check
 	@# The version reaches the scripts: make -n prints both commands with it.
@@ -47,8 +70,13 @@ lint: ## clippy over the extension (PG's headers) and the core
 fmt: ## cargo fmt over the workspace
 	cargo fmt --all
 
+all: ## (no root) the release build for PG_CONFIG's PostgreSQL, staged in CARGO_TARGET_DIR
+	$(pgrx_ready)
+	$(pgrx_env) cargo pgrx package --pg-config $(PG_CONFIG) --out-dir $(CARGO_TARGET_DIR)/pgxn/pg$(PG_MAJOR)
+
 install: ## (root) the release build into PG_CONFIG's PostgreSQL
-	cargo pgrx install --release --pg-config $(PG_CONFIG)
+	$(pgrx_ready)
+	$(pgrx_env) cargo pgrx install --release --pg-config $(PG_CONFIG)
 
 installcheck: ## the pg_regress golden files against the installed idgen (a server of its own)
 	cd tests/cluster && IDGEN_PG_BIN=$$($(PG_CONFIG) --bindir) \
@@ -77,3 +105,11 @@ docs: ## the docs site from docs/ (mkdocs-material, --strict): scripts/docs.sh
 
 monitoring-check: ## (no server; root once, for promtool) alert rules, their tests, metric names
 	bash scripts/monitoring-check.sh
+
+dist: ## the PGXN archive of HEAD, CARGO_TARGET_DIR/idgen-VERSION.zip (META.json checked first)
+	python3 scripts/check-pgxn.py
+	@git diff --quiet HEAD -- META.json Cargo.toml idgen.control || \
+		{ echo 'dist: commit META.json, Cargo.toml and idgen.control first: the archive is HEAD' >&2; exit 1; }
+	mkdir -p $(CARGO_TARGET_DIR)
+	git archive --format zip --prefix idgen-$(VERSION)/ -o $(CARGO_TARGET_DIR)/idgen-$(VERSION).zip HEAD
+	@echo $(CARGO_TARGET_DIR)/idgen-$(VERSION).zip
