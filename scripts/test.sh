@@ -30,6 +30,8 @@
 #   8. on 15 (and in the default run): monitoring/ (scripts/monitoring-check.sh): the alert
 #      rules and their unit tests with promtool (Debian's prometheus, installed if missing), and
 #      the metric names of the rules and the dashboard against those queries.yaml emits
+#   9. on 18 (and in the default run, last): PGXN (scripts/pgxn-check.sh): META.json against the
+#      spec, `make dist`, and the archive installed with pgxn into a scratch PostgreSQL 18
 # The smoke tier: 1, 2, and one cluster test per generator (eight connections drawing Snowflake
 # ids, eight drawing segment numbers, eight drawing Snowflake uuids). On 18 both also run
 # uuidv7's contrast test and the CloudNativePG image check (scripts/image-check.sh: the image
@@ -227,6 +229,18 @@ monitoring_tier() {
     done < <(grep -E "^monitoring skipped: " "$LOGS/monitoring-rules.log")
 }
 
+# PGXN (META.json, make dist, and the archive installed with pgxn into a scratch PostgreSQL 18;
+# scripts/pgxn-check.sh). Last: the archive's build with no `cargo pgrx init` rebuilds the
+# PostgreSQL 18 bindings, which no later tier needs.
+pgxn_tier() {
+    local line
+    tier pgxn bash scripts/pgxn-check.sh
+    # A tool that could not be installed is reported, never skipped silently.
+    while IFS= read -r line; do
+        skipped+=("$line")
+    done < <(grep -E "^pgxn skipped: " "$LOGS/pgxn.log")
+}
+
 if [ -n "$only" ]; then
     run_version "$only" "$([ $smoke = 1 ] && echo smoke || echo full)"
     if [ $smoke = 0 ] && [ "$only" = 15 ]; then
@@ -237,6 +251,9 @@ if [ -n "$only" ]; then
     if [ $smoke = 0 ] && { [ "$only" = 15 ] || [ "$only" = 16 ]; }; then
         upgrade_tier
     fi
+    if [ $smoke = 0 ] && [ "$only" = 18 ]; then
+        pgxn_tier
+    fi
 else
     run_version 15 full
     recipe_tiers
@@ -246,6 +263,7 @@ else
         run_version "$v" smoke
     done
     upgrade_tier
+    pgxn_tier
 fi
 
 passed=0; failed=0
