@@ -164,9 +164,9 @@ fn snowflake_compose(
 /// server's with another worker id. Never equal in parts to a `bigint` id the server issued.
 /// Leaves `snowflake_currval()` as it was. Errors: those of `snowflake_nextval()` (55000, 25006,
 /// 53400, 2200H, XX001, 58030), and 22008 when the tick's start is outside the 48-bit time field
-/// (an `idgen.epoch` before 1970). RFC 9562 §6.4 recommends version 8 for a UUID with a node id;
-/// version 7 is kept so that every consumer of version 7 (`uuid_extract_timestamp()`, ORMs)
-/// accepts it.
+/// (after the year 10889, reachable only with an unusual `idgen.epoch` and `idgen.time_unit_ms`).
+/// RFC 9562 §6.4 recommends version 8 for a UUID with a node id; version 7 is kept so that every
+/// consumer of version 7 (`uuid_extract_timestamp()`, ORMs) accepts it.
 #[pg_extern(volatile, parallel_restricted)]
 fn snowflake_uuid() -> pgrx::Uuid {
     pgrx::Uuid::from_bytes(uuid::next().or_report())
