@@ -6,9 +6,9 @@
 //! same name in `public` wins when pg_catalog's candidate needs a coercion and the planted one
 //! is an exact match, or when an untyped literal prefers the string category. Function bodies
 //! without a pinned `search_path` resolve at every call. So, on one server: in a fresh database
-//! owned by `app` (not a superuser, allowed to CREATE in `public`), `app` plants a decoy for
-//! every function and operator name found in `sql/**/*.sql` (derived from the scripts at run
-//! time, not a hand list), with argument types an unqualified call would prefer; then a
+//! owned by `app` (an `app_N`: not a superuser, allowed to CREATE in `public`), `app` plants a
+//! decoy for every function and operator name found in `sql/**/*.sql` (derived from the scripts
+//! at run time, not a hand list), with argument types an unqualified call would prefer; then a
 //! superuser runs `CREATE EXTENSION idgen`, or, for every earlier version, the superuser
 //! installs that version *before* the decoys are planted and runs `ALTER EXTENSION idgen UPDATE`
 //! after, or installs it *after* and updates (only what runs from the update on counts). Every
@@ -19,9 +19,17 @@
 //! constraint, rule or index of one) to a function or operator outside pg_catalog that is not
 //! the extension's own. The failure message lists every captured binding and every decoy that
 //! ran, per scenario.
+//!
+//! The scenarios run a few at a time ([`SLOTS`]), each in its own database with its own `app`,
+//! so that nothing one finds is another's: the decoys count themselves in a sequence of their
+//! database, the server log names the database of each line, and a decoy makes its own
+//! database's `app` a superuser. Where the decoys come first, the database is a copy of one
+//! `app` planted them in once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use idgen_cluster_tests::{as_postgres, Cluster};
@@ -53,6 +61,10 @@ const MORE_OPERAND_TYPES: [&str; 10] = [
     "oid",
     "regtype",
 ];
+
+/// How many scenarios run side by side, each on a [`Slot`] of its own: most of a scenario's
+/// time is the registry's waits (a longest lease after its start and after a recovery).
+const SLOTS: usize = 3;
 
 /// Characters an operator name is made of (PostgreSQL's lexer).
 const OP_CHARS: &str = "+-*/<>=~!@#%^&|`?";
@@ -384,6 +396,23 @@ struct Decoys {
     symbols: Vec<String>,
 }
 
+impl Decoys {
+    /// One batch that plants every decoy as `owner` (who their bodies make a superuser), with
+    /// the sequence they count themselves in.
+    fn batch(&self, owner: &str) -> String {
+        format!(
+            "SET search_path = pg_catalog, pg_temp;\n\
+             CREATE SEQUENCE public.decoy_calls;\n\
+             GRANT USAGE ON SEQUENCE public.decoy_calls TO PUBLIC;\n{};",
+            self.ddl.join(";\n")
+        )
+        .replace(
+            &format!("'ALTER ROLE {PLANTER} SUPERUSER'"),
+            &format!("'ALTER ROLE {owner} SUPERUSER'"),
+        )
+    }
+}
+
 fn volatility(v: char) -> &'static str {
     match v {
         'i' => "IMMUTABLE",
@@ -392,9 +421,13 @@ fn volatility(v: char) -> &'static str {
     }
 }
 
+/// The role a decoy's body makes a superuser, in [`Decoys::ddl`]: [`Decoys::batch`] names the
+/// role that plants them instead.
+const PLANTER: &str = "capture_planter";
+
 /// The body of a decoy: says so in the server log as WARNING, counts itself in
 /// `public.decoy_calls` (a sequence: no rollback undoes it, any role may advance it), makes
-/// `app` a superuser when it runs as one (the attack pinned here), then
+/// its planter ([`PLANTER`]) a superuser when it runs as one (the attack pinned here), then
 /// answers what pg_catalog's function would (with `public` on the path, so that a sequence
 /// named as text is found), NULL if that fails: planted code that keeps idgen working.
 fn decoy_body(signature: &str, ret: &str, retset: bool, call: &str) -> String {
@@ -419,7 +452,7 @@ BEGIN
     BEGIN
         IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r
              WHERE r.rolname OPERATOR(pg_catalog.=) current_user) THEN
-            EXECUTE 'ALTER ROLE app SUPERUSER';
+            EXECUTE 'ALTER ROLE {PLANTER} SUPERUSER';
         END IF;
     EXCEPTION WHEN OTHERS THEN NULL;
     END;
@@ -435,8 +468,8 @@ $decoy$",
 }
 
 /// Derives the decoys from the scripts and the catalog of this server, creating them once in a
-/// database of `app`'s own to keep only those that can be created.
-fn derive_decoys(c: &Cluster) -> Decoys {
+/// database of `owner`'s own to keep only those that can be created.
+fn derive_decoys(c: &Cluster, owner: &str) -> Decoys {
     let (files, used) = scripts_use();
     println!(
         "scripts: {}",
@@ -447,9 +480,9 @@ fn derive_decoys(c: &Cluster) -> Decoys {
             .join(" ")
     );
     c.connect("postgres")
-        .batch_execute("CREATE DATABASE capture_gen OWNER app")
+        .batch_execute(&format!("CREATE DATABASE capture_gen OWNER {owner}"))
         .unwrap();
-    let mut gen = c.connect_as("capture_gen", "app");
+    let mut gen = c.connect_as("capture_gen", owner);
     gen.batch_execute("SET search_path = pg_catalog, pg_temp")
         .unwrap();
     gen.batch_execute(TRY_EACH).unwrap();
@@ -1081,15 +1114,21 @@ fn squeeze(s: &str, n: usize) -> String {
     }
 }
 
-/// The decoy runs a stretch of the server log records.
-fn decoys_in_log(log: &str) -> Vec<Ran> {
+/// The decoy runs in database `db` that a stretch of the server log records (each line names
+/// its database: see `log_line_prefix` in the test; a server writes each message, its
+/// CONTEXT and STATEMENT lines included, in one piece).
+fn decoys_in_log(log: &str, db: &str) -> Vec<Ran> {
     let lines: Vec<&str> = log.lines().collect();
+    let warning = format!("db={db}: WARNING:  ");
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let Some(at) = line.find("WARNING:  decoy ") else {
+        let Some(at) = line.find(&warning) else {
             continue;
         };
-        let what = line[at + "WARNING:  ".len()..].to_owned();
+        let what = line[at + warning.len()..].to_owned();
+        if !what.starts_with("decoy ") {
+            continue;
+        }
         let mut frames: Vec<String> = Vec::new();
         let mut statement: Option<String> = None;
         for next in &lines[i + 1..] {
@@ -1130,6 +1169,11 @@ struct Scenario<'a> {
     c: &'a Cluster,
     decoys: &'a Decoys,
     db: String,
+    /// The database's owner, who plants the decoys: a role of its own per [`Slot`], so that
+    /// what a decoy does to it is this scenario's.
+    owner: &'a str,
+    /// A database where `owner` planted every decoy (see [`plant_template`]).
+    template: &'a str,
 }
 
 /// How idgen comes to its current version in a scenario.
@@ -1161,8 +1205,79 @@ fn seed(client: &mut Client) {
     }
 }
 
+/// Plants the decoys as `owner` in `db` (which `owner` owns), in one batch.
+fn plant(c: &Cluster, decoys: &Decoys, db: &str, owner: &str) -> Result<(), String> {
+    c.connect_as(db, owner)
+        .batch_execute(&decoys.batch(owner))
+        .map_err(|e| format!("planting the decoys failed: {e}"))
+}
+
+/// Panics unless `db` holds at least as many functions in `public` as there are decoys.
+fn check_planted(c: &Cluster, decoys: &Decoys, db: &str) {
+    let planted: i64 = checker(c, db)
+        .query_one(
+            "SELECT count(*) FROM pg_proc WHERE pronamespace OPERATOR(pg_catalog.=) 'public'::regnamespace",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        planted as usize >= decoys.functions,
+        "{db}: {planted} functions in public, {} decoys planned",
+        decoys.functions
+    );
+}
+
+/// Creates database `template`, owned by `owner`, with every decoy planted by `owner`: the
+/// scenarios that plant the decoys before idgen is installed start from a copy of it (`CREATE
+/// DATABASE ... TEMPLATE` copies the catalogs as they are, the decoys' owner included), which
+/// takes a fraction of the time planting takes.
+fn plant_template(c: &Cluster, decoys: &Decoys, template: &str, owner: &str) {
+    let started = Instant::now();
+    c.connect("postgres")
+        .batch_execute(&format!("CREATE DATABASE {template} OWNER {owner}"))
+        .unwrap();
+    plant(c, decoys, template, owner).unwrap_or_else(|e| panic!("{template}: {e}"));
+    check_planted(c, decoys, template);
+    println!(
+        "  {template}: decoys planted by {owner} in {:?}",
+        started.elapsed()
+    );
+}
+
+/// What a scenario runs with: its owner role and the template of that role's decoys. The
+/// scenarios run on a few slots side by side, one at a time on each.
+struct Slot {
+    owner: String,
+    template: String,
+}
+
+/// How long each phase of a scenario took, printed at its end.
+struct Laps {
+    last: Instant,
+    laps: Vec<String>,
+}
+
+impl Laps {
+    fn new() -> Laps {
+        Laps {
+            last: Instant::now(),
+            laps: Vec::new(),
+        }
+    }
+
+    fn lap(&mut self, phase: &str) {
+        let now = Instant::now();
+        self.laps
+            .push(format!("{phase} {:.1}s", (now - self.last).as_secs_f64()));
+        self.last = now;
+    }
+}
+
 impl Scenario<'_> {
     fn run(&self, kind: &Kind, current: &str) -> Findings {
+        let started = Instant::now();
+        let mut laps = Laps::new();
         let mut f = Findings {
             short: match kind {
                 Kind::Create => "create".to_owned(),
@@ -1172,25 +1287,35 @@ impl Scenario<'_> {
             ..Findings::default()
         };
         let mut log_from = self.c.log().len();
-        self.c
-            .connect("postgres")
-            .batch_execute(&format!("CREATE DATABASE {} OWNER app", self.db))
-            .unwrap();
+        // Where the decoys come before idgen: a copy of the owner's template, decoys planted.
+        let create = match kind {
+            Kind::Update(_) => format!("CREATE DATABASE {} OWNER {}", self.db, self.owner),
+            Kind::Create | Kind::UpdateCaptured(_) => format!(
+                "CREATE DATABASE {} TEMPLATE {} OWNER {}",
+                self.db, self.template, self.owner
+            ),
+        };
+        self.c.connect("postgres").batch_execute(&create).unwrap();
+        if !matches!(kind, Kind::Update(_)) {
+            check_planted(self.c, self.decoys, &self.db);
+        }
+        laps.lap("database");
         let mut su = self.c.connect(&self.db);
         let step = match kind {
-            Kind::Create => {
-                self.plant(&mut f);
-                "CREATE EXTENSION idgen"
-            }
+            Kind::Create => "CREATE EXTENSION idgen",
             Kind::Update(v) => {
                 su.batch_execute(&format!("CREATE EXTENSION idgen VERSION '{v}'"))
                     .unwrap_or_else(|e| panic!("CREATE EXTENSION idgen VERSION '{v}': {e}"));
                 seed(&mut su);
-                self.plant(&mut f);
+                laps.lap("install");
+                match plant(self.c, self.decoys, &self.db, self.owner) {
+                    Ok(()) => check_planted(self.c, self.decoys, &self.db),
+                    Err(e) => f.failures.push(e),
+                }
+                laps.lap("plant");
                 "ALTER EXTENSION idgen UPDATE"
             }
             Kind::UpdateCaptured(v) => {
-                self.plant(&mut f);
                 // Captured now, decoys run: the findings start with the update.
                 if let Err(e) = attempt(&mut su, &format!("CREATE EXTENSION idgen VERSION '{v}'")) {
                     f.failures
@@ -1201,15 +1326,17 @@ impl Scenario<'_> {
                 seed(&mut su);
                 self.c
                     .connect("postgres")
-                    .batch_execute("ALTER ROLE app NOSUPERUSER")
+                    .batch_execute(&format!("ALTER ROLE {} NOSUPERUSER", self.owner))
                     .unwrap();
                 f.calls_before = self.decoy_calls();
                 log_from = self.c.log().len();
+                laps.lap("install");
                 "ALTER EXTENSION idgen UPDATE"
             }
         };
         match attempt(&mut su, step) {
             Ok(_) => {
+                laps.lap(step);
                 let version: String = checker(self.c, &self.db)
                     .query_one(
                         "SELECT extversion FROM pg_extension WHERE extname OPERATOR(pg_catalog.=) 'idgen'",
@@ -1220,13 +1347,20 @@ impl Scenario<'_> {
                 if version != current {
                     f.failures.push(format!("{step} ended at {version}"));
                 }
-                self.exercise_and_check(&mut f, log_from);
+                self.exercise_all();
+                laps.lap("exercise");
             }
-            Err(e) => {
-                f.failures.push(format!("{step} failed: {e}"));
-                self.collect(&mut f, log_from);
-            }
+            Err(e) => f.failures.push(format!("{step} failed: {e}")),
         }
+        self.collect(&mut f, log_from);
+        laps.lap("collect");
+        println!(
+            "  {} ({}) in {:.1}s: {}",
+            self.db,
+            f.short,
+            started.elapsed().as_secs_f64(),
+            laps.laps.join(", ")
+        );
         f
     }
 
@@ -1239,39 +1373,6 @@ impl Scenario<'_> {
             )
             .map(|r| r.get(0))
             .unwrap_or(0)
-    }
-
-    fn plant(&self, f: &mut Findings) {
-        let mut app = self.c.connect_as(&self.db, "app");
-        let batch = format!(
-            "SET search_path = pg_catalog, pg_temp;\n\
-             CREATE SEQUENCE public.decoy_calls;\n\
-             GRANT USAGE ON SEQUENCE public.decoy_calls TO PUBLIC;\n{};",
-            self.decoys.ddl.join(";\n")
-        );
-        let started = Instant::now();
-        if let Err(e) = app.batch_execute(&batch) {
-            f.failures.push(format!("planting the decoys failed: {e}"));
-            return;
-        }
-        let planted: i64 = checker(self.c, &self.db)
-            .query_one(
-                "SELECT count(*) FROM pg_proc WHERE pronamespace OPERATOR(pg_catalog.=) 'public'::regnamespace",
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        println!(
-            "  {}: {planted} functions planted in public in {:?}",
-            self.db,
-            started.elapsed()
-        );
-        assert!(
-            planted as usize >= self.decoys.functions,
-            "{}: {planted} functions in public, {} decoys planned",
-            self.db,
-            self.decoys.functions
-        );
     }
 
     /// Objects the calls need that are not idgen's: a table with a serial column and one with
@@ -1316,8 +1417,10 @@ impl Scenario<'_> {
                 .and_then(|row| row.into_iter().next().flatten())
                 .and_then(|s| s.parse::<f64>().ok());
         }
-        if let Some(secs) = wait.filter(|s| *s > 0.0) {
-            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(10.0) + 0.05));
+        // A longer wait (a registry that answered a lease of a minute before its update) would
+        // still refuse the claim after any sleep worth taking: then the claim goes on at once.
+        if let Some(secs) = wait.filter(|s| *s > 0.0 && *s <= 10.0) {
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs + 0.05));
         }
         let worker = run(&mut client, &claim_statement(tag), covered, &mut errors)
             .and_then(|rows| rows.into_iter().next())
@@ -1375,10 +1478,15 @@ impl Scenario<'_> {
             }
         }
         if !generic.is_empty() {
-            println!("    called with NULLs only: {}", generic.join(", "));
+            println!(
+                "    {}: called with NULLs only: {}",
+                self.db,
+                generic.join(", ")
+            );
         }
         println!(
-            "    as {}: {} statements failed (allowed)",
+            "    {} as {}: {} statements failed (allowed)",
+            self.db,
             role.unwrap_or("postgres"),
             errors.len()
         );
@@ -1389,8 +1497,8 @@ impl Scenario<'_> {
         }
     }
 
-    /// Exercises as every role, then collects what this scenario found.
-    fn exercise_and_check(&self, f: &mut Findings, log_from: usize) {
+    /// Exercises as every role.
+    fn exercise_all(&self) {
         self.prepare();
         let mut covered = BTreeSet::new();
         for (role, tag) in [
@@ -1414,7 +1522,6 @@ impl Scenario<'_> {
             let _ = attempt(&mut su, sql);
         }
         let _ = attempt(&mut su, "ROLLBACK");
-        self.collect(f, log_from);
     }
 
     fn collect(&self, f: &mut Findings, log_from: usize) {
@@ -1428,13 +1535,13 @@ impl Scenario<'_> {
         f.decoy_calls = self.decoy_calls() - f.calls_before;
         f.app_superuser = check
             .query_one(
-                "SELECT rolsuper FROM pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'app'",
-                &[],
+                "SELECT rolsuper FROM pg_roles WHERE rolname OPERATOR(pg_catalog.=) $1",
+                &[&self.owner],
             )
             .unwrap()
             .get(0);
         let log = self.c.log();
-        f.ran = decoys_in_log(log.get(log_from..).unwrap_or(""));
+        f.ran = decoys_in_log(log.get(log_from..).unwrap_or(""), &self.db);
     }
 }
 
@@ -1448,23 +1555,35 @@ fn no_name_an_idgen_script_uses_can_be_captured_from_public() {
             "shared_preload_libraries = 'idgen'",
             "idgen.worker_id = 1",
             "max_locks_per_transaction = 256",
+            // An allocator worker for each database that uses segments: one per scenario (with
+            // fewer, the segment functions of the later scenarios stop at 53400 and never run).
+            "max_worker_processes = 64",
             // A registry that grants (DURABLE), so that the registry's functions run through.
             "fsync = on",
             "idgen.registry_single_server = on",
             "idgen.registry_max_lease = 2s",
-            // The decoys' WARNINGs with the statement that set them off.
+            // The decoys' WARNINGs with the statement that set them off, and the database they
+            // ran in (the scenarios run side by side, each in a database of its own).
             "log_min_error_statement = warning",
+            "log_line_prefix = '%m [%p] db=%d: '",
         ],
     );
+    let slots: Vec<Slot> = (0..SLOTS)
+        .map(|k| Slot {
+            owner: format!("app_{k}"),
+            template: format!("capture_tpl_{k}"),
+        })
+        .collect();
     let mut admin = checker(&c, "postgres");
-    admin
-        .batch_execute(
-            "CREATE ROLE app LOGIN;
-             CREATE ROLE capture_admin LOGIN;
-             CREATE ROLE capture_node LOGIN;
-             CREATE ROLE capture_plain LOGIN;",
-        )
-        .unwrap();
+    for role in slots.iter().map(|s| s.owner.as_str()).chain([
+        "capture_admin",
+        "capture_node",
+        "capture_plain",
+    ]) {
+        admin
+            .batch_execute(&format!("CREATE ROLE {role} LOGIN"))
+            .unwrap();
+    }
     let current: String = admin
         .query_one(
             "SELECT default_version FROM pg_available_extensions WHERE name OPERATOR(pg_catalog.=) 'idgen'",
@@ -1493,7 +1612,7 @@ fn no_name_an_idgen_script_uses_can_be_captured_from_public() {
         "the earlier versions: {earlier:?}"
     );
 
-    let decoys = derive_decoys(&c);
+    let decoys = derive_decoys(&c, &slots[0].owner);
     println!(
         "derived in {:?}: names {:?}\nsymbols {:?}",
         started.elapsed(),
@@ -1514,19 +1633,53 @@ fn no_name_an_idgen_script_uses_can_be_captured_from_public() {
     let mut kinds = vec![Kind::Create];
     kinds.extend(earlier.iter().map(|v| Kind::Update(v.clone())));
     kinds.extend(earlier.iter().map(|v| Kind::UpdateCaptured(v.clone())));
-    let mut all = Vec::new();
-    for (i, kind) in kinds.into_iter().enumerate() {
-        let s = Scenario {
+    std::thread::scope(|s| {
+        for slot in &slots {
+            let (c, decoys) = (&c, &decoys);
+            s.spawn(move || plant_template(c, decoys, &slot.template, &slot.owner));
+        }
+    });
+    let scenario = |i: usize, kind: &Kind, slot: &Slot| {
+        let f = Scenario {
             verbose: i == 0,
             c: &c,
             decoys: &decoys,
             db: format!("capture_{i}"),
-        };
-        let f = s.run(&kind, &current);
-        // Undo what a decoy did, for the next scenario.
-        admin.batch_execute("ALTER ROLE app NOSUPERUSER").unwrap();
-        all.push(f);
-    }
+            owner: &slot.owner,
+            template: &slot.template,
+        }
+        .run(kind, &current);
+        // Undo what a decoy did, for the slot's next scenario.
+        c.connect("postgres")
+            .batch_execute(&format!("ALTER ROLE {} NOSUPERUSER", slot.owner))
+            .unwrap();
+        f
+    };
+    // The first alone: its CREATE EXTENSION creates the roles idgen_admin and idgen_registry,
+    // which the installs after it find (two creating them at once would collide). Then the
+    // others, one per slot at a time: each in its own database, with its own owner (the role a
+    // decoy makes a superuser), its decoy runs told apart by the database in the log.
+    let mut found: Vec<Option<Findings>> = kinds.iter().map(|_| None).collect();
+    found[0] = Some(scenario(0, &kinds[0], &slots[0]));
+    let found = Mutex::new(found);
+    let next = AtomicUsize::new(1);
+    std::thread::scope(|s| {
+        for slot in &slots {
+            let (kinds, found, next, scenario) = (&kinds, &found, &next, &scenario);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(kind) = kinds.get(i) else { break };
+                let f = scenario(i, kind, slot);
+                found.lock().unwrap()[i] = Some(f);
+            });
+        }
+    });
+    let all: Vec<Findings> = found
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.expect("every scenario ran"))
+        .collect();
 
     // One list of the bindings and one of the decoys that ran, each with the scenarios it was
     // found in: the work list of whoever fixes the scripts.
