@@ -316,7 +316,7 @@ AS 'MODULE_PATHNAME', 'segment_setval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:149
+-- src/snowflake/mod.rs:147
 -- idgen::snowflake::snowflake_compose
 CREATE  FUNCTION "snowflake_compose"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -329,7 +329,7 @@ AS 'MODULE_PATHNAME', 'snowflake_compose_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:109
+-- src/snowflake/mod.rs:107
 -- idgen::snowflake::snowflake_currval
 CREATE  FUNCTION "snowflake_currval"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL RESTRICTED
@@ -338,7 +338,7 @@ AS 'MODULE_PATHNAME', 'snowflake_currval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:123
+-- src/snowflake/mod.rs:121
 -- idgen::snowflake::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint /* i64 */
@@ -353,7 +353,7 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:226
+-- src/snowflake/mod.rs:224
 -- idgen::snowflake::snowflake_format
 CREATE  FUNCTION "snowflake_format"(
 	"id" bigint, /* i64 */
@@ -374,7 +374,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:84
+-- src/snowflake/mod.rs:82
 -- idgen::snowflake::snowflake_nextvals
 CREATE  FUNCTION "snowflake_nextvals"(
 	"count" INT /* Option < i32 > */
@@ -385,7 +385,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextvals_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:237
+-- src/snowflake/mod.rs:235
 -- idgen::snowflake::snowflake_parse
 CREATE  FUNCTION "snowflake_parse"(
 	"text" TEXT /* & str */
@@ -424,7 +424,7 @@ AS 'MODULE_PATHNAME', 'snowflake_status_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:139
+-- src/snowflake/mod.rs:137
 -- idgen::snowflake::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint /* i64 */
@@ -435,7 +435,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:172
+-- src/snowflake/mod.rs:170
 -- idgen::snowflake::snowflake_uuid
 CREATE  FUNCTION "snowflake_uuid"() RETURNS uuid /* pgrx :: Uuid */
 STRICT VOLATILE PARALLEL RESTRICTED
@@ -444,7 +444,7 @@ AS 'MODULE_PATHNAME', 'snowflake_uuid_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:182
+-- src/snowflake/mod.rs:180
 -- idgen::snowflake::snowflake_uuid_decode
 CREATE  FUNCTION "snowflake_uuid_decode"(
 	"uuid" uuid /* pgrx :: Uuid */
@@ -459,7 +459,7 @@ AS 'MODULE_PATHNAME', 'snowflake_uuid_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:210
+-- src/snowflake/mod.rs:208
 -- idgen::snowflake::snowflake_uuid_from_id
 CREATE  FUNCTION "snowflake_uuid_from_id"(
 	"id" bigint /* i64 */
@@ -470,7 +470,7 @@ AS 'MODULE_PATHNAME', 'snowflake_uuid_from_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/snowflake/mod.rs:200
+-- src/snowflake/mod.rs:198
 -- idgen::snowflake::snowflake_uuid_to_id
 CREATE  FUNCTION "snowflake_uuid_to_id"(
 	"uuid" uuid /* pgrx :: Uuid */
