@@ -1484,6 +1484,17 @@ impl Scenario<'_> {
                 generic.join(", ")
             );
         }
+        // A call refused for want of a background worker slot (53400: the allocator could not
+        // start) never ran the path it was to exercise; failures are allowed, that one is not.
+        let starved: Vec<&String> = errors
+            .iter()
+            .filter(|e| e.contains("-> 53400: could not start"))
+            .collect();
+        assert!(
+            starved.is_empty(),
+            "{}: calls refused for want of a worker slot, raise max_worker_processes: {starved:?}",
+            self.db
+        );
         println!(
             "    {} as {}: {} statements failed (allowed)",
             self.db,
@@ -1681,6 +1692,29 @@ fn no_name_an_idgen_script_uses_can_be_captured_from_public() {
         .map(|f| f.expect("every scenario ran"))
         .collect();
 
+    // A process without a client (a background worker such as the segment allocator, which
+    // runs as the bootstrap superuser; autovacuum) logs `db=: `: a decoy it ran is in no
+    // scenario's lines, so those are looked for over the whole run. And every database's decoy
+    // counter once more, now: a worker may have run a decoy after its scenario collected.
+    let stray = decoys_in_log(&c.log(), "");
+    let mut late = Vec::new();
+    for (i, f) in all.iter().enumerate() {
+        let now: i64 = checker(&c, &format!("capture_{i}"))
+            .query_one(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM public.decoy_calls",
+                &[],
+            )
+            .map(|r| r.get(0))
+            .unwrap_or(0);
+        if now != f.calls_before + f.decoy_calls {
+            late.push(format!(
+                "{}: decoy_calls {now} at the end, {} when it collected",
+                f.short,
+                f.calls_before + f.decoy_calls
+            ));
+        }
+    }
+
     // One list of the bindings and one of the decoys that ran, each with the scenarios it was
     // found in: the work list of whoever fixes the scripts.
     let mut report = format!(
@@ -1769,8 +1803,30 @@ fn no_name_an_idgen_script_uses_can_be_captured_from_public() {
         all.len(),
         started.elapsed()
     );
+    for r in &stray {
+        report.push_str(&format!(
+            "\ndecoy run by a process without a client (no database in its log line): {} from {:?}\n",
+            r.what, r.chain
+        ));
+    }
+    for l in &late {
+        report.push_str(&format!("\ndecoy run after its scenario collected: {l}\n"));
+    }
     assert!(
-        all.iter().all(Findings::clean),
+        all.iter().all(Findings::clean) && stray.is_empty() && late.is_empty(),
         "names the idgen scripts use were captured from public:{report}"
     );
+}
+
+/// A decoy's WARNING from a process without a client connection (`%d` is empty for background
+/// workers and autovacuum) is found by the whole-run search, not by any scenario's.
+#[test]
+fn a_decoy_run_by_a_background_worker_is_found_though_its_line_names_no_database() {
+    let log = "2026-11-28 04:00:00.000 UTC [42] db=: WARNING:  decoy public.length(integer) ran as postgres\n\
+               2026-11-28 04:00:00.000 UTC [42] db=: CONTEXT:  PL/pgSQL function public.length(integer) line 3 at RAISE\n\
+               2026-11-28 04:00:00.001 UTC [43] db=capture_3: LOG:  something else\n";
+    let stray = decoys_in_log(log, "");
+    assert_eq!(stray.len(), 1, "{log}");
+    assert!(stray[0].what.starts_with("decoy public.length"));
+    assert!(decoys_in_log(log, "capture_3").is_empty());
 }
