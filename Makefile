@@ -13,10 +13,10 @@
 # PGXN (META.json): pgxnclient builds a distribution with `make PG_CONFIG=... all`, then
 # `make PG_CONFIG=... install` (and `installcheck` for `pgxn check`); `make dist` writes the
 # archive to upload. `all` and `install` need cargo-pgrx 0.18.1, and build for PG_CONFIG's
-# major version (the feature pgNN, from `$(PG_CONFIG) --version`). `cargo pgrx` takes the
-# headers of that major from the pg_config that `cargo pgrx init` recorded in
-# $PGRX_HOME/config.toml; where none was recorded (a PGXN user who never ran it),
-# PGRX_PG_CONFIG_PATH=$(PG_CONFIG) makes it use PG_CONFIG's own, with no init and no
+# major version (the feature pgNN, from `$(PG_CONFIG) --version`), always with
+# PGRX_PG_CONFIG_PATH=$(PG_CONFIG): the bindings come from the headers of the server installed
+# into, not from whatever pg_config `cargo pgrx init` recorded for that major (another minor
+# release, other configure options), and a PGXN user who never ran `cargo pgrx init` needs no
 # config.toml.
 
 PG ?= 15
@@ -26,9 +26,7 @@ export CARGO_TARGET_DIR
 VERSION := $(shell sed -nE 's/^version = "([^"]+)"$$/\1/p' Cargo.toml | head -1)
 PGRX_VERSION := 0.18.1
 PG_MAJOR = $(shell $(PG_CONFIG) --version 2>/dev/null | sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p')
-pgrx_config = $(or $(PGRX_HOME),$(HOME)/.pgrx)/config.toml
-pgrx_env = $(if $(PGRX_PG_CONFIG_PATH)$(shell grep -sE '^pg$(PG_MAJOR) *=' $(pgrx_config)),,\
-	PGRX_PG_CONFIG_PATH=$(PG_CONFIG))
+pgrx_env = PGRX_PG_CONFIG_PATH=$(PG_CONFIG)
 # Stops with the reason before a build that cannot work: no cargo-pgrx 0.18.1, a pg_config that
 # does not run, a major version idgen has no feature for.
 pgrx_ready = @cargo pgrx --version 2>/dev/null | grep -q ' $(PGRX_VERSION)$$' || \

@@ -78,12 +78,24 @@ def no_duplicates(pairs):
     return seen
 
 
+class NotJsonConstant(Exception):
+    pass
+
+
+def no_constants(name):
+    """Python's json reads NaN, Infinity and -Infinity; JSON (and PGXN's parser) has none."""
+    raise NotJsonConstant(name)
+
+
 def parse(text):
     """(document, problem): the JSON of META.json, or None and why not."""
     try:
-        return json.loads(text, object_pairs_hook=no_duplicates), None
+        return json.loads(text, object_pairs_hook=no_duplicates,
+                          parse_constant=no_constants), None
     except DuplicateKey as e:
         return None, f"the key {str(e)!r} appears twice in one object"
+    except NotJsonConstant as e:
+        return None, f"not JSON: {e} is not a JSON value"
     except json.JSONDecodeError as e:
         return None, f"not JSON: {e}"
 
@@ -564,6 +576,9 @@ def self_test():
     doc, problem = parse('{"name": "a", "name": "b"}')
     results.append(("self_test::duplicate_key", doc is None and
                     problem == "the key 'name' appears twice in one object", problem))
+    doc, problem = parse('{"x_n": NaN}')
+    results.append(("self_test::nan_is_not_json", doc is None and
+                    problem == "not JSON: NaN is not a JSON value", problem))
     doc, problem = parse('{"name": ')
     results.append(("self_test::not_json", doc is None and problem.startswith("not JSON: "),
                     problem))

@@ -115,21 +115,23 @@ pgc="$tmp/pg/${src_pgc#"$shared"/}"
 bindir=$("$pgc" --bindir)
 libdir=$("$pgc" --pkglibdir)
 extdir="$("$pgc" --sharedir)/extension"
-rm -f "$libdir/idgen.so" "$extdir"/idgen.control "$extdir"/idgen--*.sql
 snapshot() {  # the shared installation's idgen files, with sizes and mtimes
     (cd "$shared" && find . -name 'idgen*' -printf '%p %s %T@\n' | sort | sha256sum)
 }
 before=$(snapshot)
-copy_ok() {
-    case "$libdir" in "$tmp"/pg/*) ;; *) return 1 ;; esac
-    case "$extdir" in "$tmp"/pg/*) ;; *) return 1 ;; esac
-    ! ls "$libdir"/idgen* "$extdir"/idgen* >/dev/null 2>&1
+# Where the copy's pg_config points, checked before anything is removed there: a pg_config that
+# named the shared installation's directories would have this script delete its idgen as root.
+under_tmp() {
+    case "$(realpath -m "$libdir")" in "$tmp"/pg/*) ;; *) return 1 ;; esac
+    case "$(realpath -m "$extdir")" in "$tmp"/pg/*) ;; *) return 1 ;; esac
 }
-check the_copy_is_under_tmp_and_holds_no_idgen copy_ok
+check the_copys_directories_are_under_tmp under_tmp
 if [ "$failed" != 0 ]; then
-    echo "pgxn: $pgc names directories outside $tmp/pg; nothing installed"
+    echo "pgxn: $pgc names directories outside $tmp/pg; nothing removed, nothing installed"
     result; exit 1
 fi
+rm -f "$libdir/idgen.so" "$extdir"/idgen.control "$extdir"/idgen--*.sql
+check the_copy_holds_no_idgen bash -c '! ls "$1"/idgen* "$2"/idgen* >/dev/null 2>&1' _ "$libdir" "$extdir"
 
 mkdir "$tmp/pgrx-home"
 if ! command -v pgxn >/dev/null && [ "$(id -u)" = 0 ]; then
@@ -166,8 +168,9 @@ check "the_control_file_says_default_version_${version//./_}" \
 check the_install_script_is_in_the_copys_sharedir test -s "$extdir/idgen--$version.sql"
 upgrades_ok() {
     local f ok=0
-    for f in sql/idgen--*--*.sql; do
-        [ -f "$extdir/${f#sql/}" ] || { echo "not installed: ${f#sql/}"; ok=1; }
+    # The archive's upgrade scripts (what was installed from), not the working tree's.
+    for f in "$src"/sql/idgen--*--*.sql; do
+        [ -f "$extdir/${f#"$src"/sql/}" ] || { echo "not installed: ${f#"$src"/sql/}"; ok=1; }
     done
     return $ok
 }
