@@ -39,6 +39,21 @@ use idgen_cluster_tests::{column, db_error, sqlstate, wait_for, Cluster, One};
 /// Sanity bound for every wait on the background worker (not a performance claim).
 const BOUND: Duration = Duration::from_secs(60);
 
+/// [`wait_for`] within [`BOUND`] for what pg_partman's background worker does; on a timeout the
+/// server's log (the worker's runs, their errors) goes to the output before the panic, so a
+/// failure in CI says why.
+fn wait_for_worker<T>(cluster: &Cluster, what: &str, check: impl FnMut() -> Option<T>) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for(what, BOUND, check)
+    })) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("server log after waiting for {what}:\n{}", cluster.log());
+            std::panic::resume_unwind(e)
+        }
+    }
+}
+
 /// A day in id units under the server's layout (the expression of the page and of daily.sql).
 const DAY_IN_ID_UNITS: &str =
     "snowflake_compose(now() + interval '24 hours') - snowflake_compose(now())";
@@ -343,9 +358,9 @@ fn daily_partitions_by_id_follow_utc_days_and_the_background_worker_premakes_the
     // The background worker (never run_maintenance() here) premakes 4 partitions beyond the
     // partition of the highest id (+2): days +5 and +6.
     let expected = days(0, 6);
-    wait_for(
+    wait_for_worker(
+        &cluster,
         "the background worker to premake days +5 and +6",
-        BOUND,
         || (id_partitions(&mut client, "events") == expected).then_some(()),
     );
     // It ran as pg_partman_bgw.role: no superuser, the owner of the table and its partitions.
@@ -453,9 +468,9 @@ fn an_idle_table_sends_new_rows_to_the_default_partition_until_premade_from_the_
             "INSERT INTO events (id, note) VALUES (snowflake_compose(now() + interval '48 hours', 7), 'ahead')",
         )
         .unwrap();
-    wait_for(
+    wait_for_worker(
+        &cluster,
         "the background worker to premake events +3, +4",
-        BOUND,
         || (id_partitions(&mut client, "events") == days(0, 4)).then_some(()),
     );
     assert_eq!(id_partitions(&mut client, "idle"), days(0, 2));
